@@ -1,0 +1,79 @@
+/* The launch plan arrives as argv, computed by the TypeScript policy core.
+ * Anything unknown or malformed is refused: the launcher never guesses. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "launcher.h"
+
+static long long number(const char *flag, const char *s) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || *s == 0 || *end != 0 || v < 0) die_step("args", "%s needs a non-negative integer, got '%s'", flag, s);
+  return v;
+}
+
+static const char *abs_path(const char *flag, const char *s) {
+  if (s[0] != '/') die_step("args", "%s needs an absolute path, got '%s'", flag, s);
+  if (strlen(s) >= PATH_MAX) die_step("args", "%s path too long", flag);
+  return s;
+}
+
+static void add_op(struct plan *p, enum op_kind k, const char *path, const char *arg) {
+  if (p->nops >= MAX_OPS) die_step("args", "too many mount operations (max %d)", MAX_OPS);
+  p->ops[p->nops++] = (struct mount_op){k, path, arg};
+}
+
+static void add_rule(struct plan *p, enum prot_kind k, const char *pat) {
+  if (p->nrules >= MAX_RULES) die_step("args", "too many protection rules (max %d)", MAX_RULES);
+  if (!*pat || strstr(pat, "//") || pat[strlen(pat) - 1] == '/') die_step("args", "bad protection pattern '%s'", pat);
+  if (k != PROT_ABS && pat[0] == '/') die_step("args", "relative protection pattern expected, got '%s'", pat);
+  p->rules[p->nrules++] = (struct protect_rule){k, pat};
+}
+
+void parse_args(struct plan *p, int argc, char **argv) {
+  memset(p, 0, sizeof *p);
+  p->use_ns = 1;
+  p->report_fd = -1;
+  p->uid = getuid();
+  p->gid = getgid();
+  int i = 1;
+#define NEED(n) do { if (i + (n) >= argc) die_step("args", "%s needs %d value(s)", a, n); } while (0)
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--")) { i++; break; }
+    else if (!strcmp(a, "--reduced")) p->use_ns = 0;
+    else if (!strcmp(a, "--guard")) p->guard = 1;
+    else if (!strcmp(a, "--allow-inet")) p->allow_inet = 1;
+    else if (!strcmp(a, "--ro")) { NEED(1); add_op(p, OP_RO, abs_path(a, argv[++i]), NULL); }
+    else if (!strcmp(a, "--rw")) { NEED(1); add_op(p, OP_RW, abs_path(a, argv[++i]), NULL); }
+    else if (!strcmp(a, "--mask")) { NEED(1); add_op(p, OP_MASK, abs_path(a, argv[++i]), NULL); }
+    else if (!strcmp(a, "--dir")) { NEED(1); add_op(p, OP_DIR, abs_path(a, argv[++i]), NULL); }
+    else if (!strcmp(a, "--dev")) { NEED(1); add_op(p, OP_DEV, abs_path(a, argv[++i]), NULL); }
+    else if (!strcmp(a, "--tmpfs")) { NEED(2); const char *pa = abs_path(a, argv[++i]); number(a, argv[i + 1]); add_op(p, OP_TMPFS, pa, argv[++i]); }
+    else if (!strcmp(a, "--symlink")) { NEED(2); const char *pa = abs_path(a, argv[++i]); add_op(p, OP_SYMLINK, pa, argv[++i]); }
+    else if (!strcmp(a, "--file")) { NEED(2); const char *pa = abs_path(a, argv[++i]); add_op(p, OP_FILE, pa, argv[++i]); }
+    else if (!strcmp(a, "--protect-tree")) { NEED(1); add_rule(p, PROT_TREE, argv[++i]); }
+    else if (!strcmp(a, "--protect-file")) { NEED(1); add_rule(p, PROT_FILE, argv[++i]); }
+    else if (!strcmp(a, "--protect-abs")) { NEED(1); add_rule(p, PROT_ABS, abs_path(a, argv[++i])); }
+    else if (!strcmp(a, "--cwd")) { NEED(1); p->cwd = abs_path(a, argv[++i]); }
+    else if (!strcmp(a, "--hostname")) { NEED(1); p->hostname = argv[++i]; }
+    else if (!strcmp(a, "--max-procs")) { NEED(1); p->max_procs = number(a, argv[++i]); }
+    else if (!strcmp(a, "--default-max-procs")) { NEED(1); p->default_max_procs = number(a, argv[++i]); }
+    else if (!strcmp(a, "--max-memory")) { NEED(1); p->max_memory = number(a, argv[++i]); }
+    else if (!strcmp(a, "--max-fsize")) { NEED(1); p->max_fsize = number(a, argv[++i]); }
+    else if (!strcmp(a, "--max-nofile")) { NEED(1); p->max_nofile = number(a, argv[++i]); }
+    else if (!strcmp(a, "--cpu-seconds")) { NEED(1); p->cpu_seconds = number(a, argv[++i]); }
+    else if (!strcmp(a, "--timeout-ms")) { NEED(1); p->timeout_ms = number(a, argv[++i]); }
+    else if (!strcmp(a, "--report-fd")) { NEED(1); p->report_fd = (int)number(a, argv[++i]); report_init(p->report_fd); }
+    else die_step("args", "unknown option '%s'", a);
+  }
+#undef NEED
+  if (i >= argc) die_step("args", "no command given after --");
+  if (!p->cwd) die_step("args", "--cwd is required");
+  p->argv = &argv[i];
+}

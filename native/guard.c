@@ -1,0 +1,820 @@
+/* The write guard: performs filesystem writes on behalf of sandboxed processes,
+ * after checking the path that will actually be touched.
+ *
+ * Why: protected paths (.git/hooks, .envrc, ...) must stay read-only at any
+ * depth inside a writable workspace, including paths that do not exist yet.
+ * Mounts cannot mask a path that does not exist without leaving a file on the
+ * host, and Landlock cannot carve a name out of a writable tree.
+ *
+ * How: the seccomp filter hands every path-taking write (opens for writing,
+ * mkdir, rename, link, unlink, chmod, chown, utimes, xattrs, truncate) to this
+ * process. It copies the arguments out of the caller once, resolves the path
+ * itself one component at a time (so "/proc/self" means the caller, and no
+ * symlink is followed twice), checks the resolved path against the grants and
+ * the protection rules, and then performs the operation itself, relative to
+ * directory fds it holds, without following links on the last component. The
+ * result (or a new fd, installed atomically) goes back to the caller. It never
+ * answers CONTINUE, so rewriting the caller's memory after the check changes
+ * nothing.
+ *
+ * The guard runs inside the same Landlock domain and mount view as the sandbox,
+ * with the same uid: it cannot do anything the sandbox could not do itself. */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+#include <utime.h>
+
+#include "launcher.h"
+
+#define NR_FCHMODAT2 452
+#define MAX_LINKS 40
+#define MAX_RETRIES 8
+#define MAX_DENIAL_LINES 200
+#define XATTR_VALUE_MAX 65536
+
+
+struct call {
+  const struct plan *plan;
+  int listener;
+  struct seccomp_notif *req;
+  pid_t tid;
+  pid_t tgid;
+};
+
+/* A resolved path: the directory that holds the entry, the entry's name, and
+ * an O_PATH fd of the entry when it exists. "magic" means the entry was
+ * reached through a procfs magic link and has no parent we can name. */
+struct target {
+  int parent;
+  int obj;
+  int magic;
+  int trailing_slash;
+  char name[NAME_MAX + 2];
+};
+
+static const char *op_name;
+static unsigned denials;
+
+static void target_init(struct target *t) {
+  t->parent = t->obj = -1;
+  t->magic = t->trailing_slash = 0;
+  t->name[0] = 0;
+}
+
+static void target_close(struct target *t) {
+  if (t->parent >= 0) close(t->parent);
+  if (t->obj >= 0) close(t->obj);
+  target_init(t);
+}
+
+/* ---- reading the caller ---- */
+
+static int read_mem(pid_t tid, __u64 addr, void *buf, size_t len) {
+  struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)addr, len};
+  ssize_t n = process_vm_readv(tid, &local, 1, &remote, 1, 0);
+  return n == (ssize_t)len ? 0 : -EFAULT;
+}
+
+/* Reads a NUL-terminated string page by page, so that a string ending just
+ * before an unmapped page is still read. */
+static int read_str(pid_t tid, __u64 addr, char *buf, size_t cap) {
+  if (!addr) return -EFAULT;
+  size_t got = 0;
+  while (got < cap) {
+    size_t page_left = 4096 - ((addr + got) & 4095);
+    size_t want = page_left < cap - got ? page_left : cap - got;
+    if (read_mem(tid, addr + got, buf + got, want) != 0) return -EFAULT;
+    char *nul = memchr(buf + got, 0, want);
+    if (nul) return 0;
+    got += want;
+  }
+  return -ENAMETOOLONG;
+}
+
+static pid_t tgid_of(pid_t tid) {
+  char p[64], line[256];
+  snprintf(p, sizeof p, "/proc/%d/status", tid);
+  FILE *f = fopen(p, "re");
+  if (!f) return -1;
+  pid_t t = -1;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "Tgid:", 5)) { t = (pid_t)atoi(line + 5); break; }
+  fclose(f);
+  return t;
+}
+
+static mode_t umask_of(pid_t tid) {
+  char p[64], line[256];
+  snprintf(p, sizeof p, "/proc/%d/status", tid);
+  FILE *f = fopen(p, "re");
+  mode_t m = 022;
+  if (!f) return m;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "Umask:", 6)) { m = (mode_t)strtol(line + 6, NULL, 8); break; }
+  fclose(f);
+  return m;
+}
+
+/* A duplicate of one of the caller's fds (the same open file). */
+static int caller_fd(struct call *c, int fd) {
+  int pidfd = (int)syscall(SYS_pidfd_open, c->tgid, 0);
+  if (pidfd < 0) return -errno;
+  int dup = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+  int e = errno;
+  close(pidfd);
+  return dup < 0 ? -e : dup;
+}
+
+/* ---- path resolution ---- */
+
+static int fd_path(int fd, char *out, size_t cap) {
+  char p[64];
+  snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(p, out, cap - 1);
+  if (n < 0) return -errno;
+  out[n] = 0;
+  return 0;
+}
+
+static int is_proc(int fd, int *is_root) {
+  struct statfs sf;
+  struct stat st;
+  if (fstatfs(fd, &sf) != 0 || sf.f_type != PROC_SUPER_MAGIC) return 0;
+  *is_root = fstat(fd, &st) == 0 && st.st_ino == 1;
+  return 1;
+}
+
+static int start_dir(struct call *c, long dirfd, int absolute) {
+  char p[64];
+  if (absolute) return open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if ((int)dirfd == AT_FDCWD) snprintf(p, sizeof p, "/proc/%d/cwd", c->tid);
+  else if ((int)dirfd < 0) return -EBADF;
+  else snprintf(p, sizeof p, "/proc/%d/fd/%d", c->tid, (int)dirfd);
+  int fd = open(p, O_PATH | O_CLOEXEC);
+  return fd < 0 ? (errno == ENOENT ? -EBADF : -errno) : fd;
+}
+
+/* Walks path from dirfd the way the kernel would, following symlinks by hand
+ * (so "self" in procfs means the caller) and magic links through the kernel. */
+static int resolve_once(struct call *c, long dirfd, const char *path, int follow_last, struct target *t) {
+  target_init(t);
+  if (!*path) return -ENOENT;
+  char buf[2 * PATH_MAX + 2];
+  snprintf(buf, sizeof buf, "%s", path);
+  char *rest = buf;
+  int cur = start_dir(c, dirfd, rest[0] == '/');
+  if (cur < 0) return cur;
+  int links = 0;
+  for (;;) {
+    while (*rest == '/') rest++;
+    if (!*rest) {
+      /* The path ends at a directory ("/", "dir/", "a/.."): the entry is cur itself. */
+      t->obj = cur;
+      t->magic = 1;
+      t->trailing_slash = 1;
+      return 0;
+    }
+    char *end = strchr(rest, '/');
+    size_t len = end ? (size_t)(end - rest) : strlen(rest);
+    if (len > NAME_MAX) { close(cur); return -ENAMETOOLONG; }
+    char comp[NAME_MAX + 1];
+    memcpy(comp, rest, len);
+    comp[len] = 0;
+    char *after = rest + len;
+    while (*after == '/') after++;
+    int last = *after == 0;
+    int trailing = last && end != NULL;
+
+    if (!strcmp(comp, ".") || !strcmp(comp, "..")) {
+      if (last) {
+        t->parent = cur;
+        snprintf(t->name, sizeof t->name, "%s", comp);
+        t->obj = openat(cur, comp, O_PATH | O_CLOEXEC);
+        t->trailing_slash = trailing;
+        return t->obj < 0 ? -errno : 0;
+      }
+      if (comp[1]) {
+        int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        close(cur);
+        if (up < 0) return -errno;
+        cur = up;
+      }
+      rest = after;
+      continue;
+    }
+
+    struct stat st;
+    if (fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      int e = errno;
+      if (e == ENOENT && last) {
+        t->parent = cur;
+        snprintf(t->name, sizeof t->name, "%s", comp);
+        t->trailing_slash = trailing;
+        return 0;
+      }
+      close(cur);
+      return -e;
+    }
+
+    if (S_ISLNK(st.st_mode) && (!last || follow_last || trailing)) {
+      int proc_root = 0;
+      if (is_proc(cur, &proc_root)) {
+        if (proc_root && (!strcmp(comp, "self") || !strcmp(comp, "thread-self"))) {
+          char sub[2 * PATH_MAX + 2];
+          if (comp[0] == 's') snprintf(sub, sizeof sub, "%d/%s", c->tgid, after);
+          else snprintf(sub, sizeof sub, "%d/task/%d/%s", c->tgid, c->tid, after);
+          snprintf(buf, sizeof buf, "%s", sub);
+          rest = buf;
+          continue;
+        }
+        if (!proc_root) {
+          /* A magic link (fd/N, cwd, exe, root): only the kernel can follow it. */
+          int fd = openat(cur, comp, O_PATH | O_CLOEXEC);
+          int e = errno;
+          close(cur);
+          if (fd < 0) return -e;
+          if (last) {
+            t->obj = fd;
+            t->magic = 1;
+            t->trailing_slash = trailing;
+            return 0;
+          }
+          cur = fd;
+          rest = after;
+          continue;
+        }
+      }
+      if (++links > MAX_LINKS) { close(cur); return -ELOOP; }
+      char link[PATH_MAX];
+      ssize_t n = readlinkat(cur, comp, link, sizeof link - 1);
+      if (n < 0) { int e = errno; close(cur); return -e; }
+      link[n] = 0;
+      char joined[2 * PATH_MAX + 2];
+      int w = snprintf(joined, sizeof joined, "%s%s%s", link, *after ? "/" : (trailing ? "/" : ""), after);
+      if (w < 0 || (size_t)w >= sizeof joined) { close(cur); return -ENAMETOOLONG; }
+      snprintf(buf, sizeof buf, "%s", joined);
+      rest = buf;
+      if (link[0] == '/') {
+        close(cur);
+        cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (cur < 0) return -errno;
+      }
+      continue;
+    }
+
+    if (last) {
+      t->parent = cur;
+      snprintf(t->name, sizeof t->name, "%s", comp);
+      t->trailing_slash = trailing;
+      t->obj = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+      if (t->obj < 0 && errno != ENOENT) { int e = errno; target_close(t); return -e; }
+      return 0;
+    }
+    int next = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    close(cur);
+    if (next < 0) return e == ELOOP ? -EAGAIN : -e; /* swapped for a link since fstatat: walk again */
+    cur = next;
+    rest = after;
+  }
+}
+
+static int resolve(struct call *c, long dirfd, const char *path, int follow_last, struct target *t) {
+  for (int i = 0; i < MAX_RETRIES; i++) {
+    int r = resolve_once(c, dirfd, path, follow_last, t);
+    if (r != -EAGAIN) return r;
+  }
+  return -EAGAIN;
+}
+
+/* The absolute path of the entry a target names, as this mount view sees it.
+ * Empty when the entry is not a file system path (a pipe, a socket). */
+static int target_path(const struct target *t, char *out, size_t cap) {
+  int dots = !strcmp(t->name, ".") || !strcmp(t->name, "..");
+  if (t->magic || t->parent < 0 || (dots && t->obj >= 0)) {
+    int r = fd_path(t->obj, out, cap);
+    if (r) return r;
+    if (out[0] != '/') out[0] = 0;
+    return 0;
+  }
+  char dir[PATH_MAX];
+  int r = fd_path(t->parent, dir, sizeof dir);
+  if (r) return r;
+  if (dir[0] != '/') return -ENOENT;
+  size_t dl = strlen(dir);
+  if (dl > 10 && !strcmp(dir + dl - 10, " (deleted)")) return -ENOENT;
+  size_t nl = strlen(t->name);
+  if (!strcmp(dir, "/")) dl = 0;
+  if (dl + 1 + nl + 1 > cap) return -ENAMETOOLONG;
+  memmove(out, dir, dl);
+  out[dl] = '/';
+  memcpy(out + dl + 1, t->name, nl + 1);
+  return 0;
+}
+
+/* ---- the rules ---- */
+
+/* Does path lie at or below root (component-wise)? Returns the remainder. */
+static const char *below(const char *path, const char *root) {
+  size_t n = strlen(root);
+  if (n == 1 && root[0] == '/') return path + 1;
+  if (strncmp(path, root, n) != 0) return NULL;
+  if (path[n] == 0) return path + n;
+  if (path[n] == '/') return path + n + 1;
+  return NULL;
+}
+
+/* Does pattern[j..] match comps[i..] (to the end of comps when whole_rest)?
+ * "**" matches any number of components. The TypeScript twin is
+ * protectedMatch() in src/policy/protected.ts. */
+static int matches_at(char **comps, int n, int i, char **pat, int k, int j, int whole_rest) {
+  if (j == k) return !whole_rest || i == n;
+  if (!strcmp(pat[j], "**")) {
+    for (int m = i; m <= n; m++)
+      if (matches_at(comps, n, m, pat, k, j + 1, whole_rest)) return 1;
+    return 0;
+  }
+  return i < n && !strcasecmp(comps[i], pat[j]) && matches_at(comps, n, i + 1, pat, k, j + 1, whole_rest);
+}
+
+static int split(char *s, char **out, int cap) {
+  int n = 0;
+  char *save = NULL;
+  for (char *t = strtok_r(s, "/", &save); t && n < cap; t = strtok_r(NULL, "/", &save))
+    if (strcmp(t, ".")) out[n++] = t;
+  return n;
+}
+
+static const char *check(const struct plan *p, const char *path, char *why, size_t cap) {
+  if (path[0] != '/') return NULL;
+  for (int i = 0; i < p->nrules; i++)
+    if (p->rules[i].kind == PROT_ABS && below(path, p->rules[i].pattern)) {
+      snprintf(why, cap, "protected path %s", p->rules[i].pattern);
+      return why;
+    }
+  const struct mount_op *root = NULL;
+  size_t best = 0;
+  for (int i = 0; i < p->nops; i++) {
+    const struct mount_op *o = &p->ops[i];
+    if (o->kind != OP_RO && o->kind != OP_RW && o->kind != OP_TMPFS && o->kind != OP_MASK) continue;
+    size_t n = strlen(o->path);
+    if (n >= best && below(path, o->path)) root = o, best = n;
+  }
+  if (!root || root->kind == OP_TMPFS) return NULL;
+  if (root->kind != OP_RW) {
+    snprintf(why, cap, "%s is granted read-only", root->path);
+    return why;
+  }
+  char rel[PATH_MAX];
+  snprintf(rel, sizeof rel, "%s", below(path, root->path));
+  char *comps[PATH_MAX / 2];
+  int n = split(rel, comps, (int)(sizeof comps / sizeof comps[0]));
+  for (int r = 0; r < p->nrules; r++) {
+    const struct protect_rule *pr = &p->rules[r];
+    if (pr->kind == PROT_ABS) continue;
+    char pat[PATH_MAX], *pc[64];
+    snprintf(pat, sizeof pat, "%s", pr->pattern);
+    int k = split(pat, pc, 64);
+    for (int start = 0; start < n; start++)
+      if (matches_at(comps, n, start, pc, k, 0, pr->kind == PROT_FILE)) {
+        snprintf(why, cap, "protected path %s", pr->pattern);
+        return why;
+      }
+  }
+  return NULL;
+}
+
+static void log_denial(struct call *c, const char *path, const char *why) {
+  if (++denials > MAX_DENIAL_LINES) return;
+  char jp[1200], jw[600], line[2048];
+  jstr(jp, sizeof jp, path);
+  jstr(jw, sizeof jw, why);
+  if (denials == MAX_DENIAL_LINES)
+    snprintf(line, sizeof line, "{\"event\":\"denied\",\"op\":\"%s\",\"path\":\"%s\",\"reason\":\"%s\",\"pid\":%d,\"more\":true}",
+             op_name, jp, jw, c->tgid);
+  else
+    snprintf(line, sizeof line, "{\"event\":\"denied\",\"op\":\"%s\",\"path\":\"%s\",\"reason\":\"%s\",\"pid\":%d}", op_name,
+             jp, jw, c->tgid);
+  report_line(line);
+}
+
+/* 0 when the access is allowed, -EACCES (logged) when it is not. */
+static int allow(struct call *c, const struct target *t) {
+  char path[PATH_MAX], why[PATH_MAX + 64];
+  int r = target_path(t, path, sizeof path);
+  if (r) return r;
+  const char *reason = check(c->plan, path, why, sizeof why);
+  if (!reason) return 0;
+  log_denial(c, path, reason);
+  return -EACCES;
+}
+
+/* ---- answering ---- */
+
+static void respond(struct call *c, long long val, int err) {
+  struct seccomp_notif_resp resp = {.id = c->req->id, .val = err ? 0 : val, .error = err ? err : 0, .flags = 0};
+  if (ioctl(c->listener, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 && errno != ENOENT)
+    warn_step("guard", "answer: %s", strerror(errno));
+}
+
+static int still_valid(struct call *c) {
+  __u64 id = c->req->id;
+  return ioctl(c->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+}
+
+/* Installs fd in the caller and returns it from the caller's syscall. */
+static void respond_fd(struct call *c, int fd, int flags) {
+  struct seccomp_notif_addfd add = {
+      .id = c->req->id, .flags = SECCOMP_ADDFD_FLAG_SEND, .srcfd = (__u32)fd, .newfd = 0,
+      .newfd_flags = (flags & O_CLOEXEC) ? O_CLOEXEC : 0};
+  if (ioctl(c->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &add) < 0 && errno != ENOENT) respond(c, 0, -errno);
+  close(fd);
+}
+
+static const char *self_fd(int fd) {
+  static char p[2][64];
+  static int which;
+  which ^= 1;
+  snprintf(p[which], sizeof p[which], "/proc/self/fd/%d", fd);
+  return p[which];
+}
+
+/* ---- the operations ---- */
+
+static int open_existing(struct call *c, struct target *t, int flags, int *out) {
+  struct stat st;
+  if (fstat(t->obj, &st) != 0) return -errno;
+  if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL)) return -EEXIST;
+  if (S_ISLNK(st.st_mode)) return -ELOOP;
+  /* O_CREAT on something that exists, without a write mode, is only a read. */
+  if (flags & (O_WRONLY | O_RDWR | O_TRUNC)) {
+    int r = allow(c, t);
+    if (r) return r;
+  }
+  int reopen = flags & ~(O_CREAT | O_EXCL | O_NOFOLLOW);
+  if (S_ISFIFO(st.st_mode) && !(flags & O_NONBLOCK) && (flags & O_ACCMODE) != O_RDWR) {
+    /* Opening a FIFO blocks until the other end opens; do it in a child so
+     * that the guard keeps serving everyone else. */
+    pid_t pid = fork();
+    if (pid < 0) return -errno;
+    if (pid == 0) {
+      int fd = open(self_fd(t->obj), reopen);
+      if (fd < 0) respond(c, 0, -errno);
+      else respond_fd(c, fd, flags);
+      _exit(0);
+    }
+    *out = -2;
+    return 0;
+  }
+  int fd = open(self_fd(t->obj), reopen);
+  if (fd < 0) return -errno;
+  *out = fd;
+  return 0;
+}
+
+static void do_open(struct call *c, long dirfd, __u64 path_addr, int flags, mode_t mode) {
+  char path[PATH_MAX];
+  int r = read_str(c->tid, path_addr, path, sizeof path);
+  if (r) return respond(c, 0, r);
+  int follow = !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL);
+  for (int attempt = 0; attempt < MAX_RETRIES; attempt++) {
+    struct target t;
+    r = resolve(c, dirfd, path, follow, &t);
+    if (r) return respond(c, 0, r);
+    if (!still_valid(c)) { target_close(&t); return; }
+    int fd = -1;
+    if (t.obj >= 0) {
+      r = open_existing(c, &t, flags, &fd);
+      target_close(&t);
+      if (r) return respond(c, 0, r);
+      if (fd == -2) return; /* answered by the child */
+      return respond_fd(c, fd, flags);
+    }
+    if (!(flags & O_CREAT)) { target_close(&t); return respond(c, 0, -ENOENT); }
+    if (t.trailing_slash) { target_close(&t); return respond(c, 0, -EISDIR); }
+    r = allow(c, &t);
+    if (r) { target_close(&t); return respond(c, 0, r); }
+    umask(umask_of(c->tid));
+    /* O_EXCL: if something appeared under this name since we looked, walk again. */
+    fd = openat(t.parent, t.name, flags | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    int e = errno;
+    target_close(&t);
+    if (fd >= 0) return respond_fd(c, fd, flags);
+    if (e == EEXIST && !(flags & O_EXCL)) continue;
+    if (e == ELOOP && !(flags & O_EXCL)) continue;
+    return respond(c, 0, -e);
+  }
+  respond(c, 0, -EAGAIN);
+}
+
+enum entry_use {
+  NEW_ENTRY,     /* mkdir, mknod, symlink, link: fails with EEXIST if present */
+  REPLACE_ENTRY, /* the new name of a rename */
+  REMOVE_ENTRY,  /* unlink, rmdir, the old name of a rename */
+};
+
+/* Resolves a path that names an entry to create or remove (never following the
+ * last component) and checks it. */
+static int entry(struct call *c, long dirfd, __u64 addr, enum entry_use use, struct target *t) {
+  char path[PATH_MAX];
+  int r = read_str(c->tid, addr, path, sizeof path);
+  if (r) return r;
+  r = resolve(c, dirfd, path, 0, t);
+  if (r) return r;
+  if (t->parent < 0) {
+    /* "/" or a magic link: no name to create or remove here. */
+    r = use == NEW_ENTRY ? -EEXIST : -EBUSY;
+    target_close(t);
+    return r;
+  }
+  /* Creating what exists changes nothing: answer as the kernel would (mkdir -p
+   * walks through existing protected directories). */
+  if (use == NEW_ENTRY && t->obj >= 0) {
+    target_close(t);
+    return -EEXIST;
+  }
+  r = allow(c, t);
+  if (r) target_close(t);
+  return r;
+}
+
+/* Resolves a path whose existing object is modified (chmod, chown, ...). */
+static int object(struct call *c, long dirfd, __u64 addr, int follow, int empty_ok, struct target *t) {
+  char path[PATH_MAX];
+  int r = read_str(c->tid, addr, path, sizeof path);
+  if (r) return r;
+  if (!path[0] && empty_ok) {
+    target_init(t);
+    int fd = caller_fd(c, (int)dirfd);
+    if (fd < 0) return fd;
+    t->obj = fd;
+    t->magic = 1;
+  } else {
+    r = resolve(c, dirfd, path, follow, t);
+    if (r) return r;
+    if (t->obj < 0) { target_close(t); return -ENOENT; }
+  }
+  r = allow(c, t);
+  if (r) target_close(t);
+  return r;
+}
+
+static int obj_is_link(const struct target *t) {
+  struct stat st;
+  return fstat(t->obj, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+static int fd_object(struct call *c, int fd, struct target *t) {
+  target_init(t);
+  int dup = caller_fd(c, fd);
+  if (dup < 0) return dup;
+  t->obj = dup;
+  t->magic = 1;
+  int r = allow(c, t);
+  if (r) target_close(t);
+  return r;
+}
+
+#define RESULT(expr) ((expr) == 0 ? 0 : -errno)
+
+static int read_times(struct call *c, __u64 addr, int kind, struct timespec ts[2], struct timespec **out) {
+  *out = NULL;
+  if (!addr) return 0;
+  if (kind == 0) { /* struct utimbuf */
+    struct utimbuf u;
+    if (read_mem(c->tid, addr, &u, sizeof u)) return -EFAULT;
+    ts[0] = (struct timespec){u.actime, 0};
+    ts[1] = (struct timespec){u.modtime, 0};
+  } else if (kind == 1) { /* struct timeval[2] */
+    struct timeval tv[2];
+    if (read_mem(c->tid, addr, tv, sizeof tv)) return -EFAULT;
+    for (int i = 0; i < 2; i++) {
+      if (tv[i].tv_usec < 0 || tv[i].tv_usec >= 1000000) return -EINVAL;
+      ts[i] = (struct timespec){tv[i].tv_sec, tv[i].tv_usec * 1000};
+    }
+  } else { /* struct timespec[2] */
+    if (read_mem(c->tid, addr, ts, 2 * sizeof ts[0])) return -EFAULT;
+  }
+  *out = ts;
+  return 0;
+}
+
+static void handle(struct call *c) {
+  const __u64 *a = c->req->data.args;
+  int nr = c->req->data.nr;
+  struct target t, u;
+  int r = 0;
+  char name[XATTR_NAME_MAX + 1];
+  static char value[XATTR_VALUE_MAX];
+  struct timespec tsbuf[2], *ts;
+  target_init(&t);
+  target_init(&u);
+
+  switch (nr) {
+    case SYS_open: op_name = "open"; do_open(c, AT_FDCWD, a[0], (int)a[1], (mode_t)a[2]); return;
+    case SYS_openat: op_name = "openat"; do_open(c, (long)(int)a[0], a[1], (int)a[2], (mode_t)a[3]); return;
+    case SYS_creat: op_name = "creat"; do_open(c, AT_FDCWD, a[0], O_CREAT | O_WRONLY | O_TRUNC, (mode_t)a[1]); return;
+
+    case SYS_mkdir: case SYS_mkdirat: {
+      op_name = "mkdir";
+      int at = nr == SYS_mkdirat;
+      r = entry(c, at ? (int)a[0] : AT_FDCWD, a[at], NEW_ENTRY, &t);
+      if (r) break;
+      umask(umask_of(c->tid));
+      r = RESULT(mkdirat(t.parent, t.name, (mode_t)a[at + 1]));
+      break;
+    }
+    case SYS_mknod: case SYS_mknodat: {
+      op_name = "mknod";
+      int at = nr == SYS_mknodat;
+      r = entry(c, at ? (int)a[0] : AT_FDCWD, a[at], NEW_ENTRY, &t);
+      if (r) break;
+      umask(umask_of(c->tid));
+      r = RESULT(mknodat(t.parent, t.name, (mode_t)a[at + 1], (dev_t)a[at + 2]));
+      break;
+    }
+    case SYS_symlink: case SYS_symlinkat: {
+      op_name = "symlink";
+      char link[PATH_MAX];
+      int at = nr == SYS_symlinkat;
+      if ((r = read_str(c->tid, a[0], link, sizeof link))) break;
+      r = entry(c, at ? (int)a[1] : AT_FDCWD, a[at ? 2 : 1], NEW_ENTRY, &t);
+      if (r) break;
+      r = RESULT(symlinkat(link, t.parent, t.name));
+      break;
+    }
+    case SYS_link: case SYS_linkat: {
+      op_name = "link";
+      int at = nr == SYS_linkat;
+      int flags = at ? (int)a[4] : 0;
+      /* A second name for a protected file would be a way to write it. */
+      r = object(c, at ? (int)a[0] : AT_FDCWD, a[at ? 1 : 0], flags & AT_SYMLINK_FOLLOW, flags & AT_EMPTY_PATH, &t);
+      if (r) break;
+      r = entry(c, at ? (int)a[2] : AT_FDCWD, a[at ? 3 : 1], NEW_ENTRY, &u);
+      if (r) break;
+      if (obj_is_link(&t) && t.parent >= 0) r = RESULT(linkat(t.parent, t.name, u.parent, u.name, 0));
+      else r = RESULT(linkat(AT_FDCWD, self_fd(t.obj), u.parent, u.name, AT_SYMLINK_FOLLOW));
+      break;
+    }
+    case SYS_rename: case SYS_renameat: case SYS_renameat2: {
+      op_name = "rename";
+      int at = nr != SYS_rename;
+      unsigned flags = nr == SYS_renameat2 ? (unsigned)a[4] : 0;
+      r = entry(c, at ? (int)a[0] : AT_FDCWD, a[at ? 1 : 0], REMOVE_ENTRY, &t);
+      if (r) break;
+      r = entry(c, at ? (int)a[2] : AT_FDCWD, a[at ? 3 : 1], REPLACE_ENTRY, &u);
+      if (r) break;
+      r = RESULT(renameat2(t.parent, t.name, u.parent, u.name, flags));
+      break;
+    }
+    case SYS_unlink: case SYS_rmdir: case SYS_unlinkat: {
+      op_name = nr == SYS_rmdir ? "rmdir" : "unlink";
+      int at = nr == SYS_unlinkat;
+      int flags = at ? (int)a[2] : (nr == SYS_rmdir ? AT_REMOVEDIR : 0);
+      r = entry(c, at ? (int)a[0] : AT_FDCWD, a[at], REMOVE_ENTRY, &t);
+      if (r) break;
+      r = RESULT(unlinkat(t.parent, t.name, flags & AT_REMOVEDIR));
+      break;
+    }
+    case SYS_truncate: {
+      op_name = "truncate";
+      if ((r = object(c, AT_FDCWD, a[0], 1, 0, &t))) break;
+      if (obj_is_link(&t)) { r = -EAGAIN; break; }
+      int fd = open(self_fd(t.obj), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd < 0) { r = -errno; break; }
+      r = RESULT(ftruncate(fd, (off_t)a[1]));
+      close(fd);
+      break;
+    }
+    case SYS_chmod: case SYS_fchmodat: case NR_FCHMODAT2: {
+      op_name = "chmod";
+      int at = nr != SYS_chmod;
+      int flags = nr == NR_FCHMODAT2 ? (int)a[3] : 0;
+      if ((r = object(c, at ? (int)a[0] : AT_FDCWD, a[at], !(flags & AT_SYMLINK_NOFOLLOW), flags & AT_EMPTY_PATH, &t)))
+        break;
+      if (obj_is_link(&t)) { r = -EOPNOTSUPP; break; }
+      r = RESULT(chmod(self_fd(t.obj), (mode_t)a[at + 1]));
+      break;
+    }
+    case SYS_fchmod: {
+      op_name = "fchmod";
+      if ((r = fd_object(c, (int)a[0], &t))) break;
+      r = RESULT(fchmod(t.obj, (mode_t)a[1]));
+      break;
+    }
+    case SYS_chown: case SYS_lchown: case SYS_fchownat: {
+      op_name = "chown";
+      int at = nr == SYS_fchownat;
+      int flags = at ? (int)a[4] : (nr == SYS_lchown ? AT_SYMLINK_NOFOLLOW : 0);
+      if ((r = object(c, at ? (int)a[0] : AT_FDCWD, a[at], !(flags & AT_SYMLINK_NOFOLLOW), flags & AT_EMPTY_PATH, &t)))
+        break;
+      r = RESULT(fchownat(t.obj, "", (uid_t)a[at + 1], (gid_t)a[at + 2], AT_EMPTY_PATH));
+      break;
+    }
+    case SYS_fchown: {
+      op_name = "fchown";
+      if ((r = fd_object(c, (int)a[0], &t))) break;
+      r = RESULT(fchown(t.obj, (uid_t)a[1], (gid_t)a[2]));
+      break;
+    }
+    case SYS_utime: case SYS_utimes: case SYS_futimesat: case SYS_utimensat: {
+      op_name = "utimes";
+      int at = nr == SYS_futimesat || nr == SYS_utimensat;
+      int flags = nr == SYS_utimensat ? (int)a[3] : 0;
+      int kind = nr == SYS_utime ? 0 : nr == SYS_utimensat ? 2 : 1;
+      if ((r = read_times(c, a[at ? 2 : 1], kind, tsbuf, &ts))) break;
+      if (nr == SYS_utimensat && a[1] == 0) {
+        if ((r = fd_object(c, (int)a[0], &t))) break; /* futimens(fd) */
+        r = RESULT(futimens(t.obj, ts));
+        break;
+      }
+      if ((r = object(c, at ? (int)a[0] : AT_FDCWD, a[at], !(flags & AT_SYMLINK_NOFOLLOW), flags & AT_EMPTY_PATH, &t)))
+        break;
+      if (obj_is_link(&t) && t.parent >= 0) r = RESULT(utimensat(t.parent, t.name, ts, AT_SYMLINK_NOFOLLOW));
+      else r = RESULT(utimensat(AT_FDCWD, self_fd(t.obj), ts, 0));
+      break;
+    }
+    case SYS_setxattr: case SYS_lsetxattr: case SYS_fsetxattr: {
+      op_name = "setxattr";
+      size_t size = (size_t)a[3];
+      if (size > XATTR_VALUE_MAX) { r = -E2BIG; break; }
+      if ((r = read_str(c->tid, a[1], name, sizeof name)) || (size && read_mem(c->tid, a[2], value, size))) {
+        if (!r) r = -EFAULT;
+        break;
+      }
+      if (nr == SYS_fsetxattr) {
+        if ((r = fd_object(c, (int)a[0], &t))) break;
+        r = RESULT(fsetxattr(t.obj, name, value, size, (int)a[4]));
+      } else {
+        if ((r = object(c, AT_FDCWD, a[0], nr == SYS_setxattr, 0, &t))) break;
+        r = obj_is_link(&t) ? -EPERM : RESULT(setxattr(self_fd(t.obj), name, value, size, (int)a[4]));
+      }
+      break;
+    }
+    case SYS_removexattr: case SYS_lremovexattr: case SYS_fremovexattr: {
+      op_name = "removexattr";
+      if ((r = read_str(c->tid, a[1], name, sizeof name))) break;
+      if (nr == SYS_fremovexattr) {
+        if ((r = fd_object(c, (int)a[0], &t))) break;
+        r = RESULT(fremovexattr(t.obj, name));
+      } else {
+        if ((r = object(c, AT_FDCWD, a[0], nr == SYS_removexattr, 0, &t))) break;
+        r = obj_is_link(&t) ? -EPERM : RESULT(removexattr(self_fd(t.obj), name));
+      }
+      break;
+    }
+    default:
+      op_name = "syscall";
+      r = -ENOSYS;
+  }
+  target_close(&t);
+  target_close(&u);
+  respond(c, 0, r);
+}
+
+void guard_run(const struct plan *p, int listener) {
+  /* Keep sandboxed processes (same uid) out of our memory and fds. */
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) die_step("guard", "PR_SET_DUMPABLE: %s", strerror(errno));
+  struct sigaction sa = {.sa_handler = SIG_IGN, .sa_flags = SA_NOCLDWAIT};
+  sigaction(SIGCHLD, &sa, NULL);
+  struct seccomp_notif_sizes sizes;
+  if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) != 0) die_step("guard", "notif sizes: %s", strerror(errno));
+  size_t req_size = sizes.seccomp_notif > sizeof(struct seccomp_notif) ? sizes.seccomp_notif : sizeof(struct seccomp_notif);
+  struct seccomp_notif *req = malloc(req_size);
+  if (!req) die_step("guard", "out of memory");
+  for (;;) {
+    struct pollfd pfd = {.fd = listener, .events = POLLIN};
+    if (poll(&pfd, 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      die_step("guard", "poll: %s", strerror(errno));
+    }
+    if (pfd.revents & (POLLHUP | POLLERR | POLLNVAL)) _exit(0); /* nobody left to guard */
+    memset(req, 0, req_size);
+    if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, req) != 0) {
+      if (errno == EINTR || errno == ENOENT) continue;
+      die_step("guard", "receive: %s", strerror(errno));
+    }
+    struct call c = {.plan = p, .listener = listener, .req = req, .tid = (pid_t)req->pid};
+    c.tgid = tgid_of(c.tid);
+    if (c.tgid <= 0 || !still_valid(&c)) { respond(&c, 0, -ESRCH); continue; }
+    handle(&c);
+  }
+}

@@ -1,0 +1,116 @@
+/* Vak's Linux sandbox launcher: shared declarations.
+ *
+ * The launcher is single-threaded on purpose: Landlock applies per thread and a
+ * multithreaded process cannot enter a user namespace. Every failed step exits
+ * 125 after writing one JSON line that names the step. */
+#ifndef VAK_LAUNCHER_H
+#define VAK_LAUNCHER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define EXIT_SETUP 125
+#define EXIT_TIMEOUT 124
+
+enum op_kind {
+  OP_RO,      /* bind a host path read-only */
+  OP_RW,      /* bind a host path writable */
+  OP_TMPFS,   /* private tmpfs, writable (arg: size in bytes, or NULL) */
+  OP_MASK,    /* empty read-only tmpfs or empty file over an existing path */
+  OP_DIR,     /* empty directory in the new root */
+  OP_SYMLINK, /* symlink (arg: link text) */
+  OP_FILE,    /* read-only file with the given content (arg) */
+  OP_DEV,     /* device node bound from the host /dev (path is /dev/NAME) */
+};
+
+struct mount_op {
+  enum op_kind kind;
+  const char *path;
+  const char *arg;
+};
+
+enum prot_kind {
+  PROT_TREE,  /* the named entry and everything below it */
+  PROT_FILE,  /* the entry itself: no create, write, rename or remove */
+  PROT_ABS,   /* an absolute path and everything below it */
+};
+
+struct protect_rule {
+  enum prot_kind kind;
+  const char *pattern; /* components joined by '/', e.g. ".git/hooks" */
+};
+
+#define MAX_OPS 512
+#define MAX_RULES 128
+
+struct plan {
+  int use_ns;          /* 1: namespaces and a private mount view; 0: reduced mode */
+  int guard;           /* run the write guard (seccomp user notification) */
+  int allow_inet;      /* inet sockets permitted (only inside a private netns) */
+  struct mount_op ops[MAX_OPS];
+  int nops;
+  struct protect_rule rules[MAX_RULES];
+  int nrules;
+  const char *cwd;
+  const char *hostname;
+  long long max_procs;   /* 0: none */
+  long long default_max_procs; /* used when max_procs is 0, only where it can be held */
+  long long max_memory;  /* bytes, 0: none */
+  long long max_fsize;   /* bytes, 0: none */
+  long long max_nofile;  /* 0: inherit */
+  long long cpu_seconds; /* 0: none */
+  long long timeout_ms;  /* 0: none */
+  int report_fd;         /* JSON lines for the host; -1: none */
+  uid_t uid;
+  gid_t gid;
+  char **argv;
+};
+
+/* report.c */
+void report_init(int fd);
+int report_fd(void);
+void report_line(const char *json);
+void jstr(char *out, size_t cap, const char *s);
+__attribute__((noreturn, format(printf, 2, 3)))
+void die_step(const char *step, const char *fmt, ...);
+__attribute__((format(printf, 2, 3)))
+void warn_step(const char *step, const char *fmt, ...);
+
+/* args.c */
+void parse_args(struct plan *p, int argc, char **argv);
+
+/* view.c: the private mount view (namespace mode only) */
+void build_view(const struct plan *p);
+void bring_loopback_up(void);
+
+/* landlock.c */
+int landlock_abi(void);
+void apply_landlock(const struct plan *p);
+
+/* seccomp.c */
+int install_seccomp(const struct plan *p, int want_listener);
+void install_guard_seccomp(const struct plan *p);
+
+/* guard.c */
+void guard_run(const struct plan *p, int listener) __attribute__((noreturn));
+
+/* limits.c */
+#define LIMIT_PIDS_CGROUP 1
+#define LIMIT_MEMORY_CGROUP 2
+int cgroup_setup(const struct plan *p, pid_t child);
+void limits_use_cgroups(int flags);
+void cgroup_report_and_cleanup(void);
+void apply_rlimits(const struct plan *p);
+const char *procs_mechanism(const struct plan *p);
+const char *memory_mechanism(const struct plan *p);
+
+/* caps.c */
+void drop_privileges(void);
+
+/* probe.c */
+int probe_main(void);
+
+/* util */
+int write_file(const char *path, const char *data);
+
+#endif

@@ -1,0 +1,317 @@
+/* vak-launcher: runs one command inside Vak's Linux sandbox.
+ *
+ * Three processes in namespace mode:
+ *   monitor  (this process, host namespaces): cgroups, uid maps, timeout,
+ *            signal forwarding, the exit report.
+ *   init     (pid 1 of new user/mount/pid/ipc/uts/net/cgroup namespaces): builds
+ *            the mount view, reaps, and takes every process with it when the
+ *            command exits or the monitor dies.
+ *   payload  (pid 2): rlimits, no capabilities, Landlock, the write guard,
+ *            seccomp, closed fds, exec.
+ * Reduced mode (no user namespaces) has no init: the monitor is a subreaper
+ * and kills whatever the command leaves behind. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "launcher.h"
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+/* ---- the payload ---- */
+
+static void reset_signals(void) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
+}
+
+static void send_fd(int sock, int fd) {
+  char byte = 0, ctl[CMSG_SPACE(sizeof(int))];
+  struct iovec iov = {&byte, 1};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  if (sendmsg(sock, &m, 0) != 1) die_step("guard", "hand over the listener: %s", strerror(errno));
+}
+
+static int recv_fd(int sock) {
+  char byte, ctl[CMSG_SPACE(sizeof(int))];
+  struct iovec iov = {&byte, 1};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+  if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != 1) _exit(0); /* the payload died before handing it over */
+  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+  if (!c || c->cmsg_type != SCM_RIGHTS) die_step("guard", "no listener received");
+  int fd;
+  memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  return fd;
+}
+
+/* Starts the guard as a grandchild, so that the command never sees an extra
+ * child of its own (a wait() loop would hang on it); init or the subreaper
+ * monitor adopts it. Returns the socket on which to send the listener. */
+static int start_guard(const struct plan *p) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) die_step("guard", "socketpair: %s", strerror(errno));
+  pid_t mid = fork();
+  if (mid < 0) die_step("guard", "fork: %s", strerror(errno));
+  if (mid == 0) {
+    pid_t g = fork();
+    if (g < 0) die_step("guard", "fork: %s", strerror(errno));
+    if (g > 0) _exit(0);
+    close(sv[0]);
+    for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) signal(forwarded[i], SIG_IGN);
+    int listener = recv_fd(sv[1]);
+    close(sv[1]);
+    /* Hold nothing of the command's: an inherited pipe end would keep the
+     * host waiting for EOF after the command has exited. */
+    int keep = report_fd();
+    for (int fd = 0; fd < 1024; fd++)
+      if (fd != listener && fd != keep) close(fd);
+    install_guard_seccomp(p);
+    guard_run(p, listener);
+  }
+  int st;
+  while (waitpid(mid, &st, 0) < 0 && errno == EINTR) {}
+  close(sv[1]);
+  return sv[0];
+}
+
+__attribute__((noreturn)) static void payload_main(const struct plan *p) {
+  reset_signals();
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) die_step("payload", "PR_SET_PDEATHSIG: %s", strerror(errno));
+  if (chdir(p->cwd) != 0) die_step("cwd", "%s: %s", p->cwd, strerror(errno));
+  apply_rlimits(p);
+  drop_privileges();
+  apply_landlock(p);
+  int guard_sock = p->guard ? start_guard(p) : -1;
+  int listener = install_seccomp(p, p->guard);
+  if (p->guard) {
+    send_fd(guard_sock, listener);
+    close(listener);
+    close(guard_sock);
+  }
+  /* Nothing the host holds open reaches the command; the report fd closes on exec. */
+  int rfd = report_fd();
+  if (rfd >= 0 && rfd != 3) {
+    if (dup3(rfd, 3, O_CLOEXEC) < 0) die_step("fds", "dup3: %s", strerror(errno));
+    report_init(3);
+  }
+  if (syscall(SYS_close_range, rfd >= 0 ? 4 : 3, ~0U, 0) != 0) die_step("fds", "close_range: %s", strerror(errno));
+  execvp(p->argv[0], p->argv);
+  int e = errno;
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s: %s", p->argv[0], e == ENOENT ? "command not found in the sandbox" : strerror(e));
+  char js[1100], line[1300];
+  jstr(js, sizeof js, msg);
+  snprintf(line, sizeof line, "{\"event\":\"exec-error\",\"errno\":%d,\"message\":\"%s\"}", e, js);
+  report_line(line);
+  if (report_fd() < 0) fprintf(stderr, "vak-launcher: exec: %s\n", msg);
+  _exit(e == ENOENT ? 127 : 126);
+}
+
+/* ---- init (namespace mode) ---- */
+
+static void forward_to_all(int sig) { kill(-1, sig); }
+
+static int init_main(const struct plan *p, int sync_rd) {
+  /* Die with the monitor; if it is already gone, the read below sees EOF. */
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) _exit(EXIT_SETUP);
+  unsigned char flags;
+  if (read(sync_rd, &flags, 1) != 1) _exit(EXIT_SETUP);
+  close(sync_rd);
+  limits_use_cgroups(flags);
+  build_view(p);
+  const char *host = p->hostname ? p->hostname : "vak";
+  if (sethostname(host, strlen(host)) != 0) die_step("uts", "sethostname: %s", strerror(errno));
+  bring_loopback_up();
+
+  pid_t payload = fork();
+  if (payload < 0) die_step("init", "fork: %s", strerror(errno));
+  if (payload == 0) payload_main(p);
+
+  struct sigaction sa = {.sa_handler = forward_to_all};
+  sigemptyset(&sa.sa_mask);
+  for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) sigaction(forwarded[i], &sa, NULL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+
+  for (;;) {
+    int st;
+    pid_t w = waitpid(-1, &st, __WALL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      die_step("init", "waitpid: %s", strerror(errno));
+    }
+    if (w != payload) continue;
+    /* Returning kills every other process in the namespace. */
+    if (WIFSIGNALED(st)) {
+      char line[96];
+      snprintf(line, sizeof line, "{\"event\":\"signaled\",\"signal\":%d}", WTERMSIG(st));
+      report_line(line);
+      return 128 + WTERMSIG(st);
+    }
+    return WEXITSTATUS(st);
+  }
+}
+
+/* ---- the monitor ---- */
+
+static int signal_fd(void) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGALRM);
+  for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) sigaddset(&set, forwarded[i]);
+  if (sigprocmask(SIG_BLOCK, &set, NULL) != 0) die_step("monitor", "sigprocmask: %s", strerror(errno));
+  int fd = signalfd(-1, &set, SFD_CLOEXEC);
+  if (fd < 0) die_step("monitor", "signalfd: %s", strerror(errno));
+  return fd;
+}
+
+static void start_timer(const struct plan *p) {
+  if (!p->timeout_ms) return;
+  struct itimerval it = {{0, 0}, {(time_t)(p->timeout_ms / 1000), (suseconds_t)(p->timeout_ms % 1000) * 1000}};
+  if (setitimer(ITIMER_REAL, &it, NULL) != 0) die_step("monitor", "setitimer: %s", strerror(errno));
+}
+
+/* Kills every remaining descendant (reduced mode, where no pid namespace does it). */
+static void kill_descendants(void) {
+  for (int round = 0; round < 1000; round++) {
+    int found = 0;
+    DIR *d = opendir("/proc");
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      int pid = atoi(e->d_name);
+      if (pid <= 0) continue;
+      char path[64], buf[512];
+      snprintf(path, sizeof path, "/proc/%d/stat", pid);
+      FILE *f = fopen(path, "re");
+      if (!f) continue;
+      size_t n = fread(buf, 1, sizeof buf - 1, f);
+      fclose(f);
+      buf[n] = 0;
+      char *rp = strrchr(buf, ')');
+      int ppid = 0;
+      if (rp && sscanf(rp + 2, "%*c %d", &ppid) == 1 && ppid == getpid()) {
+        kill(pid, SIGKILL);
+        found = 1;
+      }
+    }
+    closedir(d);
+    while (waitpid(-1, NULL, WNOHANG) > 0) {}
+    if (!found) return;
+  }
+}
+
+static int monitor(const struct plan *p, pid_t child, int sfd) {
+  int timed_out = 0, code = -1;
+  start_timer(p);
+  while (code < 0) {
+    struct signalfd_siginfo si;
+    ssize_t n = read(sfd, &si, sizeof si);
+    if (n != sizeof si) {
+      if (n < 0 && errno == EINTR) continue;
+      die_step("monitor", "signalfd read: %s", strerror(errno));
+    }
+    int sig = (int)si.ssi_signo;
+    if (sig == SIGALRM) {
+      timed_out = 1;
+      kill(child, SIGKILL);
+    } else if (sig != SIGCHLD) {
+      kill(child, sig);
+    }
+    int st;
+    pid_t w;
+    while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+      if (w == child) code = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+  }
+  if (!p->use_ns) kill_descendants();
+  cgroup_report_and_cleanup();
+  if (timed_out) {
+    char line[96];
+    snprintf(line, sizeof line, "{\"event\":\"timeout\",\"ms\":%lld}", p->timeout_ms);
+    report_line(line);
+    return EXIT_TIMEOUT;
+  }
+  return code;
+}
+
+static void write_map(pid_t pid, const char *file, const char *data) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/%s", pid, file);
+  if (write_file(path, data) != 0) die_step("namespaces", "write %s: %s", file, strerror(errno));
+}
+
+static int run(const struct plan *p) {
+  int sfd = signal_fd();
+  int sync[2];
+  if (pipe2(sync, O_CLOEXEC) != 0) die_step("monitor", "pipe: %s", strerror(errno));
+  long flags = SIGCHLD;
+  if (p->use_ns)
+    flags |= CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET | CLONE_NEWCGROUP;
+  else if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
+    die_step("monitor", "PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+  pid_t child = (pid_t)syscall(SYS_clone, flags, 0, 0, 0, 0);
+  if (child < 0)
+    die_step("namespaces", "clone: %s%s", strerror(errno),
+             errno == EPERM || errno == EINVAL || errno == ENOSPC ? " (user namespaces are unavailable; run `vak doctor`)" : "");
+  if (child == 0) {
+    close(sync[1]);
+    close(sfd);
+    if (p->use_ns) _exit(init_main(p, sync[0]));
+    unsigned char fl;
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || read(sync[0], &fl, 1) != 1) _exit(EXIT_SETUP);
+    close(sync[0]);
+    limits_use_cgroups(fl);
+    payload_main(p);
+  }
+  close(sync[0]);
+  if (p->use_ns) {
+    char map[64];
+    write_map(child, "setgroups", "deny");
+    snprintf(map, sizeof map, "%u %u 1", (unsigned)p->uid, (unsigned)p->uid);
+    write_map(child, "uid_map", map);
+    snprintf(map, sizeof map, "%u %u 1", (unsigned)p->gid, (unsigned)p->gid);
+    write_map(child, "gid_map", map);
+  }
+  unsigned char cg = (unsigned char)cgroup_setup(p, child);
+  if (write(sync[1], &cg, 1) != 1) die_step("monitor", "start the sandbox: %s", strerror(errno));
+  close(sync[1]);
+  return monitor(p, child, sfd);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "--probe")) return probe_main();
+  pid_t parent = getppid();
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != parent) return EXIT_SETUP;
+  static struct plan plan;
+  parse_args(&plan, argc, argv);
+  if (plan.report_fd >= 0 && fcntl(plan.report_fd, F_SETFD, FD_CLOEXEC) != 0)
+    die_step("args", "--report-fd %d is not open", plan.report_fd);
+  return run(&plan);
+}

@@ -1,0 +1,64 @@
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { decide } from "../policy/plan.js";
+import { hostFacts } from "../sandbox/host.js";
+import { launch } from "../sandbox/launcher.js";
+import { bestSandbox, layers, probe, type Probe } from "../sandbox/probe.js";
+
+/** Tries a real sandboxed command end to end; returns the failure, if any. */
+async function smokeTest(sandbox: "namespaces" | "reduced"): Promise<string | undefined> {
+  const ws = mkdtempSync(join(tmpdir(), "vak-doctor-"));
+  const scratch = { tmp: join(ws, ".scratch"), home: join(ws, ".scratch", "home") };
+  try {
+    if (sandbox === "reduced") mkdirSync(scratch.home, { recursive: true });
+    const plan = decide(
+      { mode: "workspace-write", sandbox, workspace: ws, grants: { read: [], write: [], denyRead: [], denyWrite: [], env: [] }, limits: { timeoutMs: 10_000 }, command: ["/bin/sh", "-c", "echo ok > probe && cat probe"], scratch },
+      hostFacts(),
+    );
+    const sb = launch(plan, ["ignore", "pipe", "pipe"]);
+    let out = "";
+    let errText = "";
+    sb.stdout?.on("data", (d: Buffer) => (out += d.toString()));
+    sb.stderr?.on("data", (d: Buffer) => (errText += d.toString()));
+    const r = await sb.result;
+    if (r.setupError) return `${r.setupError.step}: ${r.setupError.message}`;
+    if (r.code !== 0 || out.trim() !== "ok") return `exit ${r.code}: ${errText.trim() || out.trim()}`;
+    return undefined;
+  } catch (e) {
+    return e instanceof Error ? e.message : String(e);
+  } finally {
+    rmSync(ws, { recursive: true, force: true });
+  }
+}
+
+export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
+  const p: Probe = await probe();
+  const best = bestSandbox(p);
+  const smoke = best.kind === "unsupported" ? "not tried" : (await smokeTest(best.kind)) ?? "ok";
+  const ok = best.kind === "namespaces" && smoke === "ok";
+  if (opts.json) {
+    process.stdout.write(JSON.stringify({ ok, sandbox: best.kind, missing: best.missing, smokeTest: smoke, layers: layers(p), probe: p }) + "\n");
+    return ok ? 0 : 1;
+  }
+  const out = (s: string) => process.stdout.write(s + "\n");
+  out(`kernel ${p.kernel} (${p.arch}), running as uid ${p.uid}`);
+  for (const l of layers(p)) out(`  ${l.ok ? "ok  " : "MISS"} ${l.name}: ${l.detail}`);
+  out(`  ${p.procs_limit === "unavailable" ? "MISS" : "ok  "} process limit: ${describeProcs(p)}`);
+  out(`  ok   memory limit: ${p.memory_limit === "cgroup" ? "memory cgroup" : "RLIMIT_DATA (approximate: no memory cgroup here)"}`);
+  if (p.tiocsti_legacy === 1) out("  note terminal injection (TIOCSTI) is enabled on this kernel; the seccomp filter blocks it");
+  if (best.kind === "namespaces") out(`sandbox: full (namespaces, Landlock, seccomp, write guard); end-to-end test: ${smoke}`);
+  else if (best.kind === "reduced") {
+    out(`sandbox: reduced only (${best.missing.join("; ")}); end-to-end test: ${smoke}`);
+    out("  reduced mode runs with Landlock, seccomp and the write guard on the host's own file system view.");
+    out("  It refuses what it cannot guarantee: --allow-net, --deny-read inside a grant, and a private /proc.");
+    out("  Use it explicitly with `vak exec --sandbox reduced`; it is never chosen for you.");
+  } else out(`sandbox: unavailable (${best.missing.join("; ")}); vak exec refuses to run restricted commands here`);
+  return ok ? 0 : 1;
+}
+
+function describeProcs(p: Probe): string {
+  if (p.procs_limit === "cgroup") return "pids cgroup";
+  if (p.procs_limit === "rlimit") return "RLIMIT_NPROC (Vak runs as a regular user)";
+  return "unavailable: running as root without a pids cgroup; --max-procs is refused";
+}

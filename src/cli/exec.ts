@@ -1,0 +1,195 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, mkdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { VakError } from "../policy/errors.js";
+import { GrantsSchema, type Limits, type Mode } from "../policy/grants.js";
+import { decide, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
+import { hostFacts } from "../sandbox/host.js";
+import { launch, type LaunchResult } from "../sandbox/launcher.js";
+import { EXIT_REFUSED, EXIT_TIMEOUT } from "./exit.js";
+
+export interface ExecOptions {
+  mode: string;
+  fullAccess?: boolean;
+  workspace?: string;
+  allowRead?: string[];
+  allowWrite?: string[];
+  denyRead?: string[];
+  denyWrite?: string[];
+  allowNet?: string[];
+  allowEnv?: string[];
+  secret?: string[];
+  timeout?: number;
+  maxOutput?: number;
+  maxProcs?: number;
+  maxMemory?: number;
+  maxFileSize?: number;
+  maxCpu?: number;
+  sandbox: string;
+  json?: boolean;
+}
+
+/** Signals that ask the sandbox to stop; a second one, or silence for this long, kills it. */
+const STOP_SIGNALS: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
+const KILL_AFTER_MS = 2000;
+const MAX_DENIAL_LINES = 5;
+
+function modeOf(opts: ExecOptions): Mode {
+  if (opts.mode === "full-access" && !opts.fullAccess)
+    throw new VakError("bad-input", "full access is its own flag: pass --full-access to run without a sandbox");
+  return opts.fullAccess ? "full-access" : (opts.mode as Mode);
+}
+
+function limitsOf(opts: ExecOptions): Limits {
+  const l: Limits = {};
+  if (opts.timeout) l.timeoutMs = opts.timeout * 1000;
+  if (opts.maxOutput) l.maxOutputBytes = opts.maxOutput;
+  if (opts.maxProcs) l.maxProcs = opts.maxProcs;
+  if (opts.maxMemory) l.maxMemoryBytes = opts.maxMemory;
+  if (opts.maxFileSize) l.maxFileBytes = opts.maxFileSize;
+  if (opts.maxCpu) l.maxCpuSeconds = opts.maxCpu;
+  return l;
+}
+
+export async function execCommand(command: string[], opts: ExecOptions): Promise<number> {
+  if (opts.allowNet?.length)
+    throw new VakError("unsupported", "--allow-net: the egress gate is not built yet; this version runs every command with no network");
+  if (opts.secret?.length) throw new VakError("unsupported", "--secret: secret injection is not built yet");
+  const mode = modeOf(opts);
+  const grants = GrantsSchema.parse({
+    read: opts.allowRead ?? [], write: opts.allowWrite ?? [], denyRead: opts.denyRead ?? [],
+    denyWrite: opts.denyWrite ?? [], env: opts.allowEnv ?? [],
+  });
+  const sandbox: SandboxKind = mode === "full-access" ? "none" : (opts.sandbox as SandboxKind);
+  let scratch: { tmp: string; home: string } | undefined;
+  if (sandbox === "reduced") {
+    // No private mounts without namespaces: TMPDIR and HOME are fresh host directories, removed afterwards.
+    const tmp = mkdtempSync(join(tmpdir(), "vak-scratch-"));
+    mkdirSync(join(tmp, "home"), { mode: 0o700 });
+    scratch = { tmp, home: join(tmp, "home") };
+  }
+  try {
+    const plan = decide(
+      { mode, sandbox, workspace: opts.workspace ?? process.cwd(), cwd: opts.workspace ? undefined : process.cwd(), grants, limits: limitsOf(opts), command, scratch },
+      hostFacts(),
+    );
+    if (plan.sandbox === "none") return await runUnsandboxed(plan, opts);
+    return await runSandboxed(plan, opts);
+  } finally {
+    if (scratch) rmSync(scratch.tmp, { recursive: true, force: true });
+  }
+}
+
+async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions): Promise<number> {
+  process.stderr.write("vak: --full-access: running WITHOUT a sandbox, by your explicit decision\n");
+  const [cmd, ...args] = plan.command;
+  const child = spawn(cmd!, args, { stdio: "inherit", cwd: plan.cwd, env: plan.env });
+  const code = await new Promise<number>((resolve) => {
+    child.on("error", (e) => {
+      process.stderr.write(`vak: ${cmd}: ${e.message}\n`);
+      resolve((e as NodeJS.ErrnoException).code === "ENOENT" ? 127 : 126);
+    });
+    child.on("close", (c, s) => resolve(c ?? 128 + (s ? 9 : 0)));
+  });
+  if (opts.json) process.stderr.write(JSON.stringify({ exit: code, mode: plan.mode, sandbox: "none" }) + "\n");
+  return code;
+}
+
+async function runSandboxed(plan: LaunchPlan, opts: ExecOptions): Promise<number> {
+  const started = process.hrtime.bigint();
+  const limitOutput = plan.limits.maxOutputBytes;
+  const sb = launch(plan, ["inherit", limitOutput ? "pipe" : "inherit", limitOutput ? "pipe" : "inherit"]);
+
+  let stopping = false;
+  let killTimer: NodeJS.Timeout | undefined;
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (stopping) return sb.kill("SIGKILL");
+    stopping = true;
+    sb.kill(sig);
+    killTimer = setTimeout(() => sb.kill("SIGKILL"), KILL_AFTER_MS);
+  };
+  for (const s of STOP_SIGNALS) process.on(s, onSignal);
+
+  let outputExceeded = false;
+  if (limitOutput) {
+    let total = 0;
+    const relay = (from: NodeJS.ReadableStream | null, to: NodeJS.WriteStream) =>
+      from?.on("data", (chunk: Buffer) => {
+        if (outputExceeded) return;
+        total += chunk.length;
+        if (total > limitOutput) {
+          to.write(chunk.subarray(0, Math.max(0, chunk.length - (total - limitOutput))));
+          outputExceeded = true;
+          sb.kill("SIGKILL");
+          return;
+        }
+        to.write(chunk);
+      });
+    relay(sb.stdout, process.stdout);
+    relay(sb.stderr, process.stderr);
+  }
+
+  let result: LaunchResult;
+  try {
+    result = await sb.result;
+  } finally {
+    for (const s of STOP_SIGNALS) process.off(s, onSignal);
+    if (killTimer) clearTimeout(killTimer);
+  }
+  const code = explain(plan, result, outputExceeded);
+  if (opts.json) {
+    process.stderr.write(
+      JSON.stringify({
+        exit: code,
+        mode: plan.mode,
+        sandbox: plan.sandbox,
+        workspace: plan.workspace,
+        durationMs: Number((process.hrtime.bigint() - started) / 1_000_000n),
+        timedOut: result.timedOut,
+        outputExceeded,
+        setupError: result.setupError ?? null,
+        denied: result.denied.map(({ op, path, reason }) => ({ op, path, reason })),
+        limits: result.limits ? { procsHit: result.limits.procs_hit, oomKills: result.limits.oom_kills, procsCgroup: result.limits.procs_cgroup, memoryCgroup: result.limits.memory_cgroup } : null,
+        grants: plan.grants,
+      }) + "\n",
+    );
+  }
+  return code;
+}
+
+/** Prints what the sandbox refused and why the run ended, and picks the exit status. */
+function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean): number {
+  const err = (s: string) => process.stderr.write(`vak: ${s}\n`);
+  if (r.malformed.length) {
+    err(`the sandbox launcher sent ${r.malformed.length} unreadable report line(s); treating the run as failed`);
+    return EXIT_REFUSED;
+  }
+  if (r.setupError) {
+    err(`could not set up the sandbox (${r.setupError.step}): ${r.setupError.message}`);
+    return EXIT_REFUSED;
+  }
+  for (const d of r.denied.slice(0, MAX_DENIAL_LINES)) err(`refused ${d.op} ${d.path}: ${d.reason}${hint(plan, d.reason, d.path)}`);
+  if (r.denied.length > MAX_DENIAL_LINES) err(`… and ${r.denied.length - MAX_DENIAL_LINES} more refusals`);
+  if (r.execError) {
+    err(r.execError.message);
+    return r.code;
+  }
+  if (outputExceeded) {
+    err(`stopped: output exceeded --max-output ${plan.limits.maxOutputBytes} bytes`);
+    return EXIT_REFUSED;
+  }
+  if (r.timedOut) {
+    err(`stopped: timed out after ${(plan.limits.timeoutMs ?? 0) / 1000}s`);
+    return EXIT_TIMEOUT;
+  }
+  if (r.limits?.procs_hit) err(`the process limit (${plan.limits.maxProcs ?? plan.defaultMaxProcs}) refused ${r.limits.procs_hit} fork(s)`);
+  if (r.limits?.oom_kills) err(`the memory limit (${plan.limits.maxMemoryBytes} bytes) killed ${r.limits.oom_kills} process(es)`);
+  return r.code;
+}
+
+function hint(plan: LaunchPlan, reason: string, path: string): string {
+  if (reason.includes("read-only") && plan.mode === "read-only") return " (use --mode workspace-write to allow writes)";
+  if (reason.includes("read-only")) return ` (grant it with --allow-write ${path})`;
+  return "";
+}

@@ -1,0 +1,79 @@
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { isVakError } from "../policy/errors.js";
+import { EXIT_REFUSED } from "./exit.js";
+
+/** List flags repeat or take commas: --allow-read a,b --allow-read c. */
+const list = (value: string, previous: string[] = []) => previous.concat(value.split(",").filter((s) => s !== ""));
+
+function positiveInt(flag: string) {
+  return (value: string) => {
+    if (!/^\d+$/.test(value) || Number(value) <= 0 || !Number.isSafeInteger(Number(value)))
+      throw new InvalidArgumentError(`${flag} needs a positive whole number, got '${value}'`);
+    return Number(value);
+  };
+}
+
+function program(): Command {
+  const p = new Command("vak")
+    .description("Run AI agents and their tools with deny-by-default grants, on the record.")
+    .exitOverride()
+    .configureOutput({ outputError: (s, write) => write(`vak: ${s.replace(/^error: /, "")}`) })
+    .showSuggestionAfterError(true)
+    .enablePositionalOptions();
+
+  p.command("exec")
+    .description("run a command in the sandbox: vak exec [options] -- CMD [ARGS...]")
+    .argument("<command...>", "the command and its arguments")
+    .addOption(new Option("--mode <mode>", "read-only or workspace-write").choices(["read-only", "workspace-write", "full-access"]).default("workspace-write"))
+    .option("--full-access", "run WITHOUT a sandbox: an explicit trust decision, never a fallback")
+    .option("--workspace <dir>", "the workspace (default: the current directory)")
+    .option("--allow-read <paths>", "also readable (repeat or comma-separate)", list)
+    .option("--allow-write <paths>", "also writable", list)
+    .option("--deny-read <paths>", "never readable, even inside a grant", list)
+    .option("--deny-write <paths>", "never writable, even inside a grant", list)
+    .option("--allow-net <hosts>", "network destinations (not available yet)", list)
+    .option("--allow-env <names>", "host environment variables to pass", list)
+    .option("--secret <name=ref>", "a secret for the command's environment (not available yet)", list)
+    .option("--timeout <seconds>", "stop the whole sandbox after this long (exit 124)", positiveInt("--timeout"))
+    .option("--max-output <bytes>", "stop the sandbox once stdout and stderr together exceed this", positiveInt("--max-output"))
+    .option("--max-procs <n>", "processes and threads at once", positiveInt("--max-procs"))
+    .option("--max-memory <bytes>", "memory for the whole sandbox", positiveInt("--max-memory"))
+    .option("--max-file-size <bytes>", "largest file the command may write", positiveInt("--max-file-size"))
+    .option("--max-cpu <seconds>", "CPU time per process", positiveInt("--max-cpu"))
+    .addOption(new Option("--sandbox <kind>", "namespaces, or reduced where user namespaces are unavailable").choices(["namespaces", "reduced"]).default("namespaces"))
+    .option("--json", "print a one-line JSON summary on stderr at the end")
+    .passThroughOptions()
+    .action(async (command: string[], opts) => {
+      const { execCommand } = await import("./exec.js");
+      p.setOptionValue("exitCode", await execCommand(command, opts));
+    });
+
+  p.command("doctor")
+    .description("report what this machine's kernel can enforce, and try the sandbox for real")
+    .option("--json", "machine-readable output")
+    .action(async (opts) => {
+      const { doctorCommand } = await import("./doctor.js");
+      p.setOptionValue("exitCode", await doctorCommand(opts));
+    });
+  return p;
+}
+
+/** Runs the CLI; resolves to the process exit status. */
+export async function main(argv: string[]): Promise<number> {
+  const p = program();
+  try {
+    await p.parseAsync(argv, { from: "user" });
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      if (e.code === "commander.helpDisplayed" || e.code === "commander.version" || e.code === "commander.help") return 0;
+      return EXIT_REFUSED;
+    }
+    if (isVakError(e)) {
+      process.stderr.write(`vak: ${e.message}\n`);
+      return EXIT_REFUSED;
+    }
+    throw e;
+  }
+  const code = p.getOptionValue("exitCode");
+  return typeof code === "number" ? code : 0;
+}

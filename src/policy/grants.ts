@@ -1,0 +1,36 @@
+import { z } from "zod";
+
+/** read-only: the workspace is readable. workspace-write: also writable, except
+ *  protected paths. full-access: no sandbox, only by its own explicit flag. */
+export const ModeSchema = z.enum(["read-only", "workspace-write", "full-access"]);
+export type Mode = z.infer<typeof ModeSchema>;
+
+export const EnvNameSchema = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name");
+
+export const LimitsSchema = z
+  .object({
+    timeoutMs: z.number().int().positive().optional(),
+    maxOutputBytes: z.number().int().positive().optional(),
+    maxProcs: z.number().int().positive().max(1_000_000).optional(),
+    maxMemoryBytes: z.number().int().min(1 << 20).optional(),
+    maxFileBytes: z.number().int().positive().optional(),
+    maxCpuSeconds: z.number().int().positive().optional(),
+    maxOpenFiles: z.number().int().min(16).max(1 << 20).optional(),
+  })
+  .strict();
+export type Limits = z.infer<typeof LimitsSchema>;
+
+/** Grants as the user wrote them: paths may be relative to the workspace. */
+export const GrantsSchema = z
+  .object({
+    read: z.array(z.string()).default([]),
+    write: z.array(z.string()).default([]),
+    denyRead: z.array(z.string()).default([]),
+    denyWrite: z.array(z.string()).default([]),
+    env: z.array(EnvNameSchema).default([]),
+  })
+  .strict();
+export type Grants = z.infer<typeof GrantsSchema>;
+
+/** Process-count default when nothing is asked for; applied only where it can be held. */
+export const DEFAULT_MAX_PROCS = 1024;

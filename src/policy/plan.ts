@@ -1,0 +1,212 @@
+import { lstatSync, readlinkSync } from "node:fs";
+import { sandboxEnv, sandboxPath } from "./env.js";
+import { VakError } from "./errors.js";
+import { type Grants, type Limits, type Mode, DEFAULT_MAX_PROCS } from "./grants.js";
+import { canonicalDir, canonicalGrant, canonicalMaybe, exists, isWithin } from "./paths.js";
+import { PROTECTED_PATHS } from "./protected.js";
+import {
+  PRIVATE_HOME_BYTES, PRIVATE_SHM, PRIVATE_TMP, RUNTIME_DEVICES, RUNTIME_DIRS, RUNTIME_ETC, SANDBOX_HOSTNAME,
+  synthesizedEtc,
+} from "./runtime.js";
+
+/** How the sandbox is built: namespaces (the full view), reduced (Landlock and
+ *  seccomp only, where user namespaces are unavailable), or none (full access). */
+export type SandboxKind = "namespaces" | "reduced" | "none";
+
+export type MountOp =
+  | { kind: "ro" | "rw" | "mask" | "dir" | "dev"; path: string; why: string }
+  | { kind: "tmpfs"; path: string; bytes: number; why: string }
+  | { kind: "symlink"; path: string; target: string; why: string }
+  | { kind: "file"; path: string; content: string; why: string };
+
+export interface ProtectRule {
+  kind: "tree" | "file" | "abs";
+  pattern: string;
+}
+
+/** What the host knows about itself; passed in so that decide() stays testable. */
+export interface HostFacts {
+  home: string;
+  uid: number;
+  gid: number;
+  user: string;
+  shell: string;
+  env: NodeJS.ProcessEnv;
+  /** Vak's own config, state and caches: never reachable from a sandbox. */
+  stateDirs: readonly string[];
+  /** The Node.js installation Vak runs on, so that `node` works inside. */
+  nodePrefix: string;
+}
+
+export interface PolicyInput {
+  mode: Mode;
+  sandbox: SandboxKind;
+  workspace: string;
+  cwd?: string | undefined;
+  grants: Grants;
+  limits: Limits;
+  command: readonly string[];
+  /** For reduced mode: host directories the caller created for TMPDIR and HOME. */
+  scratch?: { tmp: string; home: string } | undefined;
+}
+
+export interface LaunchPlan {
+  mode: Mode;
+  sandbox: SandboxKind;
+  workspace: string;
+  cwd: string;
+  command: string[];
+  mounts: MountOp[];
+  protect: ProtectRule[];
+  env: Record<string, string>;
+  limits: Limits;
+  /** Applied when limits.maxProcs is unset, and only where the host can hold it. */
+  defaultMaxProcs: number;
+  /** Canonical grants, for reports and `vak doctor`. */
+  grants: { read: string[]; write: string[]; denyRead: string[]; denyWrite: string[]; env: string[] };
+  network: "none";
+}
+
+const depth = (p: string): number => (p === "/" ? 0 : p.split("/").length - 1);
+
+/**
+ * Turns a mode, grants and a workspace into the exact launch plan: every path
+ * canonical, deny beating allow, the runtime set, protected paths and Vak's own
+ * state held back. Reads the file system only to canonicalise and classify.
+ */
+export function decide(input: PolicyInput, host: HostFacts): LaunchPlan {
+  if (input.command.length === 0 || !input.command[0]) throw new VakError("bad-input", "no command given; usage: vak exec [options] -- CMD [ARGS...]");
+  const workspace = canonicalDir(input.workspace, "--workspace");
+  const cwd = input.cwd ? canonicalDir(input.cwd, "--cwd") : workspace;
+  const g = input.grants;
+  const read = g.read.map((p) => canonicalGrant(p, workspace, "--allow-read"));
+  const write = g.write.map((p) => canonicalGrant(p, workspace, "--allow-write"));
+  const denyRead = g.denyRead.map((p) => canonicalMaybe(p, workspace, "--deny-read"));
+  const denyWrite = g.denyWrite.map((p) => canonicalMaybe(p, workspace, "--deny-write"));
+
+  if (input.mode === "full-access") {
+    return {
+      mode: input.mode, sandbox: "none", workspace, cwd, command: [...input.command], mounts: [], protect: [],
+      env: { ...host.env } as Record<string, string>, limits: input.limits, defaultMaxProcs: 0,
+      grants: { read, write, denyRead, denyWrite, env: [...g.env] }, network: "none",
+    };
+  }
+  if (input.sandbox === "none") throw new VakError("internal", "a restricted mode needs a sandbox");
+  if (workspace === "/") throw new VakError("path-too-broad", "--workspace /: would grant the whole file system; choose a project directory");
+
+  // The workspace itself, by mode; then explicit grants. Write wins over read for the same path.
+  const access = new Map<string, "ro" | "rw">();
+  access.set(workspace, input.mode === "workspace-write" ? "rw" : "ro");
+  for (const p of read) if (!access.has(p)) access.set(p, "ro");
+  for (const p of write) access.set(p, "rw");
+
+  // Deny beats allow: a grant inside a denied path is dropped or made read-only.
+  for (const [p, a] of [...access]) {
+    if (denyRead.some((d) => isWithin(p, d))) access.delete(p);
+    else if (a === "rw" && denyWrite.some((d) => isWithin(p, d))) access.set(p, "ro");
+  }
+  if (!isVisible(cwd, access)) throw new VakError("bad-input", `--cwd ${cwd}: not inside any granted path`);
+
+  const reduced = input.sandbox === "reduced";
+  const mounts: MountOp[] = [];
+  const protect: ProtectRule[] = PROTECTED_PATHS.map((p) => ({ kind: p.kind, pattern: p.pattern }));
+  const covered = (p: string) => [...access.keys()].some((a) => isWithin(p, a));
+
+  // The runtime set.
+  for (const p of [...RUNTIME_DIRS, ...RUNTIME_ETC]) if (!covered(p)) addRuntime(p, mounts, reduced);
+  if (host.nodePrefix && !RUNTIME_DIRS.some((d) => isWithin(host.nodePrefix, d)) && exists(host.nodePrefix))
+    mounts.push({ kind: "ro", path: host.nodePrefix, why: "the Node.js runtime Vak runs on" });
+  for (const d of RUNTIME_DEVICES) if (exists(d)) mounts.push({ kind: "dev", path: d, why: "device" });
+
+  let tmp: string = PRIVATE_TMP.path;
+  let home = host.home;
+  if (reduced) {
+    if (!input.scratch) throw new VakError("internal", "reduced mode needs scratch directories");
+    tmp = input.scratch.tmp;
+    home = input.scratch.home;
+    mounts.push({ kind: "rw", path: tmp, why: "private TMPDIR" });
+    mounts.push({ kind: "rw", path: home, why: "private HOME" });
+  } else {
+    const etc = synthesizedEtc({ name: host.user, uid: host.uid, gid: host.gid, home: host.home, shell: host.shell });
+    for (const [path, content] of Object.entries(etc))
+      if (!covered(path)) mounts.push({ kind: "file", path, content, why: "synthesized" });
+    if (!covered(PRIVATE_TMP.path)) mounts.push({ kind: "tmpfs", path: PRIVATE_TMP.path, bytes: PRIVATE_TMP.bytes, why: "private /tmp" });
+    mounts.push({ kind: "tmpfs", path: PRIVATE_SHM.path, bytes: PRIVATE_SHM.bytes, why: "private /dev/shm" });
+    // An empty private HOME, unless a grant already provides the home directory.
+    if (!covered(host.home)) mounts.push({ kind: "tmpfs", path: host.home, bytes: PRIVATE_HOME_BYTES, why: "private empty HOME" });
+  }
+
+  for (const [path, a] of access) mounts.push({ kind: a, path, why: path === workspace ? "workspace" : "grant" });
+
+  // Deny inside a grant: hide (read) or freeze (write) what exists; the guard
+  // refuses creating or changing what does not exist yet.
+  for (const d of denyRead) {
+    if (!covered(d)) continue;
+    if (reduced) throw new VakError("unsupported", `--deny-read ${d}: reduced mode cannot hide a path inside a grant; grant narrower paths instead`);
+    if (exists(d)) mounts.push({ kind: "mask", path: d, why: "--deny-read" });
+    protect.push({ kind: "abs", pattern: d });
+  }
+  for (const d of denyWrite) {
+    if (!covered(d)) continue;
+    if (!reduced && exists(d) && !access.has(d) && !denyRead.some((r) => isWithin(d, r))) mounts.push({ kind: "ro", path: d, why: "--deny-write" });
+    protect.push({ kind: "abs", pattern: d });
+  }
+
+  // Vak's own state: never readable or writable from inside, even if a grant covers it.
+  for (const s of host.stateDirs) {
+    protect.push({ kind: "abs", pattern: s });
+    if (!covered(s) || !exists(s)) continue;
+    if (reduced) throw new VakError("unsupported", `a grant covers Vak's own state ${s}; reduced mode cannot hide it; grant narrower paths`);
+    mounts.push({ kind: "mask", path: s, why: "Vak's own state" });
+  }
+
+  const ordered = orderMounts(mounts);
+  const visible = (dir: string) => isVisible(dir, access) || ordered.some((m) => (m.kind === "ro" || m.kind === "rw") && isWithin(dir, m.path));
+  const env = sandboxEnv({
+    host: host.env, allow: g.env, home, user: host.user, cwd, tmp,
+    path: sandboxPath(host.env.PATH, visible), shell: host.shell,
+  });
+  return {
+    mode: input.mode, sandbox: input.sandbox, workspace, cwd, command: [...input.command], mounts: ordered, protect, env,
+    limits: input.limits, defaultMaxProcs: DEFAULT_MAX_PROCS,
+    grants: {
+      read: [...access].filter(([, a]) => a === "ro").map(([p]) => p),
+      write: [...access].filter(([, a]) => a === "rw").map(([p]) => p),
+      denyRead, denyWrite, env: [...g.env],
+    },
+    network: "none",
+  };
+}
+
+function isVisible(p: string, access: Map<string, "ro" | "rw">): boolean {
+  return [...access.keys()].some((a) => isWithin(p, a));
+}
+
+/** Adds one runtime path as the host has it: a symlink stays a symlink, anything else is bound read-only. */
+function addRuntime(p: string, mounts: MountOp[], reduced: boolean): void {
+  let st;
+  try {
+    st = lstatSync(p);
+  } catch {
+    return;
+  }
+  if (st.isSymbolicLink()) {
+    // In reduced mode there is no view to put a symlink in; its target is granted where it is.
+    if (!reduced) mounts.push({ kind: "symlink", path: p, target: readlinkSync(p), why: "runtime" });
+    return;
+  }
+  mounts.push({ kind: "ro", path: p, why: "runtime" });
+}
+
+/**
+ * Parents before children, so that a grant nested in another is mounted on top
+ * of it. Equal paths cannot occur (the map above merged them).
+ */
+function orderMounts(mounts: MountOp[]): MountOp[] {
+  return mounts
+    .map((m, i) => ({ m, i }))
+    .sort((a, b) => depth(a.m.path) - depth(b.m.path) || a.i - b.i)
+    .map(({ m }) => m);
+}
+
+export { SANDBOX_HOSTNAME };
