@@ -34,7 +34,10 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/statfs.h>
+#include <sys/un.h>
+#include <stddef.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/uio.h>
@@ -595,6 +598,86 @@ static int fd_object(struct call *c, int fd, struct target *t) {
 
 #define RESULT(expr) ((expr) == 0 ? 0 : -errno)
 
+/* Socket files that sandboxed processes bound (through this guard): the only
+ * unix socket paths they may connect to. Any other socket file belongs to a
+ * host service, wherever it sits. Renames go through this guard too, so a
+ * host socket cannot be swapped in between bind() and the record. */
+#define MAX_OWN_SOCKETS 4096
+static struct { dev_t dev; ino_t ino; } own_sockets[MAX_OWN_SOCKETS];
+static unsigned own_next;
+
+static void remember_socket(dev_t dev, ino_t ino) {
+  own_sockets[own_next % MAX_OWN_SOCKETS].dev = dev;
+  own_sockets[own_next % MAX_OWN_SOCKETS].ino = ino;
+  own_next++;
+}
+
+static int own_socket(dev_t dev, ino_t ino) {
+  unsigned n = own_next < MAX_OWN_SOCKETS ? own_next : MAX_OWN_SOCKETS;
+  for (unsigned i = 0; i < n; i++)
+    if (own_sockets[i].dev == dev && own_sockets[i].ino == ino) return 1;
+  return 0;
+}
+
+/* Copies a socket address; *path is set when it names a unix socket file. */
+static int read_sockaddr(struct call *c, __u64 addr, __u64 len, struct sockaddr_storage *ss, char *path, size_t cap) {
+  path[0] = 0;
+  if (len > sizeof *ss) return -EINVAL;
+  memset(ss, 0, sizeof *ss);
+  if (len && read_mem(c->tid, addr, ss, (size_t)len)) return -EFAULT;
+  const struct sockaddr_un *un = (const struct sockaddr_un *)ss;
+  size_t off = offsetof(struct sockaddr_un, sun_path);
+  if (ss->ss_family == AF_UNIX && len > off && un->sun_path[0]) {
+    size_t n = strnlen(un->sun_path, (size_t)len - off);
+    if (n + 1 > cap) return -ENAMETOOLONG;
+    memcpy(path, un->sun_path, n);
+    path[n] = 0;
+  }
+  return 0;
+}
+
+static int do_connect(struct call *c, int sock, const struct sockaddr_storage *ss, socklen_t len, const char *path,
+                      struct target *t) {
+  if (!path[0]) return RESULT(connect(sock, (const struct sockaddr *)ss, len));
+  int r = resolve(c, AT_FDCWD, path, 1, t);
+  if (r) return r;
+  if (t->obj < 0) return -ENOENT;
+  struct stat st;
+  if (fstat(t->obj, &st) != 0) return -errno;
+  if (!S_ISSOCK(st.st_mode)) return -ECONNREFUSED;
+  if (!own_socket(st.st_dev, st.st_ino)) {
+    char where[PATH_MAX];
+    if (target_path(t, where, sizeof where) != 0) snprintf(where, sizeof where, "%s", path);
+    log_denial(c, where, "a socket the sandbox did not create (a host service)");
+    return -EACCES;
+  }
+  /* Connect to the inode we checked, not to whatever the name means by now. */
+  struct sockaddr_un via = {.sun_family = AF_UNIX};
+  snprintf(via.sun_path, sizeof via.sun_path, "/proc/self/fd/%d", t->obj);
+  return RESULT(connect(sock, (const struct sockaddr *)&via, sizeof via));
+}
+
+static int do_bind(struct call *c, int sock, const struct sockaddr_storage *ss, socklen_t len, const char *path,
+                   struct target *t) {
+  if (!path[0]) return RESULT(bind(sock, (const struct sockaddr *)ss, len));
+  int r = resolve(c, AT_FDCWD, path, 0, t);
+  if (r) return r;
+  if (t->parent < 0 || t->obj >= 0) return -EADDRINUSE;
+  if ((r = allow(c, t))) return r;
+  struct sockaddr_un here = {.sun_family = AF_UNIX};
+  if (strlen(t->name) >= sizeof here.sun_path) return -ENAMETOOLONG;
+  snprintf(here.sun_path, sizeof here.sun_path, "%s", t->name);
+  /* Bound relative to the directory we resolved and checked (so the socket's
+   * own name is just the last component), and recorded as the sandbox's own. */
+  umask(umask_of(c->tid));
+  if (fchdir(t->parent) != 0) return -errno;
+  r = RESULT(bind(sock, (const struct sockaddr *)&here, sizeof here));
+  if (chdir("/") != 0) die_step("guard", "chdir: %s", strerror(errno));
+  struct stat st;
+  if (!r && fstatat(t->parent, t->name, &st, AT_SYMLINK_NOFOLLOW) == 0) remember_socket(st.st_dev, st.st_ino);
+  return r;
+}
+
 static int read_times(struct call *c, __u64 addr, int kind, struct timespec ts[2], struct timespec **out) {
   *out = NULL;
   if (!addr) return 0;
@@ -779,6 +862,18 @@ static void handle(struct call *c) {
         if ((r = object(c, AT_FDCWD, a[0], nr == SYS_removexattr, 0, &t))) break;
         r = obj_is_link(&t) ? -EPERM : RESULT(removexattr(self_fd(t.obj), name));
       }
+      break;
+    }
+    case SYS_connect: case SYS_bind: {
+      op_name = nr == SYS_connect ? "connect" : "bind";
+      struct sockaddr_storage ss;
+      char path[sizeof ((struct sockaddr_un *)0)->sun_path + 1];
+      if ((r = read_sockaddr(c, a[1], a[2], &ss, path, sizeof path))) break;
+      int sock = caller_fd(c, (int)a[0]);
+      if (sock < 0) { r = sock; break; }
+      if (nr == SYS_connect) r = do_connect(c, sock, &ss, (socklen_t)a[2], path, &t);
+      else r = do_bind(c, sock, &ss, (socklen_t)a[2], path, &t);
+      close(sock);
       break;
     }
     default:

@@ -81,7 +81,7 @@ static __u64 dev_rights(const char *path) {
   return LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_TRUNCATE; /* null, zero, full */
 }
 
-void apply_landlock(const struct plan *p) {
+void apply_landlock(const struct plan *p, int with_proc) {
   int abi = landlock_abi();
   if (abi < 1) die_step("landlock", "the kernel does not support Landlock (needs Linux 5.13+ with lsm=landlock)");
   __u64 fs = fs_rights_for_abi(abi);
@@ -117,10 +117,8 @@ void apply_landlock(const struct plan *p) {
         break;
     }
   }
-  if (ns) {
-    add_path_rule(rs, "/proc", LL_FS_READ_FILE | LL_FS_READ_DIR, fs, 1);
-    add_path_rule(rs, "/dev/pts", LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV, fs, 1);
-  }
+  if (ns) add_path_rule(rs, "/dev/pts", LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV, fs, 1);
+  if (with_proc) add_path_rule(rs, "/proc", LL_FS_READ_FILE | LL_FS_READ_DIR, fs, ns);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die_step("landlock", "no_new_privs: %s", strerror(errno));
   if (syscall(SYS_landlock_restrict_self, rs, 0) != 0) die_step("landlock", "restrict_self: %s", strerror(errno));
   close(rs);

@@ -85,7 +85,9 @@ void bring_loopback_up(void);
 
 /* landlock.c */
 int landlock_abi(void);
-void apply_landlock(const struct plan *p);
+/* with_proc: also allow reading /proc. Always true in namespace mode (the
+ * sandbox's own procfs); in reduced mode only for the guard's outer layer. */
+void apply_landlock(const struct plan *p, int with_proc);
 
 /* seccomp.c */
 int install_seccomp(const struct plan *p, int want_listener);

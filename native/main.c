@@ -105,8 +105,13 @@ __attribute__((noreturn)) static void payload_main(const struct plan *p) {
   if (chdir(p->cwd) != 0) die_step("cwd", "%s: %s", p->cwd, strerror(errno));
   apply_rlimits(p);
   drop_privileges();
-  apply_landlock(p);
+  /* Two Landlock layers: the guard lives in the outer one, the command in both.
+   * The guard can then read the command's memory and fds (a nested domain),
+   * while the command can neither signal the guard nor, in reduced mode, read
+   * the host's /proc, which the guard needs to resolve "/proc/<pid>/cwd". */
+  apply_landlock(p, 1);
   int guard_sock = p->guard ? start_guard(p) : -1;
+  apply_landlock(p, p->use_ns);
   int listener = install_seccomp(p, p->guard);
   if (p->guard) {
     send_fd(guard_sock, listener);

@@ -90,6 +90,7 @@ static const int guarded[] = {
     SYS_fchmod, SYS_fchmodat, NR_FCHMODAT2, SYS_chown, SYS_fchown, SYS_lchown, SYS_fchownat, SYS_utime,
     SYS_utimes, SYS_futimesat, SYS_utimensat, SYS_setxattr, SYS_lsetxattr, SYS_fsetxattr, SYS_removexattr,
     SYS_lremovexattr, SYS_fremovexattr,
+    SYS_connect, SYS_bind, /* a socket path is a path: host services are reached through it */
 };
 
 static void build(struct prog *p, const struct plan *pl, int for_guard) {
@@ -123,18 +124,23 @@ static void build(struct prog *p, const struct plan *pl, int for_guard) {
   ret(p, ERR(EPERM));
   ret(p, ALLOW);
 
-  /* socket: unix always; inet only with a network grant (and then only inside
-   * the private network namespace); netlink, packet, and the rest never. */
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 0, 6));
+  /* socket: unix stream and seqpacket always; inet only with a network grant
+   * (and then only inside the private network namespace); unix datagrams,
+   * netlink, packet and the rest never. A unix datagram socket can sendto()
+   * any socket path it can name without connect(), which the guard checks. */
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 0, 10));
   put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0)));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 3, 0));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, pl->allow_inet ? 2 : 0, 0));
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 4));
+  put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)));
+  put(p, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xf));
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_DGRAM, 0, 4));
+  ret(p, ERR(EACCES));
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, pl->allow_inet ? 2 : 1, 0));
   put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, pl->allow_inet ? 1 : 0, 0));
   ret(p, ERR(EACCES));
   ret(p, ALLOW);
 
-  /* socketpair: unix stream and seqpacket only. A datagram pair can sendto()
-   * any socket path it can name, which is how host services get reached. */
+  /* socketpair: unix stream and seqpacket only, for the same reason. */
   put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socketpair, 0, 8));
   put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0)));
   put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 1, 0));

@@ -1,9 +1,9 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { VakError } from "../policy/errors.js";
-import { GrantsSchema, type Limits, type Mode } from "../policy/grants.js";
+import { EnvNameSchema, GrantsSchema, type Limits, type Mode } from "../policy/grants.js";
 import { decide, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { launch, type LaunchResult } from "../sandbox/launcher.js";
@@ -57,6 +57,8 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
     throw new VakError("unsupported", "--allow-net: the egress gate is not built yet; this version runs every command with no network");
   if (opts.secret?.length) throw new VakError("unsupported", "--secret: secret injection is not built yet");
   const mode = modeOf(opts);
+  for (const name of opts.allowEnv ?? [])
+    if (!EnvNameSchema.safeParse(name).success) throw new VakError("bad-input", `--allow-env ${name}: not an environment variable name (letters, digits and _)`);
   const grants = GrantsSchema.parse({
     read: opts.allowRead ?? [], write: opts.allowWrite ?? [], denyRead: opts.denyRead ?? [],
     denyWrite: opts.denyWrite ?? [], env: opts.allowEnv ?? [],
@@ -65,9 +67,10 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
   let scratch: { tmp: string; home: string } | undefined;
   if (sandbox === "reduced") {
     // No private mounts without namespaces: TMPDIR and HOME are fresh host directories, removed afterwards.
-    const tmp = mkdtempSync(join(tmpdir(), "vak-scratch-"));
-    mkdirSync(join(tmp, "home"), { mode: 0o700 });
-    scratch = { tmp, home: join(tmp, "home") };
+    const root = mkdtempSync(join(tmpdir(), "vak-scratch-"));
+    mkdirSync(join(root, "tmp"), { mode: 0o700 });
+    mkdirSync(join(root, "home"), { mode: 0o700 });
+    scratch = { tmp: join(root, "tmp"), home: join(root, "home") };
   }
   try {
     const plan = decide(
@@ -77,7 +80,7 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
     if (plan.sandbox === "none") return await runUnsandboxed(plan, opts);
     return await runSandboxed(plan, opts);
   } finally {
-    if (scratch) rmSync(scratch.tmp, { recursive: true, force: true });
+    if (scratch) rmSync(dirname(scratch.tmp), { recursive: true, force: true });
   }
 }
 
@@ -166,7 +169,8 @@ function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean): nu
     return EXIT_REFUSED;
   }
   if (r.setupError) {
-    err(`could not set up the sandbox (${r.setupError.step}): ${r.setupError.message}`);
+    const reduced = r.setupError.step === "namespaces" ? "; to run with Landlock, seccomp and the write guard only, pass --sandbox reduced" : "";
+    err(`could not set up the sandbox (${r.setupError.step}): ${r.setupError.message}${reduced}`);
     return EXIT_REFUSED;
   }
   for (const d of r.denied.slice(0, MAX_DENIAL_LINES)) err(`refused ${d.op} ${d.path}: ${d.reason}${hint(plan, d.reason, d.path)}`);

@@ -105,6 +105,8 @@ export function decide(input: PolicyInput, host: HostFacts): LaunchPlan {
     if (denyRead.some((d) => isWithin(p, d))) access.delete(p);
     else if (a === "rw" && denyWrite.some((d) => isWithin(p, d))) access.set(p, "ro");
   }
+  const deniedBy = denyRead.find((d) => isWithin(workspace, d));
+  if (deniedBy) throw new VakError("bad-input", `the workspace ${workspace} is covered by --deny-read ${deniedBy}; nothing could run`);
   if (!isVisible(cwd, access)) throw new VakError("bad-input", `--cwd ${cwd}: not inside any granted path`);
 
   const reduced = input.sandbox === "reduced";

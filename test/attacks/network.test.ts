@@ -1,0 +1,149 @@
+import { createSocket, type Socket as UdpSocket } from "node:dgram";
+import { createServer, type Server } from "node:net";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { scratch, type Scratch } from "../support/fs.js";
+import { sandboxSh } from "../support/vak.js";
+
+// Host services the test starts on loopback. Without a network grant, nothing
+// inside the sandbox may reach any of them, by any socket family. Every packet
+// here stays on this machine: the only addresses used are 127.0.0.1 and local
+// socket paths.
+describe("no network without a grant", () => {
+  let s: Scratch;
+  const hits: string[] = [];
+  let tcp: Server;
+  let udp: UdpSocket;
+  let unixOutside: Server;
+  let unixInside: Server;
+  let abstract: Server;
+  let tcpPort = 0;
+  let udpPort = 0;
+  const abstractName = `vak-test-${process.pid}`;
+
+  const listen = (srv: Server, where: string | number, label: string) =>
+    new Promise<void>((resolve) => {
+      srv.on("connection", (c) => {
+        hits.push(label);
+        c.destroy();
+      });
+      if (typeof where === "number") srv.listen(where, "127.0.0.1", () => resolve());
+      else srv.listen(where, () => resolve());
+    });
+
+  beforeAll(async () => {
+    s = scratch();
+    tcp = createServer();
+    await listen(tcp, 0, "tcp");
+    tcpPort = (tcp.address() as { port: number }).port;
+    udp = createSocket("udp4");
+    udp.on("message", () => hits.push("udp"));
+    await new Promise<void>((r) => udp.bind(0, "127.0.0.1", () => r()));
+    udpPort = udp.address().port;
+    unixOutside = createServer();
+    await listen(unixOutside, join(s.outside, "host.sock"), "unix-outside");
+    unixInside = createServer();
+    await listen(unixInside, join(s.ws, "host.sock"), "unix-inside");
+    abstract = createServer();
+    await listen(abstract, `\0${abstractName}`, "abstract");
+  });
+  afterAll(async () => {
+    for (const srv of [tcp, unixOutside, unixInside, abstract]) srv.close();
+    udp.close();
+    s.cleanup();
+  });
+
+  /** Runs one probe in python inside the sandbox and returns what it printed. */
+  const probe = async (code: string) => {
+    const r = await sandboxSh(s.ws, `python3 -c '${code.replace(/'/g, `'"'"'`)}'`);
+    return r.stdout.trim();
+  };
+  const attempt = (body: string) => `
+import socket, errno
+try:
+${body.split("\n").map((l) => "    " + l).join("\n")}
+    print("REACHED")
+except OSError as e:
+    print("refused", errno.errorcode.get(e.errno, e.errno))
+`;
+
+  it("TCP to a loopback listener on the host", async () => {
+    const out = await probe(attempt(`s = socket.socket(); s.settimeout(2); s.connect(("127.0.0.1", ${tcpPort}))`));
+    expect(out).toMatch(/^refused/);
+  });
+
+  it("TCP over IPv6 and by the other spellings of loopback", async () => {
+    for (const host of ["::1", "::ffff:127.0.0.1"]) {
+      const out = await probe(attempt(`s = socket.socket(socket.AF_INET6); s.settimeout(2); s.connect(("${host}", ${tcpPort}))`));
+      expect(out).toMatch(/^refused/);
+    }
+    for (const host of ["127.1", "2130706433", "0x7f000001", "localhost"]) {
+      const out = await probe(attempt(`s = socket.create_connection(("${host}", ${tcpPort}), timeout=2)`));
+      expect(out).toMatch(/^refused|gaierror/i);
+    }
+  });
+
+  it("UDP to a loopback listener on the host", async () => {
+    const out = await probe(attempt(`s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"x", ("127.0.0.1", ${udpPort}))`));
+    expect(out).toMatch(/^refused/);
+  });
+
+  it("DNS: no name resolves beyond /etc/hosts, and no resolver is reachable", async () => {
+    const out = await probe(`
+import socket
+try:
+    print(socket.getaddrinfo("example.com", 80))
+except OSError as e:
+    print("refused", type(e).__name__)
+`);
+    expect(out).toMatch(/^refused/);
+    const direct = await probe(attempt(`s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"x", ("127.0.0.53", 53))`));
+    expect(direct).toMatch(/^refused/);
+  });
+
+  it("netlink sockets", async () => {
+    const out = await probe(attempt(`s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)`));
+    expect(out).toMatch(/^refused/);
+  });
+
+  it("raw and packet sockets", async () => {
+    expect(await probe(attempt(`socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)`))).toMatch(/^refused/);
+    expect(await probe(attempt(`socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)`))).toMatch(/^refused/);
+  });
+
+  it("an abstract unix socket on the host", async () => {
+    const out = await probe(attempt(`s = socket.socket(socket.AF_UNIX); s.connect("\\0${abstractName}")`));
+    expect(out).toMatch(/^refused/);
+  });
+
+  it("a pathname unix socket outside the grants", async () => {
+    const out = await probe(attempt(`s = socket.socket(socket.AF_UNIX); s.connect("${join(s.outside, "host.sock")}")`));
+    expect(out).toMatch(/^refused/);
+  });
+
+  it("a host service's unix socket inside the writable workspace", async () => {
+    const out = await probe(attempt(`s = socket.socket(socket.AF_UNIX); s.connect("host.sock")`));
+    expect(out).toMatch(/^refused EACCES/);
+  });
+
+  it("a datagram socketpair cannot sendto a host socket path", async () => {
+    const out = await probe(attempt(`a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); a.sendto(b"x", "host.sock")`));
+    expect(out).toMatch(/^refused/);
+    const dgram = await probe(attempt(`a = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); a.sendto(b"x", "host.sock")`));
+    expect(dgram).toMatch(/^refused/);
+  });
+
+  it("none of the host listeners saw a connection or a packet", () => {
+    expect(hits).toEqual([]);
+  });
+
+  it("unix sockets the sandbox creates itself still work", async () => {
+    const out = await probe(`
+import socket, os
+srv = socket.socket(socket.AF_UNIX); srv.bind("own.sock"); srv.listen()
+c = socket.socket(socket.AF_UNIX); c.connect(os.path.abspath("own.sock")); a, _ = srv.accept(); c.send(b"ok"); print(a.recv(2).decode())
+x, y = socket.socketpair(); x.send(b"pair"); print(y.recv(4).decode())
+`);
+    expect(out).toBe("ok\npair");
+  });
+});

@@ -1,0 +1,59 @@
+import { symlinkSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { scratch, type Scratch } from "../support/fs.js";
+import { baseEnv, runVak } from "../support/vak.js";
+
+// Bad input gets one line that says what to do, and exit status 125; nothing runs.
+describe("vak exec refuses bad input with one clear line", () => {
+  let s: Scratch;
+  beforeAll(() => {
+    s = scratch();
+    symlinkSync(s.outside, join(s.ws, "escape-link"));
+  });
+  afterAll(() => s.cleanup());
+
+  const cases: [string, string[], RegExp][] = [
+    ["an unknown flag", ["--allow-everything"], /unknown option '--allow-everything'/],
+    ["a relative path that escapes the workspace", ["--allow-read", "../outside"], /resolves outside the workspace.*absolute path/],
+    ["a relative symlink that leads outside", ["--allow-read", "escape-link"], /symbolic link to .*outside the workspace; grant .* explicitly/],
+    ["a path that does not exist", ["--allow-write", "no/such/dir"], /no such file or directory; create it first/],
+    ["a grant of the whole file system", ["--allow-read", "/"], /whole file system/],
+    ["full access asked for through --mode", ["--mode", "full-access"], /pass --full-access/],
+    ["a mode that does not exist", ["--mode", "yolo"], /yolo.*invalid|Allowed choices/i],
+    ["a non-numeric limit", ["--timeout", "soon"], /--timeout needs a positive whole number/],
+    ["a bad environment variable name", ["--allow-env", "A=B"], /environment variable name/],
+    ["a network grant (not built yet)", ["--allow-net", "example.com"], /egress gate is not built yet/],
+    ["the file system root as workspace", ["--workspace", "/"], /whole file system/],
+  ];
+
+  for (const [title, flags, message] of cases) {
+    it(title, async () => {
+      const r = await runVak(["exec", ...flags, "--", "/bin/sh", "-c", "echo RAN"], { cwd: s.ws });
+      expect(r.code).toBe(125);
+      expect(r.stdout).not.toContain("RAN");
+      const lines = r.stderr.trim().split("\n");
+      expect(lines.length, r.stderr).toBe(1);
+      expect(lines[0]).toMatch(/^vak: /);
+      expect(lines[0]).toMatch(message);
+    });
+  }
+
+  it("no command at all", async () => {
+    const r = await runVak(["exec"], { cwd: s.ws });
+    expect(r.code).toBe(125);
+    expect(r.stderr).toMatch(/missing required argument/);
+  });
+
+  it("--full-access runs without a sandbox, says so, and passes the environment", async () => {
+    const r = await runVak(["exec", "--full-access", "--", "/bin/sh", "-c", "echo $FULL_ACCESS_VAR"], { cwd: s.ws, env: baseEnv({ FULL_ACCESS_VAR: "passed" }) });
+    expect(r.code).toBe(0);
+    expect(r.stdout.trim()).toBe("passed");
+    expect(r.stderr).toContain("WITHOUT a sandbox");
+  });
+
+  it("a command that is not executable exits 126", async () => {
+    const r = await runVak(["exec", "--", "/etc/hostname"], { cwd: s.ws });
+    expect(r.code).toBe(126);
+  });
+});

@@ -1,0 +1,22 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { TestProject } from "vitest/node";
+import { ROOT } from "./paths.js";
+
+/** Checks that the product is built and compiles the C test helpers once per run. */
+export default function setup(project: TestProject): void {
+  for (const f of ["build/Release/vak-launcher", "dist/cli/main.js"])
+    if (!existsSync(join(ROOT, f))) throw new Error(`${f} is missing: run \`npm ci\` (it builds the launcher and the CLI)`);
+  const out = mkdtempSync(join(tmpdir(), "vak-test-helpers-"));
+  const noUserns = join(out, "no-userns");
+  execFileSync("cc", ["-O2", "-Wall", "-Werror", "-o", noUserns, join(ROOT, "test/support/no-userns.c")]);
+  project.provide("noUserns", noUserns);
+}
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    noUserns: string;
+  }
+}

@@ -1,0 +1,62 @@
+import { spawn, type ChildProcess, type StdioOptions } from "node:child_process";
+import { VAK_BIN } from "./paths.js";
+
+export interface RunResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  /** The --json summary line, when the run printed one. */
+  summary?: Record<string, unknown>;
+}
+
+/** A clean environment for the vak process itself: no CA bundle override, no stray secrets. */
+export function baseEnv(extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? "/usr/bin:/bin",
+    HOME: process.env.HOME ?? "/root",
+    LANG: "C.UTF-8",
+  };
+  return { ...env, ...extra };
+}
+
+export interface VakOptions {
+  cwd: string;
+  env?: Record<string, string>;
+  input?: string;
+  /** Extra fds the vak process inherits (for the inherited-fd test). */
+  stdio?: StdioOptions;
+  wrapper?: string[];
+}
+
+export function spawnVak(args: string[], opts: VakOptions): ChildProcess {
+  const argv = [...(opts.wrapper ?? []), process.execPath, VAK_BIN, ...args];
+  return spawn(argv[0]!, argv.slice(1), {
+    cwd: opts.cwd,
+    env: opts.env ?? baseEnv(),
+    stdio: opts.stdio ?? ["pipe", "pipe", "pipe"],
+  });
+}
+
+/** Runs `vak ARGS` to completion and collects its output. */
+export function runVak(args: string[], opts: VakOptions): Promise<RunResult> {
+  const child = spawnVak(args, opts);
+  let stdout = "";
+  let stderr = "";
+  child.stdout?.on("data", (d: Buffer) => (stdout += d.toString()));
+  child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
+  if (opts.input !== undefined) child.stdin?.end(opts.input);
+  else child.stdin?.end();
+  return new Promise((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code, signal) => {
+      const line = stderr.split("\n").reverse().find((l) => l.startsWith("{") && l.includes('"exit"'));
+      resolve({ code, signal, stdout, stderr, summary: line ? (JSON.parse(line) as Record<string, unknown>) : undefined });
+    });
+  });
+}
+
+/** `vak exec [flags] -- sh -c SCRIPT` in a workspace. */
+export function sandboxSh(cwd: string, script: string, flags: string[] = [], opts: Partial<VakOptions> = {}): Promise<RunResult> {
+  return runVak(["exec", "--json", ...flags, "--", "/bin/sh", "-c", script], { cwd, ...opts });
+}
