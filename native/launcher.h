@@ -97,14 +97,18 @@ void install_guard_seccomp(const struct plan *p);
 void guard_run(const struct plan *p, int listener) __attribute__((noreturn));
 
 /* limits.c */
-#define LIMIT_PIDS_CGROUP 1
-#define LIMIT_MEMORY_CGROUP 2
-int cgroup_setup(const struct plan *p, pid_t child);
-void limits_use_cgroups(int flags);
-void cgroup_report_and_cleanup(void);
-void apply_rlimits(const struct plan *p);
-const char *procs_mechanism(const struct plan *p);
+enum procs_mech { PROCS_NONE, PROCS_PIDNS, PROCS_CGROUP, PROCS_RLIMIT };
+#define LIMIT_PROCS_MASK 3
+#define LIMIT_MEMORY_CGROUP 4
+enum procs_mech choose_procs(const struct plan *p);
+const char *procs_mechanism_name(enum procs_mech m);
 const char *memory_mechanism(const struct plan *p);
+int limits_setup(const struct plan *p, pid_t child);
+void limits_use(int flags);
+void limits_apply_pidns(const struct plan *p, const char *proc_dir);
+void limits_report_and_cleanup(void);
+void apply_rlimits(const struct plan *p);
+int kernel_at_least(int major, int minor);
 
 /* caps.c */
 void drop_privileges(void);

@@ -3,7 +3,8 @@
  * The kernel exempts uid 0 from RLIMIT_NPROC, even inside a user namespace, so
  * the process count is held by a pids cgroup where one can be created (always
  * for root on cgroup v1, or where v2 delegates the controller) and by
- * RLIMIT_NPROC for other users. Memory is held by a memory cgroup, or by
+ * RLIMIT_NPROC for other users, or, cheapest, by the pid namespace's own
+ * pid_max where the kernel has one (6.14+) and the limit is high enough. Memory is held by a memory cgroup, or by
  * RLIMIT_DATA where no cgroup is available (and the report says which). */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -131,32 +133,63 @@ static long long cg_event(const struct cgroup *cg, const char *file, const char 
   return v;
 }
 
-const char *procs_mechanism(const struct plan *p) {
-  if (!p->max_procs) return "none";
+/* A pid namespace's own pid_max (Linux 6.14+) caps how many tasks exist in it
+ * at once, for root too, and costs one write. The kernel's floor is 301. */
+#define PID_MAX_FLOOR 301
+
+int kernel_at_least(int major, int minor) {
+  struct utsname u;
+  int a = 0, b = 0;
+  if (uname(&u) != 0 || sscanf(u.release, "%d.%d", &a, &b) != 2) return 0;
+  return a > major || (a == major && b >= minor);
+}
+
+/* The count the pid namespace must allow: the command's processes plus init
+ * and the guard, and pid numbers start at 1. */
+static long long pid_max_for(long long procs) { return procs + OWN_PROCS + 1; }
+
+static int cgroup_usable(const char *controller) {
   char base[512];
-  if (locate("pids", base, sizeof base) != CG_NONE && access(base, W_OK) == 0) return "cgroup";
-  return getuid() == 0 ? "unavailable" : "rlimit";
+  return locate(controller, base, sizeof base) != CG_NONE && access(base, W_OK) == 0;
+}
+
+enum procs_mech choose_procs(const struct plan *p) {
+  long long n = p->max_procs ? p->max_procs : p->default_max_procs;
+  if (!n) return PROCS_NONE;
+  /* Cheapest first: moving a task into a cgroup waits for an RCU grace period
+   * (milliseconds), which would dominate a short command's start-up. */
+  if (p->use_ns && pid_max_for(n) >= PID_MAX_FLOOR && kernel_at_least(6, 14)) return PROCS_PIDNS;
+  if (cgroup_usable("pids")) return PROCS_CGROUP;
+  if (getuid() != 0) return PROCS_RLIMIT;
+  if (p->max_procs)
+    die_step("limits", "cannot hold --max-procs %lld as root here: no pids cgroup, RLIMIT_NPROC does not apply to uid 0%s; "
+                       "mount the pids controller or run Vak as a regular user",
+             p->max_procs, kernel_at_least(6, 14) ? ", and a pid namespace cannot go below 298" : "");
+  return PROCS_NONE;
+}
+
+const char *procs_mechanism_name(enum procs_mech m) {
+  static const char *names[] = {"none", "pid-namespace", "cgroup", "rlimit"};
+  return names[m];
 }
 
 const char *memory_mechanism(const struct plan *p) {
   if (!p->max_memory) return "none";
-  char base[512];
-  if (locate("memory", base, sizeof base) != CG_NONE && access(base, W_OK) == 0) return "cgroup";
-  return "rlimit-data";
+  return cgroup_usable("memory") ? "cgroup" : "rlimit-data";
 }
 
-/* Creates the cgroups and moves child (the sandbox's init) into them. Returns
- * which ones hold, for limits_use_cgroups() in the child. */
-int cgroup_setup(const struct plan *p, pid_t child) {
-  long long procs = p->max_procs ? p->max_procs : p->default_max_procs;
-  if (procs) {
-    if (cg_create("pids", &pids_cg) == 0) {
-      if (cg_write(&pids_cg, "pids.max", procs + OWN_PROCS) != 0 || cg_write(&pids_cg, "cgroup.procs", child) != 0)
-        die_step("limits", "pids cgroup %s: %s", pids_cg.dir, strerror(errno));
-    } else if (getuid() == 0 && p->max_procs) {
-      die_step("limits", "cannot hold --max-procs as root without a pids cgroup (RLIMIT_NPROC does not apply to uid 0); "
-                         "mount the pids controller or run Vak as a regular user");
-    }
+static enum procs_mech procs_used;
+
+/* In the monitor: creates the cgroups the limits need and moves child (the
+ * sandbox's init) into them. Returns the mechanisms, for limits_use(). */
+int limits_setup(const struct plan *p, pid_t child) {
+  procs_used = choose_procs(p);
+  int flags = procs_used;
+  if (procs_used == PROCS_CGROUP) {
+    long long n = p->max_procs ? p->max_procs : p->default_max_procs;
+    if (cg_create("pids", &pids_cg) != 0) die_step("limits", "create a pids cgroup: %s", strerror(errno));
+    if (cg_write(&pids_cg, "pids.max", n + OWN_PROCS) != 0 || cg_write(&pids_cg, "cgroup.procs", child) != 0)
+      die_step("limits", "pids cgroup %s: %s", pids_cg.dir, strerror(errno));
   }
   if (p->max_memory && cg_create("memory", &mem_cg) == 0) {
     const char *limit = mem_cg.version == CG_V1 ? "memory.limit_in_bytes" : "memory.max";
@@ -165,22 +198,33 @@ int cgroup_setup(const struct plan *p, pid_t child) {
     /* Swap must not become a way around the limit. */
     if (mem_cg.version == CG_V1) cg_write(&mem_cg, "memory.memsw.limit_in_bytes", p->max_memory);
     else cg_write(&mem_cg, "memory.swap.max", 0);
+    flags |= LIMIT_MEMORY_CGROUP;
   }
-  return (pids_cg.version ? LIMIT_PIDS_CGROUP : 0) | (mem_cg.version ? LIMIT_MEMORY_CGROUP : 0);
+  return flags;
 }
 
-static int cgroup_flags;
+static int limit_flags;
 
-void limits_use_cgroups(int flags) { cgroup_flags = flags; }
+void limits_use(int flags) { limit_flags = flags; }
 
-void cgroup_report_and_cleanup(void) {
+/* In init, with the new /proc mounted at proc_dir: the pid namespace's cap. */
+void limits_apply_pidns(const struct plan *p, const char *proc_dir) {
+  if ((limit_flags & LIMIT_PROCS_MASK) != PROCS_PIDNS) return;
+  long long n = p->max_procs ? p->max_procs : p->default_max_procs;
+  char path[256], v[32];
+  snprintf(path, sizeof path, "%s/sys/kernel/pid_max", proc_dir);
+  snprintf(v, sizeof v, "%lld", pid_max_for(n));
+  if (write_file(path, v) != 0) die_step("limits", "set the pid namespace's pid_max: %s", strerror(errno));
+}
+
+void limits_report_and_cleanup(void) {
   long long procs_hit = pids_cg.version ? cg_event(&pids_cg, "pids.events", "max") : 0;
   long long oom = 0;
   if (mem_cg.version == CG_V1) oom = cg_event(&mem_cg, "memory.oom_control", "oom_kill");
   else if (mem_cg.version == CG_V2) oom = cg_event(&mem_cg, "memory.events", "oom_kill");
   char line[256];
-  snprintf(line, sizeof line, "{\"event\":\"limits\",\"procs_cgroup\":%s,\"memory_cgroup\":%s,\"procs_hit\":%lld,\"oom_kills\":%lld}",
-           pids_cg.version ? "true" : "false", mem_cg.version ? "true" : "false", procs_hit, oom);
+  snprintf(line, sizeof line, "{\"event\":\"limits\",\"procs\":\"%s\",\"memory_cgroup\":%s,\"procs_hit\":%lld,\"oom_kills\":%lld}",
+           procs_mechanism_name(procs_used), mem_cg.version ? "true" : "false", procs_hit, oom);
   report_line(line);
   cg_remove(&pids_cg);
   cg_remove(&mem_cg);
@@ -198,7 +242,6 @@ void apply_rlimits(const struct plan *p) {
   /* A soft limit below the hard one sends SIGXCPU first, then SIGKILL. */
   if (p->cpu_seconds) set_limit(RLIMIT_CPU, "cpu", (rlim_t)p->cpu_seconds, (rlim_t)p->cpu_seconds + 1);
   long long procs = p->max_procs ? p->max_procs : p->default_max_procs;
-  if (procs && !(cgroup_flags & LIMIT_PIDS_CGROUP) && getuid() != 0)
-    set_limit(RLIMIT_NPROC, "nproc", (rlim_t)procs, (rlim_t)procs);
-  if (p->max_memory && !(cgroup_flags & LIMIT_MEMORY_CGROUP)) set_limit(RLIMIT_DATA, "data", (rlim_t)p->max_memory, (rlim_t)p->max_memory);
+  if ((limit_flags & LIMIT_PROCS_MASK) == PROCS_RLIMIT) set_limit(RLIMIT_NPROC, "nproc", (rlim_t)procs, (rlim_t)procs);
+  if (p->max_memory && !(limit_flags & LIMIT_MEMORY_CGROUP)) set_limit(RLIMIT_DATA, "data", (rlim_t)p->max_memory, (rlim_t)p->max_memory);
 }

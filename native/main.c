@@ -147,7 +147,7 @@ static int init_main(const struct plan *p, int sync_rd) {
   unsigned char flags;
   if (read(sync_rd, &flags, 1) != 1) _exit(EXIT_SETUP);
   close(sync_rd);
-  limits_use_cgroups(flags);
+  limits_use(flags);
   build_view(p);
   const char *host = p->hostname ? p->hostname : "vak";
   if (sethostname(host, strlen(host)) != 0) die_step("uts", "sethostname: %s", strerror(errno));
@@ -256,7 +256,7 @@ static int monitor(const struct plan *p, pid_t child, int sfd) {
       if (w == child) code = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
   }
   if (!p->use_ns) kill_descendants();
-  cgroup_report_and_cleanup();
+  limits_report_and_cleanup();
   if (timed_out) {
     char line[96];
     snprintf(line, sizeof line, "{\"event\":\"timeout\",\"ms\":%lld}", p->timeout_ms);
@@ -292,7 +292,7 @@ static int run(const struct plan *p) {
     unsigned char fl;
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || read(sync[0], &fl, 1) != 1) _exit(EXIT_SETUP);
     close(sync[0]);
-    limits_use_cgroups(fl);
+    limits_use(fl);
     payload_main(p);
   }
   close(sync[0]);
@@ -304,7 +304,7 @@ static int run(const struct plan *p) {
     snprintf(map, sizeof map, "%u %u 1", (unsigned)p->gid, (unsigned)p->gid);
     write_map(child, "gid_map", map);
   }
-  unsigned char cg = (unsigned char)cgroup_setup(p, child);
+  unsigned char cg = (unsigned char)limits_setup(p, child);
   if (write(sync[1], &cg, 1) != 1) die_step("monitor", "start the sandbox: %s", strerror(errno));
   close(sync[1]);
   return monitor(p, child, sfd);

@@ -54,19 +54,13 @@ static int read_int(const char *path) {
   return v;
 }
 
-static int kernel_at_least(int maj, int min) {
-  struct utsname u;
-  int a = 0, b = 0;
-  if (uname(&u) != 0 || sscanf(u.release, "%d.%d", &a, &b) != 2) return 0;
-  return a > maj || (a == maj && b >= min);
-}
-
 int probe_main(void) {
   struct utsname u;
   uname(&u);
   int userns = try_in_child(try_userns);
   int listener = try_in_child(try_listener);
-  struct plan p = {.max_procs = 1, .max_memory = 1};
+  /* What a default process limit would use, for a regular (not tiny) limit. */
+  struct plan p = {.use_ns = userns == 0, .default_max_procs = 1024, .max_memory = 1};
   char kernel[128];
   jstr(kernel, sizeof kernel, u.release);
   printf("{\"kernel\":\"%s\",\"arch\":\"%s\",\"uid\":%u,\"landlock_abi\":%d,"
@@ -78,7 +72,7 @@ int probe_main(void) {
          userns ? strerror(userns) : "", listener ? "false" : "true", kernel_at_least(5, 14) ? "true" : "false",
          kernel_at_least(5, 19) ? "true" : "false", syscall_exists(SYS_mount_setattr) ? "true" : "false",
          syscall_exists(SYS_openat2) ? "true" : "false", syscall_exists(SYS_pidfd_getfd) ? "true" : "false",
-         syscall_exists(SYS_close_range) ? "true" : "false", procs_mechanism(&p), memory_mechanism(&p),
+         syscall_exists(SYS_close_range) ? "true" : "false", procs_mechanism_name(choose_procs(&p)), memory_mechanism(&p),
          read_int("/proc/sys/dev/tty/legacy_tiocsti"), read_int("/proc/sys/user/max_user_namespaces"));
   return 0;
 }

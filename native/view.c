@@ -276,6 +276,7 @@ void build_view(const struct plan *p) {
   if (mkdirat(new_root, "proc", 0555) != 0 && errno != EEXIST) die_step("view", "mkdir /proc: %s", strerror(errno));
   if (mount("proc", "/new/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
     die_step("view", "mount /proc: %s", strerror(errno));
+  limits_apply_pidns(p, "/new/proc"); /* before /proc/sys turns read-only */
   static const char *proc_ro[] = {"proc/sys", "proc/sysrq-trigger", "proc/irq", "proc/bus", "proc/fs"};
   for (size_t i = 0; i < sizeof proc_ro / sizeof proc_ro[0]; i++) proc_readonly(proc_ro[i]);
   dev_extras();

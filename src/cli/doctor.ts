@@ -44,7 +44,7 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
   const out = (s: string) => process.stdout.write(s + "\n");
   out(`kernel ${p.kernel} (${p.arch}), running as uid ${p.uid}`);
   for (const l of layers(p)) out(`  ${l.ok ? "ok  " : "MISS"} ${l.name}: ${l.detail}`);
-  out(`  ${p.procs_limit === "unavailable" ? "MISS" : "ok  "} process limit: ${describeProcs(p)}`);
+  out(`  ${p.procs_limit === "none" ? "MISS" : "ok  "} process limit: ${describeProcs(p)}`);
   out(`  ok   memory limit: ${p.memory_limit === "cgroup" ? "memory cgroup" : "RLIMIT_DATA (approximate: no memory cgroup here)"}`);
   if (p.tiocsti_legacy === 1) out("  note terminal injection (TIOCSTI) is enabled on this kernel; the seccomp filter blocks it");
   if (best.kind === "namespaces") out(`sandbox: full (namespaces, Landlock, seccomp, write guard); end-to-end test: ${smoke}`);
@@ -58,7 +58,10 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
 }
 
 function describeProcs(p: Probe): string {
-  if (p.procs_limit === "cgroup") return "pids cgroup";
-  if (p.procs_limit === "rlimit") return "RLIMIT_NPROC (Vak runs as a regular user)";
-  return "unavailable: running as root without a pids cgroup; --max-procs is refused";
+  switch (p.procs_limit) {
+    case "pid-namespace": return "the pid namespace's own pid_max (pids cgroup for limits below 298)";
+    case "cgroup": return "pids cgroup";
+    case "rlimit": return "RLIMIT_NPROC (Vak runs as a regular user)";
+    case "none": return "unavailable: root without a pids cgroup or a per-namespace pid_max; --max-procs is refused";
+  }
 }

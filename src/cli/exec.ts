@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { VakError } from "../policy/errors.js";
-import { EnvNameSchema, GrantsSchema, type Limits, type Mode } from "../policy/grants.js";
+import { ENV_NAME } from "../policy/env.js";
+import type { Grants, Limits, Mode } from "../policy/grants.js";
 import { decide, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { launch, type LaunchResult } from "../sandbox/launcher.js";
@@ -58,11 +59,11 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
   if (opts.secret?.length) throw new VakError("unsupported", "--secret: secret injection is not built yet");
   const mode = modeOf(opts);
   for (const name of opts.allowEnv ?? [])
-    if (!EnvNameSchema.safeParse(name).success) throw new VakError("bad-input", `--allow-env ${name}: not an environment variable name (letters, digits and _)`);
-  const grants = GrantsSchema.parse({
+    if (!ENV_NAME.test(name)) throw new VakError("bad-input", `--allow-env ${name}: not an environment variable name (letters, digits and _)`);
+  const grants: Grants = {
     read: opts.allowRead ?? [], write: opts.allowWrite ?? [], denyRead: opts.denyRead ?? [],
     denyWrite: opts.denyWrite ?? [], env: opts.allowEnv ?? [],
-  });
+  };
   const sandbox: SandboxKind = mode === "full-access" ? "none" : (opts.sandbox as SandboxKind);
   let scratch: { tmp: string; home: string } | undefined;
   if (sandbox === "reduced") {
@@ -153,7 +154,7 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions): Promise<number
         outputExceeded,
         setupError: result.setupError ?? null,
         denied: result.denied.map(({ op, path, reason }) => ({ op, path, reason })),
-        limits: result.limits ? { procsHit: result.limits.procs_hit, oomKills: result.limits.oom_kills, procsCgroup: result.limits.procs_cgroup, memoryCgroup: result.limits.memory_cgroup } : null,
+        limits: result.limits ? { procs: result.limits.procs, procsHit: result.limits.procs_hit, oomKills: result.limits.oom_kills, memoryCgroup: result.limits.memory_cgroup } : null,
         grants: plan.grants,
       }) + "\n",
     );

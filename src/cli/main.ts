@@ -1,5 +1,6 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { isVakError } from "../policy/errors.js";
+import { execCommand } from "./exec.js";
 import { EXIT_REFUSED } from "./exit.js";
 
 /** List flags repeat or take commas: --allow-read a,b --allow-read c. */
@@ -44,7 +45,7 @@ function program(): Command {
     .option("--json", "print a one-line JSON summary on stderr at the end")
     .passThroughOptions()
     .action(async (command: string[], opts) => {
-      const { execCommand } = await import("./exec.js");
+      // exec is imported statically: it is the start-up-critical path.
       p.setOptionValue("exitCode", await execCommand(command, opts));
     });
 

@@ -3,6 +3,9 @@
  * not API keys, not NODE_OPTIONS, not LD_PRELOAD, not SSH_AUTH_SOCK.
  */
 
+/** A portable environment variable name. */
+export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
 /** Host variables that carry no authority and that programs expect. */
 const SAFE_NAMES = new Set([
   "TERM", "COLORTERM", "TERM_PROGRAM", "NO_COLOR", "FORCE_COLOR", "CLICOLOR",

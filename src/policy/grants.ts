@@ -1,11 +1,16 @@
 import { z } from "zod";
+import { ENV_NAME } from "./env.js";
+
+// These schemas guard input that arrives as data (config files, the library
+// API). The CLI hot path imports only their types: loading zod costs Node
+// ~60 ms, more than the whole sandbox start-up.
 
 /** read-only: the workspace is readable. workspace-write: also writable, except
  *  protected paths. full-access: no sandbox, only by its own explicit flag. */
 export const ModeSchema = z.enum(["read-only", "workspace-write", "full-access"]);
 export type Mode = z.infer<typeof ModeSchema>;
 
-export const EnvNameSchema = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an environment variable name");
+export const EnvNameSchema = z.string().regex(ENV_NAME, "an environment variable name");
 
 export const LimitsSchema = z
   .object({
@@ -31,6 +36,3 @@ export const GrantsSchema = z
   })
   .strict();
 export type Grants = z.infer<typeof GrantsSchema>;
-
-/** Process-count default when nothing is asked for; applied only where it can be held. */
-export const DEFAULT_MAX_PROCS = 1024;

@@ -1,11 +1,11 @@
 import { lstatSync, readlinkSync } from "node:fs";
 import { sandboxEnv, sandboxPath } from "./env.js";
 import { VakError } from "./errors.js";
-import { type Grants, type Limits, type Mode, DEFAULT_MAX_PROCS } from "./grants.js";
+import type { Grants, Limits, Mode } from "./grants.js";
 import { canonicalDir, canonicalGrant, canonicalMaybe, exists, isWithin } from "./paths.js";
 import { PROTECTED_PATHS } from "./protected.js";
 import {
-  PRIVATE_HOME_BYTES, PRIVATE_SHM, PRIVATE_TMP, RUNTIME_DEVICES, RUNTIME_DIRS, RUNTIME_ETC, SANDBOX_HOSTNAME,
+  DEFAULT_MAX_PROCS, PRIVATE_HOME_BYTES, PRIVATE_SHM, PRIVATE_TMP, RUNTIME_DEVICES, RUNTIME_DIRS, RUNTIME_ETC, SANDBOX_HOSTNAME,
   synthesizedEtc,
 } from "./runtime.js";
 

@@ -1,10 +1,11 @@
 import { spawn, type StdioOptions } from "node:child_process";
-import { existsSync } from "node:fs";
-import { constants } from "node:os";
+import { closeSync, constants as fsConstants, existsSync, fstatSync, openSync, readSync, unlinkSync } from "node:fs";
+import { constants, tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { z } from "zod";
 import { VakError } from "../policy/errors.js";
 import type { LaunchPlan } from "../policy/plan.js";
+import { parseReport, type Report } from "./report.js";
 
 /** The launcher binary built by node-gyp at install (build/Release/vak-launcher). */
 export function launcherPath(): string {
@@ -41,18 +42,6 @@ export function launcherArgs(plan: LaunchPlan, reportFd: number): string[] {
   return a;
 }
 
-/** One line the launcher (or its guard) reports. */
-export const ReportSchema = z.discriminatedUnion("event", [
-  z.object({ event: z.literal("setup-error"), step: z.string(), message: z.string() }).strict(),
-  z.object({ event: z.literal("warning"), step: z.string(), message: z.string() }).strict(),
-  z.object({ event: z.literal("exec-error"), errno: z.number(), message: z.string() }).strict(),
-  z.object({ event: z.literal("denied"), op: z.string(), path: z.string(), reason: z.string(), pid: z.number(), more: z.boolean().optional() }).strict(),
-  z.object({ event: z.literal("signaled"), signal: z.number() }).strict(),
-  z.object({ event: z.literal("timeout"), ms: z.number() }).strict(),
-  z.object({ event: z.literal("limits"), procs_cgroup: z.boolean(), memory_cgroup: z.boolean(), procs_hit: z.number(), oom_kills: z.number() }).strict(),
-]);
-export type Report = z.infer<typeof ReportSchema>;
-
 export interface LaunchResult {
   /** The launcher's exit status: the command's own, 124 on timeout, 125 when setup failed. */
   code: number;
@@ -75,44 +64,71 @@ export interface RunningSandbox {
   stdin: NodeJS.WritableStream | null;
 }
 
-const MAX_REPORT_LINE = 8192;
+const MAX_REPORT_BYTES = 1 << 20;
 const MAX_REPORT_LINES = 1000;
+
+/**
+ * An unlinked temporary file for the launcher's report. A file rather than a
+ * pipe: Node gives a raw fd to the child as is, where a pipe would cost a
+ * Socket and the stream machinery on every start-up. Only the launcher, its
+ * init and its guard hold it; the command's copy closes on exec.
+ */
+function reportFile(): number {
+  const flags = fsConstants.O_RDWR | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_APPEND | fsConstants.O_NOFOLLOW;
+  for (let attempt = 0; ; attempt++) {
+    // O_EXCL makes the name's guessability harmless; a clash just picks another.
+    const path = join(tmpdir(), `vak-report-${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`);
+    try {
+      const fd = openSync(path, flags, 0o600);
+      unlinkSync(path);
+      return fd;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST" || attempt > 8) throw e;
+    }
+  }
+}
+
+function readReport(fd: number): { reports: Report[]; malformed: string[] } {
+  const size = Math.min(fstatSync(fd).size, MAX_REPORT_BYTES);
+  const buf = Buffer.alloc(size);
+  let got = 0;
+  while (got < size) {
+    const n = readSync(fd, buf, got, size - got, got);
+    if (n === 0) break;
+    got += n;
+  }
+  const reports: Report[] = [];
+  const malformed: string[] = [];
+  for (const line of buf.subarray(0, got).toString("utf8").split("\n")) {
+    if (!line || reports.length + malformed.length >= MAX_REPORT_LINES) continue;
+    const r = parseReport(line);
+    if (r) reports.push(r);
+    else malformed.push(line.slice(0, 200));
+  }
+  return { reports, malformed };
+}
 
 /** Starts the launcher with the plan; stdio is the caller's choice. */
 export function launch(plan: LaunchPlan, stdio: ["inherit" | "pipe" | "ignore", "inherit" | "pipe", "inherit" | "pipe"]): RunningSandbox {
   if (plan.sandbox === "none") throw new VakError("internal", "launch() is for sandboxed plans");
-  const child = spawn(launcherPath(), launcherArgs(plan, 3), {
-    stdio: [...stdio, "pipe"] as StdioOptions,
-    env: plan.env,
-    cwd: "/",
-  });
-  const reports: Report[] = [];
-  const malformed: string[] = [];
-  let buf = "";
-  const report = child.stdio[3] as NodeJS.ReadableStream;
-  report.setEncoding("utf8");
-  report.on("data", (chunk: string) => {
-    buf += chunk;
-    for (let nl = buf.indexOf("\n"); nl >= 0; nl = buf.indexOf("\n")) {
-      const line = buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
-      if (reports.length + malformed.length >= MAX_REPORT_LINES) continue;
-      try {
-        reports.push(ReportSchema.parse(JSON.parse(line)));
-      } catch {
-        malformed.push(line.slice(0, 200));
-      }
-    }
-    if (buf.length > MAX_REPORT_LINE) {
-      malformed.push(buf.slice(0, 200));
-      buf = "";
-    }
-  });
-  const reportClosed = new Promise<void>((r) => report.on("close", () => r()));
+  const fd = reportFile();
+  let child;
+  try {
+    child = spawn(launcherPath(), launcherArgs(plan, 3), { stdio: [...stdio, fd] as StdioOptions, env: plan.env, cwd: "/" });
+  } catch (e) {
+    closeSync(fd);
+    throw e;
+  }
   const result = new Promise<LaunchResult>((resolve, reject) => {
-    child.on("error", (e) => reject(new VakError("sandbox-setup", `cannot start the sandbox launcher: ${e.message}`)));
-    child.on("close", async (code, signal) => {
-      await reportClosed;
+    child.on("error", (e) => {
+      closeSync(fd);
+      reject(new VakError("sandbox-setup", `cannot start the sandbox launcher: ${e.message}`));
+    });
+    child.on("close", (code, signal) => {
+      // Every writer is gone by now: the monitor reaps init, whose exit takes
+      // the namespace (and the guard) with it, before exiting itself.
+      const { reports, malformed } = readReport(fd);
+      closeSync(fd);
       const setup = reports.find((r) => r.event === "setup-error");
       const exec = reports.find((r) => r.event === "exec-error");
       resolve({

@@ -19,7 +19,7 @@ export const ProbeSchema = z
     openat2: z.boolean(),
     pidfd_getfd: z.boolean(),
     close_range: z.boolean(),
-    procs_limit: z.enum(["none", "cgroup", "rlimit", "unavailable"]),
+    procs_limit: z.enum(["none", "pid-namespace", "cgroup", "rlimit"]),
     memory_limit: z.enum(["none", "cgroup", "rlimit-data"]),
     tiocsti_legacy: z.number(),
     max_user_namespaces: z.number(),

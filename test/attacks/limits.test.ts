@@ -34,8 +34,31 @@ print(made, len([p for p in os.listdir('/proc') if p.isdigit()]))
     expect(made).toBeGreaterThan(5);
     expect(made).toBeLessThan(20);
     expect(alive).toBeLessThanOrEqual(20 + 2); // the limit, plus init and the guard
-    expect(r.summary?.limits).toMatchObject({ procsCgroup: true });
+    expect(r.summary?.limits).toMatchObject({ procs: "cgroup" });
     expect((r.summary?.limits as { procsHit: number }).procsHit).toBeGreaterThan(0);
+  });
+
+  it("a high limit is held by the pid namespace itself, at no start-up cost", async () => {
+    const r = await sandboxSh(
+      s.ws,
+      `python3 -c "
+import os, time
+made = 0
+for _ in range(700):
+    try:
+        if os.fork() == 0:
+            time.sleep(30); os._exit(0)
+        made += 1
+    except OSError:
+        break
+print(made)
+"`,
+      ["--max-procs", "400"],
+    );
+    const made = Number(r.stdout.trim());
+    expect(made).toBeGreaterThan(300);
+    expect(made).toBeLessThan(400);
+    expect(r.summary?.limits).toMatchObject({ procs: "pid-namespace" });
   });
 
   it("a file cannot grow past --max-file-size", async () => {

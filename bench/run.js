@@ -1,0 +1,95 @@
+// npm run bench: Vak's costs as ratios and differences against baselines
+// measured in the same run, interleaved so that machine noise hits both alike.
+// Node processes run with NODE_EXTRA_CA_CERTS unset (some machines set it, and
+// it triples Node's start-up).
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { execSync } from "node:child_process";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const { decide } = await import(join(ROOT, "dist/policy/plan.js"));
+const { hostFacts } = await import(join(ROOT, "dist/sandbox/host.js"));
+const { launcherArgs, launcherPath } = await import(join(ROOT, "dist/sandbox/launcher.js"));
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 40);
+const env = { ...process.env };
+delete env.NODE_EXTRA_CA_CERTS;
+
+function time(cmd, args, opts = {}) {
+  return new Promise((resolve, reject) => {
+    const t = process.hrtime.bigint();
+    const child = spawn(cmd, args, { stdio: opts.stdio ?? "ignore", env: opts.env ?? env, cwd: opts.cwd });
+    child.on("error", reject);
+    child.on("close", (code) => {
+      if (code !== 0) return reject(new Error(`${cmd} ${args.join(" ")} exited ${code}`));
+      resolve(Number(process.hrtime.bigint() - t) / 1e6);
+    });
+  });
+}
+
+const stats = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const q = (p) => s[Math.min(s.length - 1, Math.floor(p * s.length))];
+  return { median: q(0.5), p90: q(0.9) };
+};
+
+/** Runs each candidate once per round, in turn, for RUNS rounds. */
+async function interleaved(cands) {
+  for (const c of cands) await c.run(); // warm caches once
+  const samples = cands.map(() => []);
+  for (let i = 0; i < RUNS; i++) for (const [j, c] of cands.entries()) samples[j].push(await c.run());
+  return cands.map((c, j) => ({ name: c.name, ...stats(samples[j]) }));
+}
+
+function report(title, rows, target) {
+  console.log(`\n${title} (${RUNS} interleaved runs each)`);
+  const base = rows[0];
+  for (const r of rows)
+    console.log(`  ${r.name.padEnd(44)} median ${r.median.toFixed(2).padStart(7)} ms   p90 ${r.p90.toFixed(2).padStart(7)} ms   ${r === base ? "(baseline)" : `+${(r.median - base.median).toFixed(2)} ms, x${(r.median / base.median).toFixed(2)}`}`);
+  if (target) console.log(`  target: ${target}`);
+}
+
+const ws = mkdtempSync(join(tmpdir(), "vak-bench-"));
+try {
+  // 1. The launcher against a bare spawn of the same program, from Node.
+  const plan = decide(
+    { mode: "workspace-write", sandbox: "namespaces", workspace: ws, grants: { read: [], write: [], denyRead: [], denyWrite: [], env: [] }, limits: {}, command: ["/bin/true"] },
+    hostFacts(env),
+  );
+  const args = launcherArgs(plan, 3);
+  const launcher = launcherPath();
+  report(
+    "launcher: spawn of /bin/true from Node",
+    await interleaved([
+      { name: "bare spawn /bin/true", run: () => time("/bin/true", []) },
+      { name: "vak-launcher, typical plan, /bin/true", run: () => time(launcher, args, { stdio: ["ignore", "ignore", "ignore", "pipe"], env: plan.env }) },
+    ]),
+    "within 5 ms of the bare spawn",
+  );
+
+  // 2. The whole CLI against Node's own start-up, plus peers where installed.
+  const vak = join(ROOT, "bin/vak.cjs");
+  const cands = [
+    { name: "node -e 0", run: () => time(process.execPath, ["-e", "0"]) },
+    { name: "vak exec -- /bin/true", run: () => time(process.execPath, [vak, "exec", "--", "/bin/true"], { cwd: ws }) },
+  ];
+  const which = (b) => {
+    try {
+      return execSync(`command -v ${b}`, { encoding: "utf8" }).trim();
+    } catch {
+      return "";
+    }
+  };
+  const peers = [];
+  if (which("srt")) cands.push({ name: "sandbox-runtime: srt /bin/true", run: () => time("srt", ["/bin/true"], { cwd: ws }) });
+  else peers.push("sandbox-runtime (srt) not installed here; measured elsewhere at about 460 ms");
+  if (which("codex")) cands.push({ name: "codex sandbox linux /bin/true", run: () => time("codex", ["sandbox", "linux", "/bin/true"], { cwd: ws }) });
+  else peers.push("Codex not installed here; its native sandbox measured elsewhere at 53-74 ms");
+  report("whole command: vak exec against node -e 0", await interleaved(cands), "within 25 ms of node -e 0");
+  for (const p of peers) console.log(`  peer: ${p}`);
+} finally {
+  rmSync(ws, { recursive: true, force: true });
+}
