@@ -1,11 +1,21 @@
 import { defineConfig } from "rolldown";
 
-// The CLI as one CommonJS file: Node resolves and compiles one module instead
-// of dozens, and skips the ES module loader, which together are most of
-// `vak exec`'s start-up. Commands other than exec load their chunks on demand.
-export default defineConfig({
-  input: { vak: "src/cli/main.ts" },
-  platform: "node",
-  external: [/^node:/],
-  output: { dir: "dist/bin", format: "cjs", entryFileNames: "[name].cjs", chunkFileNames: "[name]-[hash].cjs" },
-});
+export default defineConfig([
+  // The CLI as one CommonJS file: Node resolves and compiles one module instead
+  // of dozens, and skips the ES module loader, which together are most of
+  // `vak exec`'s start-up. Commands other than exec load their chunks on demand.
+  {
+    input: { vak: "src/cli/main.ts" },
+    platform: "node",
+    external: [/^node:/],
+    output: { dir: "dist/bin", format: "cjs", entryFileNames: "[name].cjs", chunkFileNames: "[name]-[hash].cjs" },
+  },
+  // The fetch preload for sandboxed Node processes, with undici as a chunk
+  // beside it; the directory is bound read-only into sandboxes with a network grant.
+  {
+    input: { "fetch-proxy": "src/net/preload/fetch-proxy.cts" },
+    platform: "node",
+    external: [/^node:/],
+    output: { dir: "dist/preload", format: "cjs", entryFileNames: "[name].cjs", chunkFileNames: "[name]-[hash].cjs" },
+  },
+]);

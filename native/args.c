@@ -35,6 +35,17 @@ static void add_rule(struct plan *p, enum prot_kind k, const char *pat) {
   p->rules[p->nrules++] = (struct protect_rule){k, pat};
 }
 
+/* The worker's token arrives on an fd, never in argv: a sandboxed process can
+ * read init's command line from /proc/1/cmdline. */
+static void read_token(struct plan *p, int fd) {
+  ssize_t n = pread(fd, p->net_token, sizeof p->net_token - 1, 0);
+  close(fd);
+  if (n < 16) die_step("args", "--net-token-fd: no token");
+  p->net_token[n] = 0;
+  for (ssize_t k = 0; k < n; k++)
+    if (!strchr("0123456789abcdef", p->net_token[k])) die_step("args", "--net-token-fd: malformed token");
+}
+
 void parse_args(struct plan *p, int argc, char **argv) {
   memset(p, 0, sizeof *p);
   p->use_ns = 1;
@@ -60,6 +71,9 @@ void parse_args(struct plan *p, int argc, char **argv) {
     else if (!strcmp(a, "--protect-tree")) { NEED(1); add_rule(p, PROT_TREE, argv[++i]); }
     else if (!strcmp(a, "--protect-file")) { NEED(1); add_rule(p, PROT_FILE, argv[++i]); }
     else if (!strcmp(a, "--protect-abs")) { NEED(1); add_rule(p, PROT_ABS, abs_path(a, argv[++i])); }
+    else if (!strcmp(a, "--net-gate")) { NEED(1); p->net_gate = abs_path(a, argv[++i]); p->allow_inet = 1; }
+    else if (!strcmp(a, "--net-port")) { NEED(1); p->net_port = (int)number(a, argv[++i]); }
+    else if (!strcmp(a, "--net-token-fd")) { NEED(1); read_token(p, (int)number(a, argv[++i])); }
     else if (!strcmp(a, "--cwd")) { NEED(1); p->cwd = abs_path(a, argv[++i]); }
     else if (!strcmp(a, "--hostname")) { NEED(1); p->hostname = argv[++i]; }
     else if (!strcmp(a, "--max-procs")) { NEED(1); p->max_procs = number(a, argv[++i]); }
@@ -75,5 +89,8 @@ void parse_args(struct plan *p, int argc, char **argv) {
 #undef NEED
   if (i >= argc) die_step("args", "no command given after --");
   if (!p->cwd) die_step("args", "--cwd is required");
+  if (p->net_gate && (p->net_port < 1 || p->net_port > 65535 || !p->net_token[0]))
+    die_step("args", "--net-gate needs --net-port and --net-token-fd");
+  if (p->net_gate && !p->use_ns) die_step("args", "reduced mode has no private network namespace: network grants are refused");
   p->argv = &argv[i];
 }

@@ -37,6 +37,8 @@
 #include <sys/socket.h>
 #include <sys/statfs.h>
 #include <sys/un.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -636,10 +638,43 @@ static int read_sockaddr(struct call *c, __u64 addr, __u64 len, struct sockaddr_
   return 0;
 }
 
+/* Inside the sandbox's network namespace only loopback exists, and the relay
+ * to the egress gate is the one listener on it: anything else is a client
+ * ignoring the proxy settings, which deserves a clear message, not a timeout. */
+static int inet_allowed(struct call *c, const struct sockaddr_storage *ss) {
+  char where[INET6_ADDRSTRLEN + 16] = "";
+  int loopback = 0, port = 0;
+  if (ss->ss_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+    loopback = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    port = ntohs(a->sin_port);
+    inet_ntop(AF_INET, &a->sin_addr, where, sizeof where);
+  } else if (ss->ss_family == AF_INET6) {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+    loopback = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) ||
+               (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) && a->sin6_addr.s6_addr[12] == 127);
+    port = ntohs(a->sin6_port);
+    inet_ntop(AF_INET6, &a->sin6_addr, where, sizeof where);
+  } else {
+    return 0;
+  }
+  if (loopback) return 0;
+  char dest[INET6_ADDRSTRLEN + 16], why[256];
+  snprintf(dest, sizeof dest, "%s:%d", where, port);
+  if (c->plan->net_gate)
+    snprintf(why, sizeof why, "direct connection; the network is reached only through the egress proxy at http://127.0.0.1:%d", c->plan->net_port);
+  else
+    snprintf(why, sizeof why, "no network grant");
+  log_denial(c, dest, why);
+  return -ENETUNREACH;
+}
+
 static int do_connect(struct call *c, int sock, const struct sockaddr_storage *ss, socklen_t len, const char *path,
                       struct target *t) {
+  int r = inet_allowed(c, ss);
+  if (r) return r;
   if (!path[0]) return RESULT(connect(sock, (const struct sockaddr *)ss, len));
-  int r = resolve(c, AT_FDCWD, path, 1, t);
+  r = resolve(c, AT_FDCWD, path, 1, t);
   if (r) return r;
   if (t->obj < 0) return -ENOENT;
   struct stat st;

@@ -81,6 +81,18 @@ static __u64 dev_rights(const char *path) {
   return LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_TRUNCATE; /* null, zero, full */
 }
 
+#define LANDLOCK_RULE_NET_PORT 2
+struct landlock_net_port_attr {
+  __u64 allowed_access;
+  __u64 port;
+};
+
+static void restrict_with(int rs) {
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die_step("landlock", "no_new_privs: %s", strerror(errno));
+  if (syscall(SYS_landlock_restrict_self, rs, 0) != 0) die_step("landlock", "restrict_self: %s", strerror(errno));
+  close(rs);
+}
+
 void apply_landlock(const struct plan *p, int with_proc) {
   int abi = landlock_abi();
   if (abi < 1) die_step("landlock", "the kernel does not support Landlock (needs Linux 5.13+ with lsm=landlock)");
@@ -119,7 +131,30 @@ void apply_landlock(const struct plan *p, int with_proc) {
   }
   if (ns) add_path_rule(rs, "/dev/pts", LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_IOCTL_DEV, fs, 1);
   if (with_proc) add_path_rule(rs, "/proc", LL_FS_READ_FILE | LL_FS_READ_DIR, fs, ns);
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die_step("landlock", "no_new_privs: %s", strerror(errno));
-  if (syscall(SYS_landlock_restrict_self, rs, 0) != 0) die_step("landlock", "restrict_self: %s", strerror(errno));
-  close(rs);
+  /* The one TCP port the command may connect to: the relay to the egress gate. */
+  if (p->net_gate && abi >= 4) {
+    struct landlock_net_port_attr np = {.allowed_access = LL_NET_CONNECT_TCP, .port = (__u64)p->net_port};
+    if (syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_NET_PORT, &np, 0) != 0)
+      die_step("landlock", "allow port %d: %s", p->net_port, strerror(errno));
+  }
+  restrict_with(rs);
+}
+
+/* The relay's domain: no file system at all, no new TCP, scoped signals. */
+void restrict_relay_landlock(void) {
+  int abi = landlock_abi();
+  if (abi < 1) die_step("landlock", "the kernel does not support Landlock");
+  struct ruleset_attr ra = {.handled_access_fs = fs_rights_for_abi(abi)};
+  size_t size = sizeof ra.handled_access_fs;
+  if (abi >= 4) {
+    ra.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
+    size = offsetof(struct ruleset_attr, scoped);
+  }
+  if (abi >= 6) {
+    ra.scoped = LL_SCOPE_ABSTRACT_UNIX | LL_SCOPE_SIGNAL;
+    size = sizeof ra;
+  }
+  int rs = (int)syscall(SYS_landlock_create_ruleset, &ra, size, 0);
+  if (rs < 0) die_step("landlock", "create ruleset: %s", strerror(errno));
+  restrict_with(rs);
 }

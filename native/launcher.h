@@ -47,6 +47,9 @@ struct plan {
   int use_ns;          /* 1: namespaces and a private mount view; 0: reduced mode */
   int guard;           /* run the write guard (seccomp user notification) */
   int allow_inet;      /* inet sockets permitted (only inside a private netns) */
+  const char *net_gate; /* host directory holding the egress gate's socket; NULL: no network */
+  int net_port;         /* the relay's port on the sandbox's loopback */
+  char net_token[72];   /* names this worker to the gate; read from --net-token-fd */
   struct mount_op ops[MAX_OPS];
   int nops;
   struct protect_rule rules[MAX_RULES];
@@ -79,8 +82,9 @@ void warn_step(const char *step, const char *fmt, ...);
 /* args.c */
 void parse_args(struct plan *p, int argc, char **argv);
 
-/* view.c: the private mount view (namespace mode only) */
-void build_view(const struct plan *p);
+/* view.c: the private mount view (namespace mode only). Returns an O_PATH fd
+ * of the egress gate's directory, opened before the host root went away, or -1. */
+int build_view(const struct plan *p);
 void bring_loopback_up(void);
 
 /* landlock.c */
@@ -88,6 +92,11 @@ int landlock_abi(void);
 /* with_proc: also allow reading /proc. Always true in namespace mode (the
  * sandbox's own procfs); in reduced mode only for the guard's outer layer. */
 void apply_landlock(const struct plan *p, int with_proc);
+
+void restrict_relay_landlock(void);
+
+/* relay.c */
+void relay_run(const struct plan *p, int gate_dirfd, const char *token) __attribute__((noreturn));
 
 /* seccomp.c */
 int install_seccomp(const struct plan *p, int want_listener);

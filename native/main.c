@@ -148,10 +148,19 @@ static int init_main(const struct plan *p, int sync_rd) {
   if (read(sync_rd, &flags, 1) != 1) _exit(EXIT_SETUP);
   close(sync_rd);
   limits_use(flags);
-  build_view(p);
+  int gate_dir = build_view(p);
   const char *host = p->hostname ? p->hostname : "vak";
   if (sethostname(host, strlen(host)) != 0) die_step("uts", "sethostname: %s", strerror(errno));
   bring_loopback_up();
+  if (gate_dir >= 0) {
+    pid_t relay = fork();
+    if (relay < 0) die_step("network", "fork relay: %s", strerror(errno));
+    if (relay == 0) {
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) _exit(EXIT_SETUP);
+      relay_run(p, gate_dir, p->net_token);
+    }
+    close(gate_dir);
+  }
 
   pid_t payload = fork();
   if (payload < 0) die_step("init", "fork: %s", strerror(errno));

@@ -124,19 +124,22 @@ static void build(struct prog *p, const struct plan *pl, int for_guard) {
   ret(p, ERR(EPERM));
   ret(p, ALLOW);
 
-  /* socket: unix stream and seqpacket always; inet only with a network grant
-   * (and then only inside the private network namespace); unix datagrams,
-   * netlink, packet and the rest never. A unix datagram socket can sendto()
-   * any socket path it can name without connect(), which the guard checks. */
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 0, 10));
+  /* socket: unix stream and seqpacket always; inet TCP only with a network
+   * grant (and then only inside the private network namespace, where the only
+   * way out is the relay to the egress gate); unix and inet datagrams, netlink,
+   * packet and the rest never. A unix datagram socket can sendto() any socket
+   * path without connect(), which the guard checks; UDP would be DNS. */
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 0, 12));
   put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0)));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 4));
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 3));
   put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)));
   put(p, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xf));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_DGRAM, 0, 4));
-  ret(p, ERR(EACCES));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, pl->allow_inet ? 2 : 1, 0));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, pl->allow_inet ? 1 : 0, 0));
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_DGRAM, 5, 6));
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, 1, 0));
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, 0, 3));
+  put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)));
+  put(p, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xf));
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_STREAM, pl->allow_inet ? 1 : 0, 0));
   ret(p, ERR(EACCES));
   ret(p, ALLOW);
 

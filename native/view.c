@@ -243,7 +243,7 @@ static void proc_readonly(const char *rel) {
   close(fd);
 }
 
-void build_view(const struct plan *p) {
+int build_view(const struct plan *p) {
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die_step("view", "make mounts private: %s", strerror(errno));
   if (mount("vak-stage", STAGE, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=64k") != 0)
     die_step("view", "mount staging tmpfs: %s", strerror(errno));
@@ -257,6 +257,11 @@ void build_view(const struct plan *p) {
   new_root = open("/new", O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (old_root < 0 || new_root < 0) die_step("view", "open roots: %s", strerror(errno));
   if (mkdirat(new_root, "dev", 0755) != 0) die_step("view", "mkdir /dev: %s", strerror(errno));
+  int gate_dir = -1;
+  if (p->net_gate) {
+    gate_dir = open_beneath(old_root, p->net_gate, O_PATH | O_DIRECTORY);
+    if (gate_dir < 0) die_step("network", "egress gate directory %s: %s", p->net_gate, strerror(errno));
+  }
 
   for (int i = 0; i < p->nops; i++) {
     const struct mount_op *o = &p->ops[i];
@@ -289,6 +294,7 @@ void build_view(const struct plan *p) {
     die_step("view", "make the root read-only: %s", strerror(errno));
   close(old_root);
   close(new_root);
+  return gate_dir;
 }
 
 void bring_loopback_up(void) {

@@ -7,7 +7,10 @@ import { ENV_NAME } from "../policy/env.js";
 import type { Grants, Limits, Mode } from "../policy/grants.js";
 import { decide, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
-import { launch, type LaunchResult } from "../sandbox/launcher.js";
+import { launch, type GateLink, type LaunchResult } from "../sandbox/launcher.js";
+import { parseNetPolicy, RuleError, type NetPolicy } from "../net/rules.js";
+import type { EgressEvent } from "../net/gate.js";
+import { startGate } from "./gate.js";
 import { EXIT_REFUSED, EXIT_TIMEOUT } from "./exit.js";
 
 export interface ExecOptions {
@@ -19,6 +22,7 @@ export interface ExecOptions {
   denyRead?: string[];
   denyWrite?: string[];
   allowNet?: string[];
+  denyNet?: string[];
   allowEnv?: string[];
   secret?: string[];
   timeout?: number;
@@ -54,8 +58,6 @@ function limitsOf(opts: ExecOptions): Limits {
 }
 
 export async function execCommand(command: string[], opts: ExecOptions): Promise<number> {
-  if (opts.allowNet?.length)
-    throw new VakError("unsupported", "--allow-net: the egress gate is not built yet; this version runs every command with no network");
   if (opts.secret?.length) throw new VakError("unsupported", "--secret: secret injection is not built yet");
   const mode = modeOf(opts);
   for (const name of opts.allowEnv ?? [])
@@ -65,6 +67,15 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
     denyWrite: opts.denyWrite ?? [], env: opts.allowEnv ?? [],
   };
   const sandbox: SandboxKind = mode === "full-access" ? "none" : (opts.sandbox as SandboxKind);
+  let net: NetPolicy | undefined;
+  if (opts.allowNet?.length || opts.denyNet?.length) {
+    try {
+      net = parseNetPolicy(opts.allowNet ?? [], opts.denyNet ?? []);
+    } catch (e) {
+      if (e instanceof RuleError) throw new VakError("bad-input", e.message);
+      throw e;
+    }
+  }
   let scratch: { tmp: string; home: string } | undefined;
   if (sandbox === "reduced") {
     // No private mounts without namespaces: TMPDIR and HOME are fresh host directories, removed afterwards.
@@ -75,7 +86,7 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
   }
   try {
     const plan = decide(
-      { mode, sandbox, workspace: opts.workspace ?? process.cwd(), cwd: opts.workspace ? undefined : process.cwd(), grants, limits: limitsOf(opts), command, scratch },
+      { mode, sandbox, workspace: opts.workspace ?? process.cwd(), cwd: opts.workspace ? undefined : process.cwd(), grants, limits: limitsOf(opts), command, scratch, net },
       hostFacts(),
     );
     if (plan.sandbox === "none") return await runUnsandboxed(plan, opts);
@@ -101,9 +112,19 @@ async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions): Promise<numb
 }
 
 async function runSandboxed(plan: LaunchPlan, opts: ExecOptions): Promise<number> {
+  const egress: EgressEvent[] = [];
+  const gate = plan.network.kind === "gate" ? await startGate(plan.network.policy, (e) => egress.push(e)) : undefined;
+  try {
+    return await runWithGate(plan, opts, egress, gate?.link);
+  } finally {
+    await gate?.close();
+  }
+}
+
+async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressEvent[], link: GateLink | undefined): Promise<number> {
   const started = process.hrtime.bigint();
   const limitOutput = plan.limits.maxOutputBytes;
-  const sb = launch(plan, ["inherit", limitOutput ? "pipe" : "inherit", limitOutput ? "pipe" : "inherit"]);
+  const sb = launch(plan, ["inherit", limitOutput ? "pipe" : "inherit", limitOutput ? "pipe" : "inherit"], link);
 
   let stopping = false;
   let killTimer: NodeJS.Timeout | undefined;
@@ -141,7 +162,7 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions): Promise<number
     for (const s of STOP_SIGNALS) process.off(s, onSignal);
     if (killTimer) clearTimeout(killTimer);
   }
-  const code = explain(plan, result, outputExceeded);
+  const code = explain(plan, result, outputExceeded, egress);
   if (opts.json) {
     process.stderr.write(
       JSON.stringify({
@@ -156,6 +177,8 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions): Promise<number
         denied: result.denied.map(({ op, path, reason }) => ({ op, path, reason })),
         limits: result.limits ? { procs: result.limits.procs, procsHit: result.limits.procs_hit, oomKills: result.limits.oom_kills, memoryCgroup: result.limits.memory_cgroup } : null,
         grants: plan.grants,
+        network: plan.network.kind === "gate" ? { allow: plan.network.policy.allow.map((r) => r.text), deny: plan.network.policy.deny.map((r) => r.text) } : null,
+        egress,
       }) + "\n",
     );
   }
@@ -163,7 +186,7 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions): Promise<number
 }
 
 /** Prints what the sandbox refused and why the run ended, and picks the exit status. */
-function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean): number {
+function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, egress: EgressEvent[]): number {
   const err = (s: string) => process.stderr.write(`vak: ${s}\n`);
   if (r.malformed.length) {
     err(`the sandbox launcher sent ${r.malformed.length} unreadable report line(s); treating the run as failed`);
@@ -176,6 +199,9 @@ function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean): nu
   }
   for (const d of r.denied.slice(0, MAX_DENIAL_LINES)) err(`refused ${d.op} ${d.path}: ${d.reason}${hint(plan, d.reason, d.path)}`);
   if (r.denied.length > MAX_DENIAL_LINES) err(`… and ${r.denied.length - MAX_DENIAL_LINES} more refusals`);
+  const refusedEgress = egress.filter((e) => e.decision === "denied");
+  for (const e of refusedEgress.slice(0, MAX_DENIAL_LINES)) err(`refused ${e.method} ${e.asked}: ${e.reason}`);
+  if (refusedEgress.length > MAX_DENIAL_LINES) err(`… and ${refusedEgress.length - MAX_DENIAL_LINES} more egress refusals`);
   if (r.execError) {
     err(r.execError.message);
     return r.code;

@@ -4,6 +4,8 @@ import { VakError } from "./errors.js";
 import type { Grants, Limits, Mode } from "./grants.js";
 import { canonicalDir, canonicalGrant, canonicalMaybe, exists, isWithin } from "./paths.js";
 import { PROTECTED_PATHS } from "./protected.js";
+import { proxyEnv, RELAY_PORT } from "../net/proxy-env.js";
+import type { NetPolicy } from "../net/rules.js";
 import {
   DEFAULT_MAX_PROCS, PRIVATE_HOME_BYTES, PRIVATE_SHM, PRIVATE_TMP, RUNTIME_DEVICES, RUNTIME_DIRS, RUNTIME_ETC, SANDBOX_HOSTNAME,
   synthesizedEtc,
@@ -36,6 +38,8 @@ export interface HostFacts {
   stateDirs: readonly string[];
   /** The Node.js installation Vak runs on, so that `node` works inside. */
   nodePrefix: string;
+  /** The directory of the fetch preload (dist/preload), bound read-only when there is a network grant. */
+  preloadDir?: string | undefined;
 }
 
 export interface PolicyInput {
@@ -46,6 +50,8 @@ export interface PolicyInput {
   grants: Grants;
   limits: Limits;
   command: readonly string[];
+  /** Network grants; without any allow rule the sandbox has no network at all. */
+  net?: NetPolicy | undefined;
   /** For reduced mode: host directories the caller created for TMPDIR and HOME. */
   scratch?: { tmp: string; home: string } | undefined;
 }
@@ -64,8 +70,11 @@ export interface LaunchPlan {
   defaultMaxProcs: number;
   /** Canonical grants, for reports and `vak doctor`. */
   grants: { read: string[]; write: string[]; denyRead: string[]; denyWrite: string[]; env: string[] };
-  network: "none";
+  network: Network;
 }
+
+/** No network at all, or the egress gate reached through the relay on the sandbox's loopback. */
+export type Network = { kind: "none" } | { kind: "gate"; port: number; policy: NetPolicy };
 
 const depth = (p: string): number => (p === "/" ? 0 : p.split("/").length - 1);
 
@@ -88,7 +97,7 @@ export function decide(input: PolicyInput, host: HostFacts): LaunchPlan {
     return {
       mode: input.mode, sandbox: "none", workspace, cwd, command: [...input.command], mounts: [], protect: [],
       env: { ...host.env } as Record<string, string>, limits: input.limits, defaultMaxProcs: 0,
-      grants: { read, write, denyRead, denyWrite, env: [...g.env] }, network: "none",
+      grants: { read, write, denyRead, denyWrite, env: [...g.env] }, network: { kind: "none" },
     };
   }
   if (input.sandbox === "none") throw new VakError("internal", "a restricted mode needs a sandbox");
@@ -162,12 +171,22 @@ export function decide(input: PolicyInput, host: HostFacts): LaunchPlan {
     mounts.push({ kind: "mask", path: s, why: "Vak's own state" });
   }
 
+  const network: Network = input.net && input.net.allow.length > 0 ? { kind: "gate", port: RELAY_PORT, policy: input.net } : { kind: "none" };
+  if (network.kind === "gate" && reduced)
+    throw new VakError("unsupported", "--allow-net: reduced mode has no private network namespace, so it cannot guarantee that traffic goes only through the egress gate");
+  const preload = network.kind === "gate" && host.preloadDir && exists(host.preloadDir) ? host.preloadDir : undefined;
+  if (preload && !covered(preload)) mounts.push({ kind: "ro", path: preload, why: "fetch-through-proxy preload for Node" });
+
   const ordered = orderMounts(mounts);
   const visible = (dir: string) => isVisible(dir, access) || ordered.some((m) => (m.kind === "ro" || m.kind === "rw") && isWithin(dir, m.path));
   const env = sandboxEnv({
     host: host.env, allow: g.env, home, user: host.user, cwd, tmp,
     path: sandboxPath(host.env.PATH, visible), shell: host.shell,
   });
+  if (network.kind === "gate") {
+    Object.assign(env, proxyEnv(network.port));
+    if (preload) env.NODE_OPTIONS = `--require ${preload}/fetch-proxy.cjs`;
+  }
   return {
     mode: input.mode, sandbox: input.sandbox, workspace, cwd, command: [...input.command], mounts: ordered, protect, env,
     limits: input.limits, defaultMaxProcs: DEFAULT_MAX_PROCS,
@@ -176,7 +195,7 @@ export function decide(input: PolicyInput, host: HostFacts): LaunchPlan {
       write: [...access].filter(([, a]) => a === "rw").map(([p]) => p),
       denyRead, denyWrite, env: [...g.env],
     },
-    network: "none",
+    network,
   };
 }
 

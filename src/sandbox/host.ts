@@ -1,7 +1,8 @@
-import { dirname } from "node:path";
+import { dirname, join } from "node:path";
 import { homedir, userInfo } from "node:os";
 import type { HostFacts } from "../policy/plan.js";
 import { vakStateDirs } from "../policy/state.js";
+import { packageRoot } from "./launcher.js";
 
 /** Facts about this host that the policy core needs, read once. */
 export function hostFacts(env: NodeJS.ProcessEnv = process.env): HostFacts {
@@ -16,5 +17,6 @@ export function hostFacts(env: NodeJS.ProcessEnv = process.env): HostFacts {
     env,
     stateDirs: vakStateDirs(env, home),
     nodePrefix: dirname(dirname(process.execPath)),
+    preloadDir: join(packageRoot(), "dist", "preload"),
   };
 }

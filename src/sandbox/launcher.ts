@@ -1,5 +1,5 @@
 import { spawn, type StdioOptions } from "node:child_process";
-import { closeSync, constants as fsConstants, existsSync, fstatSync, openSync, readSync, unlinkSync } from "node:fs";
+import { closeSync, constants as fsConstants, existsSync, fstatSync, openSync, readSync, unlinkSync, writeSync } from "node:fs";
 import { constants, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -7,17 +7,26 @@ import { VakError } from "../policy/errors.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { parseReport, type Report } from "./report.js";
 
+/** The installed package's root: two levels above this module, in src/ and in the dist/ bundle alike. */
+export function packageRoot(): string {
+  return fileURLToPath(new URL("../..", import.meta.url));
+}
+
 /** The launcher binary built by node-gyp at install (build/Release/vak-launcher). */
 export function launcherPath(): string {
-  const p = fileURLToPath(new URL("../../build/Release/vak-launcher", import.meta.url));
+  const p = join(packageRoot(), "build/Release/vak-launcher");
   if (!existsSync(p))
     throw new VakError("unsupported", `the sandbox launcher is missing (${p}); run \`npm ci\` (or \`npx node-gyp rebuild\`) in the Vak package`);
   return p;
 }
 
 /** The launch plan as the launcher's argv. The launcher refuses anything it does not know. */
-export function launcherArgs(plan: LaunchPlan, reportFd: number): string[] {
+export function launcherArgs(plan: LaunchPlan, reportFd: number, gate?: GateLink): string[] {
   const a = ["--report-fd", String(reportFd)];
+  if (plan.network.kind === "gate") {
+    if (!gate) throw new VakError("internal", "a plan with a network grant needs a running egress gate");
+    a.push("--net-gate", gate.dir, "--net-port", String(plan.network.port), "--net-token-fd", String(reportFd + 1));
+  }
   if (plan.sandbox === "reduced") a.push("--reduced");
   a.push("--guard");
   for (const m of plan.mounts) {
@@ -40,6 +49,12 @@ export function launcherArgs(plan: LaunchPlan, reportFd: number): string[] {
   if (l.timeoutMs) a.push("--timeout-ms", String(l.timeoutMs));
   a.push("--", ...plan.command);
   return a;
+}
+
+/** Where the egress gate listens, and the token that names this worker to it. */
+export interface GateLink {
+  dir: string;
+  token: string;
 }
 
 export interface LaunchResult {
@@ -73,7 +88,7 @@ const MAX_REPORT_LINES = 1000;
  * Socket and the stream machinery on every start-up. Only the launcher, its
  * init and its guard hold it; the command's copy closes on exec.
  */
-function reportFile(): number {
+function reportFile(content = ""): number {
   const flags = fsConstants.O_RDWR | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_APPEND | fsConstants.O_NOFOLLOW;
   for (let attempt = 0; ; attempt++) {
     // O_EXCL makes the name's guessability harmless; a clash just picks another.
@@ -81,6 +96,7 @@ function reportFile(): number {
     try {
       const fd = openSync(path, flags, 0o600);
       unlinkSync(path);
+      if (content) writeSync(fd, content);
       return fd;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "EEXIST" || attempt > 8) throw e;
@@ -109,15 +125,20 @@ function readReport(fd: number): { reports: Report[]; malformed: string[] } {
 }
 
 /** Starts the launcher with the plan; stdio is the caller's choice. */
-export function launch(plan: LaunchPlan, stdio: ["inherit" | "pipe" | "ignore", "inherit" | "pipe", "inherit" | "pipe"]): RunningSandbox {
+export function launch(plan: LaunchPlan, stdio: ["inherit" | "pipe" | "ignore", "inherit" | "pipe", "inherit" | "pipe"], gate?: GateLink): RunningSandbox {
   if (plan.sandbox === "none") throw new VakError("internal", "launch() is for sandboxed plans");
   const fd = reportFile();
+  // The token travels in a file too, read and closed by the launcher at once: argv would be readable from inside.
+  const tokenFd = plan.network.kind === "gate" && gate ? reportFile(gate.token) : undefined;
   let child;
   try {
-    child = spawn(launcherPath(), launcherArgs(plan, 3), { stdio: [...stdio, fd] as StdioOptions, env: plan.env, cwd: "/" });
+    const fds = tokenFd === undefined ? [fd] : [fd, tokenFd];
+    child = spawn(launcherPath(), launcherArgs(plan, 3, gate), { stdio: [...stdio, ...fds] as StdioOptions, env: plan.env, cwd: "/" });
   } catch (e) {
     closeSync(fd);
     throw e;
+  } finally {
+    if (tokenFd !== undefined) closeSync(tokenFd);
   }
   const result = new Promise<LaunchResult>((resolve, reject) => {
     child.on("error", (e) => {

@@ -23,7 +23,9 @@ describe("vak exec refuses bad input with one clear line", () => {
     ["a mode that does not exist", ["--mode", "yolo"], /yolo.*invalid|Allowed choices/i],
     ["a non-numeric limit", ["--timeout", "soon"], /--timeout needs a positive whole number/],
     ["a bad environment variable name", ["--allow-env", "A=B"], /environment variable name/],
-    ["a network grant (not built yet)", ["--allow-net", "example.com"], /egress gate is not built yet/],
+    ["a network grant for every host", ["--allow-net", "*"], /would grant every host/],
+    ["a wildcard over a top-level domain", ["--allow-net", "*.com"], /whole top-level domain/],
+    ["a network grant in reduced mode", ["--sandbox", "reduced", "--allow-net", "example.com"], /reduced mode has no private network namespace/],
     ["the file system root as workspace", ["--workspace", "/"], /whole file system/],
   ];
 

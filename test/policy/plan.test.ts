@@ -60,7 +60,7 @@ describe("grants and deny rules (deny beats allow)", () => {
     ["--deny-read inside the workspace masks it", { denyRead: ["private"] }, "private", ["mask"]],
     ["--deny-write inside the workspace freezes it", { denyWrite: ["src"] }, "src", ["ro"]],
   ] as const)("%s", (_title, g, rel, kinds) => {
-    expect(mountOf(plan({ grants: grants(g as Partial<Grants>) }), join(s.ws, rel))).toEqual(kinds);
+    expect(mountOf(plan({ grants: grants(g as unknown as Partial<Grants>) }), join(s.ws, rel))).toEqual(kinds);
   });
 
   it("a deny rule for a path that does not exist yet still reaches the guard", () => {
@@ -92,7 +92,7 @@ describe("grants and deny rules (deny beats allow)", () => {
     ["the root directory", { read: ["/"] }, "path-too-broad"],
   ] as const)("refuses %s", (_t, g, code) => {
     try {
-      plan({ grants: grants(g as Partial<Grants>) });
+      plan({ grants: grants(g as unknown as Partial<Grants>) });
       expect.unreachable();
     } catch (e) {
       expect((e as VakError).code).toBe(code);

@@ -1,0 +1,162 @@
+import { connect as netConnect, type Socket } from "node:net";
+import { connect as tlsConnect } from "node:tls";
+import { Agent, request } from "undici";
+import { AddressError, type Host, hostText, parseAuthority } from "./address.js";
+import { hostAddresses, type Resolver, resolveDestination, systemResolver } from "./destination.js";
+import type { EgressEvent } from "./gate.js";
+import { decideDestination, type NetPolicy } from "./rules.js";
+
+/**
+ * The host's own fetches (the web_fetch tool): the egress gate's rules, applied
+ * in-process. Every hop of a redirect chain is checked again from scratch;
+ * names resolve once, on the host, and the connection goes to the address that
+ * was checked; the body and the time are bounded; reads and writes are granted
+ * separately.
+ */
+export interface WebFetchOptions {
+  policy: NetPolicy;
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string | Uint8Array;
+  /** Bytes of body kept; the rest is cut and `truncated` set. */
+  maxBytes?: number;
+  /** The whole fetch, redirects included. */
+  timeoutMs?: number;
+  maxRedirects?: number;
+  resolver?: Resolver;
+  ownAddresses?: ReadonlySet<string>;
+  /** Opens the connection; tests replace it to prove that a refused hop never connects. */
+  connect?: (address: string, port: number, tls: { servername?: string } | undefined) => Socket;
+  onEvent?: (e: EgressEvent) => void;
+  component?: string;
+  generation?: number;
+}
+
+export interface WebFetchResult {
+  url: string;
+  status: number;
+  headers: Record<string, string | string[]>;
+  body: Buffer;
+  truncated: boolean;
+  /** Every URL requested, in order. */
+  hops: string[];
+}
+
+export class WebFetchError extends Error {
+  constructor(
+    message: string,
+    readonly hops: string[],
+  ) {
+    super(message);
+    this.name = "WebFetchError";
+  }
+}
+
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+const CREDENTIAL_HEADERS = ["authorization", "cookie", "proxy-authorization"];
+
+function defaultConnect(address: string, port: number, tls: { servername?: string } | undefined): Socket {
+  if (!tls) return netConnect({ host: address, port });
+  return tlsConnect({ host: address, port, servername: tls.servername, ALPNProtocols: ["http/1.1"] });
+}
+
+/** Splits a URL into scheme, canonical host, port and the rest, refusing what our parser and a client's could disagree on. */
+function target(url: string): { scheme: "http" | "https"; host: Host; port: number; path: string } {
+  const m = /^(https?):\/\/([^/?#\\]*)([^#]*)/i.exec(url);
+  if (!m) throw new AddressError(`only absolute http:// and https:// URLs can be fetched: ${url.slice(0, 200)}`);
+  const scheme = m[1]!.toLowerCase() as "http" | "https";
+  const { host, port } = parseAuthority(m[2]!, scheme === "https" ? 443 : 80);
+  const path = m[3] || "/";
+  if (path.includes("\\") || /[\u0000-\u0020]/.test(path)) throw new AddressError("control characters, spaces or backslashes in the URL path");
+  return { scheme, host, port, path: path.startsWith("/") ? path : `/${path}` };
+}
+
+export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebFetchResult> {
+  const maxBytes = opts.maxBytes ?? 5 * 1024 * 1024;
+  const deadline = AbortSignal.timeout(opts.timeoutMs ?? 30_000);
+  const resolver = opts.resolver ?? systemResolver;
+  const own = opts.ownAddresses ?? hostAddresses();
+  const open = opts.connect ?? defaultConnect;
+  const emit = (e: Omit<EgressEvent, "time" | "component" | "generation">) =>
+    opts.onEvent?.({ time: new Date().toISOString(), component: opts.component ?? "host", generation: opts.generation ?? 0, ...e });
+  let method = (opts.method ?? "GET").toUpperCase();
+  let body = opts.body;
+  let headers: Record<string, string> = { ...opts.headers };
+  const hops: string[] = [];
+  let current = url;
+  for (let redirects = 0; ; redirects++) {
+    hops.push(current);
+    let t: ReturnType<typeof target>;
+    try {
+      t = target(current);
+    } catch (e) {
+      emit({ method, asked: current, decision: "denied", reason: (e as Error).message });
+      throw new WebFetchError(`refused ${current}: ${(e as Error).message}`, hops);
+    }
+    const canonical = `${hostText(t.host)}:${t.port}`;
+    const d = decideDestination(opts.policy, t.host, t.port, method);
+    if (!d.allowed) {
+      emit({ method, asked: current, canonical, decision: "denied", reason: d.reason });
+      throw new WebFetchError(`refused ${method} ${current}: ${d.reason}`, hops);
+    }
+    const r = await resolveDestination(t.host, t.port, opts.policy, resolver, own);
+    if (!r.ok) {
+      emit({ method, asked: current, canonical, resolved: r.resolved, decision: "denied", reason: r.reason });
+      throw new WebFetchError(`refused ${method} ${current}: ${r.reason}`, hops);
+    }
+    const servername = t.host.kind === "name" ? t.host.name : undefined;
+    const dispatcher = new Agent({
+      connect: (_o, cb) => {
+        const s = open(r.address, t.port, t.scheme === "https" ? { servername } : undefined);
+        const ready = t.scheme === "https" ? "secureConnect" : "connect";
+        s.once(ready, () => cb(null, s as never));
+        s.once("error", (e) => cb(e, null));
+        return s as never;
+      },
+    });
+    let res;
+    try {
+      res = await request(`${t.scheme}://${hostText(t.host)}:${t.port}${t.path}`, {
+        dispatcher, method: method as never, headers: { ...headers, host: t.port === (t.scheme === "https" ? 443 : 80) ? hostText(t.host) : canonical },
+        body: body as never, signal: deadline,
+      });
+    } catch (e) {
+      await dispatcher.close().catch(() => undefined);
+      emit({ method, asked: current, canonical, resolved: r.resolved, address: r.address, decision: "allowed", reason: `granted by ${d.rule.text}; failed: ${(e as Error).message}` });
+      throw new WebFetchError(`${method} ${current} failed: ${(e as Error).message}`, hops);
+    }
+    const location = res.headers.location;
+    if (REDIRECTS.has(res.statusCode) && typeof location === "string" && redirects < (opts.maxRedirects ?? 5)) {
+      await res.body.dump().catch(() => undefined);
+      await dispatcher.close().catch(() => undefined);
+      emit({ method, asked: current, canonical, resolved: r.resolved, address: r.address, decision: "allowed", reason: `granted by ${d.rule.text}; redirected`, status: res.statusCode });
+      const next = new URL(location, current).toString();
+      if (res.statusCode === 303 || ((res.statusCode === 301 || res.statusCode === 302) && method === "POST")) {
+        method = "GET";
+        body = undefined;
+      }
+      if (new URL(next).origin !== new URL(current).origin)
+        headers = Object.fromEntries(Object.entries(headers).filter(([k]) => !CREDENTIAL_HEADERS.includes(k.toLowerCase())));
+      current = next;
+      continue;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let truncated = false;
+    for await (const chunk of res.body) {
+      const b = chunk as Buffer;
+      if (size + b.length > maxBytes) {
+        chunks.push(b.subarray(0, maxBytes - size));
+        size = maxBytes;
+        truncated = true;
+        break;
+      }
+      chunks.push(b);
+      size += b.length;
+    }
+    res.body.destroy();
+    await dispatcher.destroy().catch(() => undefined);
+    emit({ method, asked: current, canonical, resolved: r.resolved, address: r.address, decision: "allowed", reason: `granted by ${d.rule.text}`, status: res.statusCode, bytesDown: size });
+    return { url: current, status: res.statusCode, headers: res.headers as Record<string, string | string[]>, body: Buffer.concat(chunks), truncated, hops };
+  }
+}

@@ -1,0 +1,152 @@
+import { AddressError, canonicalHost, type Host, hostText, parseIPv4 } from "./address.js";
+
+/**
+ * Network grants. A destination is `host`, `*.suffix` (subdomains only: never
+ * the apex, never an IP), or an exact IP literal (any spelling); with `:port`,
+ * `:*` for any port, or nothing for the web ports 80 and 443. A `read:` prefix
+ * limits the grant to GET, HEAD and OPTIONS. Deny rules beat allow rules, and
+ * an empty list reaches nothing.
+ */
+export type MethodClass = "read" | "any";
+
+export type RuleHost = { kind: "name"; name: string } | { kind: "suffix"; suffix: string } | { kind: "ip"; ip: string };
+
+export interface NetRule {
+  host: RuleHost;
+  /** A single port, every port, or the web ports (80 and 443). */
+  ports: number | "any" | "web";
+  methods: MethodClass;
+  /** The rule as the user wrote it, for messages. */
+  text: string;
+}
+
+export interface NetPolicy {
+  allow: NetRule[];
+  deny: NetRule[];
+}
+
+export const EMPTY_NET_POLICY: NetPolicy = { allow: [], deny: [] };
+
+export class RuleError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "RuleError";
+  }
+}
+
+const READ_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+
+export function isReadMethod(method: string): boolean {
+  return READ_METHODS.has(method.toUpperCase());
+}
+
+function splitPort(text: string): [string, string | undefined] {
+  if (text.startsWith("[")) {
+    const end = text.indexOf("]");
+    if (end < 0) throw new RuleError(`${text}: unterminated IPv6 literal`);
+    const rest = text.slice(end + 1);
+    if (rest && !rest.startsWith(":")) throw new RuleError(`${text}: expected :port after the address`);
+    return [text.slice(0, end + 1), rest ? rest.slice(1) : undefined];
+  }
+  const colon = text.lastIndexOf(":");
+  if (colon < 0) return [text, undefined];
+  if (text.indexOf(":") !== colon) throw new RuleError(`${text}: IPv6 literals must be in brackets`);
+  return [text.slice(0, colon), text.slice(colon + 1)];
+}
+
+/** Parses one grant as written on the command line or in a spec. */
+export function parseNetRule(text: string, opts: { deny?: boolean } = {}): NetRule {
+  const flag = opts.deny ? "--deny-net" : "--allow-net";
+  let rest = text.trim();
+  let methods: MethodClass = "any";
+  if (rest.startsWith("read:")) {
+    if (opts.deny) throw new RuleError(`${flag} ${text}: a deny rule covers every method; drop "read:"`);
+    methods = "read";
+    rest = rest.slice("read:".length);
+  }
+  const [hostPart, portPart] = splitPort(rest);
+  let ports: NetRule["ports"] = "web";
+  if (portPart === "*") ports = "any";
+  else if (portPart !== undefined) {
+    if (!/^[0-9]{1,5}$/.test(portPart) || Number(portPart) < 1 || Number(portPart) > 65535)
+      throw new RuleError(`${flag} ${text}: bad port "${portPart}"`);
+    ports = Number(portPart);
+  }
+  if (hostPart === "*" || hostPart === "" || hostPart === "*.")
+    throw new RuleError(`${flag} ${text}: would grant every host; name the hosts`);
+  let host: RuleHost;
+  if (hostPart.startsWith("*.")) {
+    const suffix = hostPart.slice(2);
+    let canon: Host;
+    try {
+      canon = canonicalHost(suffix);
+    } catch (e) {
+      throw new RuleError(`${flag} ${text}: ${(e as Error).message}`);
+    }
+    if (canon.kind !== "name") throw new RuleError(`${flag} ${text}: a wildcard cannot cover IP addresses`);
+    if (!canon.name.includes(".")) throw new RuleError(`${flag} ${text}: *.${canon.name} would cover a whole top-level domain`);
+    host = { kind: "suffix", suffix: canon.name };
+  } else {
+    if (hostPart.includes("*")) throw new RuleError(`${flag} ${text}: "*" is allowed only as a leading "*." label`);
+    let canon: Host;
+    try {
+      canon = canonicalHost(hostPart);
+    } catch (e) {
+      if (e instanceof AddressError) throw new RuleError(`${flag} ${text}: ${e.message}`);
+      throw e;
+    }
+    host = canon.kind === "ip" ? { kind: "ip", ip: canon.ip } : { kind: "name", name: canon.name };
+  }
+  return { host, ports, methods, text };
+}
+
+export function parseNetPolicy(allow: readonly string[], deny: readonly string[] = []): NetPolicy {
+  return { allow: allow.map((t) => parseNetRule(t)), deny: deny.map((t) => parseNetRule(t, { deny: true })) };
+}
+
+function hostMatches(rule: RuleHost, host: Host): boolean {
+  switch (rule.kind) {
+    case "name":
+      return host.kind === "name" && host.name === rule.name;
+    case "suffix":
+      return host.kind === "name" && host.name.endsWith(`.${rule.suffix}`);
+    case "ip":
+      return host.kind === "ip" && host.ip === rule.ip;
+  }
+}
+
+function portMatches(rule: NetRule, port: number): boolean {
+  return rule.ports === "any" || (rule.ports === "web" ? port === 80 || port === 443 : rule.ports === port);
+}
+
+export type Decision = { allowed: true; rule: NetRule } | { allowed: false; reason: string };
+
+/**
+ * Decides a request before anything is resolved or connected. method is the
+ * HTTP method, or "CONNECT" for a tunnel: the gate cannot see the methods
+ * inside a tunnel, so only an "any method" grant opens one.
+ */
+export function decideDestination(policy: NetPolicy, host: Host, port: number, method: string): Decision {
+  const dest = `${hostText(host)}:${port}`;
+  const denied = policy.deny.find((r) => hostMatches(r.host, host) && portMatches(r, port));
+  if (denied) return { allowed: false, reason: `${dest} is denied by --deny-net ${denied.text}` };
+  const matching = policy.allow.filter((r) => hostMatches(r.host, host) && portMatches(r, port));
+  if (matching.length === 0) return { allowed: false, reason: `no grant names ${dest}; grant it with --allow-net ${grantHint(host, port)}` };
+  const any = matching.find((r) => r.methods === "any");
+  if (any) return { allowed: true, rule: any };
+  if (method === "CONNECT")
+    return { allowed: false, reason: `the grant read:${matching[0]!.text.replace(/^read:/, "")} allows only GET, HEAD and OPTIONS, which cannot be checked inside an HTTPS tunnel; grant ${grantHint(host, port)} for every method` };
+  if (isReadMethod(method)) return { allowed: true, rule: matching[0]! };
+  return { allowed: false, reason: `${method} is a write; the grant ${matching[0]!.text} allows only GET, HEAD and OPTIONS` };
+}
+
+function grantHint(host: Host, port: number): string {
+  const h = hostText(host);
+  return port === 80 || port === 443 ? h : `${h}:${port}`;
+}
+
+/** True when a rule names this exact IP literal (the only way to reach a non-public address). */
+export function namesLiteral(policy: NetPolicy, ip: string, port: number): boolean {
+  const canon = parseIPv4(ip) ?? ip;
+  return policy.allow.some((r) => r.host.kind === "ip" && r.host.ip === canon && portMatches(r, port));
+}

@@ -1,0 +1,140 @@
+import { execFileSync } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { testInternet, type TestInternet } from "../support/netns.js";
+
+// Real clients (curl, Node's fetch, git) inside `vak exec`, reaching a web
+// server in a network namespace the test made, through the egress gate. The
+// client namespace has no route but to that server: whatever a check misses,
+// no packet can leave this machine.
+describe("egress through the gate", () => {
+  let net: TestInternet;
+  const hosts = {
+    "granted.test": "11.0.0.2",
+    "other.test": "11.0.0.2",
+    "api.granted.test": "11.0.0.2",
+    "loop.test": "127.0.0.1",
+    "meta.test": "169.254.169.254",
+    "private.test": "10.1.2.3",
+  };
+
+  beforeAll(async () => {
+    net = await testInternet(hosts, [80, 8080]);
+    mkdirSync(join(net.dir, "ws"));
+    mkdirSync(join(net.dir, "www"));
+    const repo = join(net.dir, "www", "repo.git");
+    execFileSync("git", ["init", "-q", "--bare", repo]);
+    const src = join(net.dir, "src");
+    mkdirSync(src);
+    const git = (...a: string[]) => execFileSync("git", a, { cwd: src, stdio: "ignore" });
+    git("init", "-q", "-b", "main");
+    git("-c", "user.email=t@t.invalid", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x");
+    git("push", "-q", repo, "main");
+    execFileSync("git", ["update-server-info"], { cwd: repo });
+  }, 60_000);
+  afterAll(() => net?.close());
+
+  /** Runs a shell script in the sandbox with the given network grants. */
+  const run = async (grants: string[], script: string) => {
+    const r = await net.vak(["exec", ...grants.flatMap((g) => ["--allow-net", g]), "--", "/bin/sh", "-c", script]);
+    // Bodies end in a newline; put curl's " status=NNN" on the same line as the body.
+    return { ...r, stdout: r.stdout.replace(/\n status=/g, " status=").replace(/ body= status=/g, " status=") };
+  };
+  const curl = (args: string) => `curl -s -S -o - -w ' status=%{http_code}\\n' --max-time 10 ${args}`;
+
+  it("with no grant, nothing is reachable: not the server's address, not its name", async () => {
+    const r = await net.vak(["exec", "--", "/bin/sh", "-c", `${curl("http://11.0.0.2/echo")}; ${curl("http://granted.test/echo")}; true`]);
+    expect(r.stdout).not.toContain("echo GET");
+    expect(net.log().filter((l) => l.includes("/echo"))).toEqual([]);
+  });
+
+  it("a granted host is reachable over plain HTTP (absolute-form)", async () => {
+    const r = await run(["granted.test"], curl("http://granted.test/echo/plain"));
+    expect(r.stdout).toContain("echo GET /echo/plain host=granted.test status=200");
+  });
+
+  it("a granted host is reachable through a CONNECT tunnel", async () => {
+    const r = await run(["granted.test:8080"], curl("--proxytunnel http://granted.test:8080/echo/tunnel"));
+    expect(r.stdout).toContain("echo GET /echo/tunnel host=granted.test:8080 status=200");
+  });
+
+  it("Node's built-in fetch, which ignores HTTP_PROXY, still goes through the gate", async () => {
+    const r = await run(["granted.test"], `node -e "fetch('http://granted.test/echo/fetch').then(r => r.text()).then(t => console.log(t.trim()), e => console.log('failed', e.cause?.message ?? e.message))"`);
+    expect(r.stdout.trim()).toBe("echo GET /echo/fetch host=granted.test body=");
+  });
+
+  it("git ls-remote over http works through the gate", async () => {
+    const r = await run(["granted.test"], `git ls-remote http://granted.test/repo.git`);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^[0-9a-f]{40}\trefs\/heads\/main$/m);
+  });
+
+  it("every other host, port and method is refused with a 403 that names the rule", async () => {
+    const r = await run(["granted.test", "read:api.granted.test"], [
+      curl("http://other.test/echo/other-host"),
+      curl("http://granted.test:8080/echo/other-port"),
+      curl("-X DELETE http://api.granted.test/echo/write-on-read"),
+      curl("http://api.granted.test/echo/read-on-read"),
+    ].join("; "));
+    expect(r.stdout).toContain("vak egress gate: refused: no grant names other.test:80; grant it with --allow-net other.test status=403");
+    expect(r.stdout).toContain("vak egress gate: refused: no grant names granted.test:8080; grant it with --allow-net granted.test:8080 status=403");
+    expect(r.stdout).toContain("vak egress gate: refused: DELETE is a write; the grant read:api.granted.test allows only GET, HEAD and OPTIONS status=403");
+    expect(r.stdout).toContain("echo GET /echo/read-on-read host=api.granted.test status=200");
+    const seen = net.log().join("\n");
+    expect(seen).not.toContain("other-host");
+    expect(seen).not.toContain("other-port");
+    expect(seen).not.toContain("write-on-read");
+  });
+
+  it("every spelling of a blocked address is refused", async () => {
+    const spellings = ["127.0.0.1", "127.1", "2130706433", "0x7f000001", "0177.0.0.1", "[::ffff:127.0.0.1]", "[::1]", "169.254.169.254", "2852039166", "[fd00:ec2::254]", "[::ffff:a9fe:a9fe]"];
+    const r = await run(["granted.test"], spellings.map((s) => curl(`http://${s}/`)).join("; "));
+    expect(r.stdout.match(/status=403/g)?.length).toBe(spellings.length);
+  });
+
+  it("a granted name that resolves to loopback, metadata or a private address is refused", async () => {
+    const r = await run(["loop.test", "meta.test", "private.test"], ["loop.test", "meta.test", "private.test"].map((h) => curl(`http://${h}/`)).join("; "));
+    expect(r.stdout.match(/status=403/g)?.length).toBe(3);
+    expect(r.stdout).toContain("loop.test resolves only to 127.0.0.1 (loopback)");
+    expect(r.stdout).toContain("meta.test resolves only to 169.254.169.254 (metadata)");
+    expect(r.stdout).toContain("private.test resolves only to 10.1.2.3 (private)");
+  });
+
+  it("a redirect to a blocked address is refused when followed", async () => {
+    const r = await run(["granted.test"], `${curl("-L http://granted.test/redirect-meta")}; ${curl("-L http://granted.test/redirect-loop")}`);
+    expect(r.stdout.match(/status=403/g)?.length).toBe(2);
+  });
+
+  it("a Host header that disagrees with the URL is refused", async () => {
+    const r = await run(["granted.test"], curl(`-H 'Host: other.test' http://granted.test/echo/mismatch`));
+    expect(r.stdout).toContain("status=400");
+    expect(net.log().join("\n")).not.toContain("mismatch");
+  });
+
+  it("a client that ignores the proxy fails fast with a message naming the proxy", async () => {
+    const r = await run(["granted.test"], `${curl("--noproxy '*' http://11.0.0.2/echo/direct")}; true`);
+    expect(r.stdout).not.toContain("echo GET");
+    expect(r.stderr).toContain("refused connect 11.0.0.2:80: direct connection; the network is reached only through the egress proxy");
+  });
+
+  it("UDP and DNS do not exist inside, even with a grant", async () => {
+    const r = await run(["granted.test"], `python3 -c "
+import socket
+try: socket.socket(socket.AF_INET, socket.SOCK_DGRAM); print('UDP')
+except OSError as e: print('refused', e.errno)
+try: socket.getaddrinfo('granted.test', 80); print('RESOLVED')
+except OSError as e: print('no dns')
+"`);
+    expect(r.stdout).toContain("refused 13");
+    expect(r.stdout).toContain("no dns");
+  });
+
+  it("--json reports every attempt with the destination as asked, canonical, resolved, and why", async () => {
+    const r = await net.vak(["exec", "--json", "--allow-net", "granted.test", "--", "/bin/sh", "-c", `${curl("http://granted.test/echo/j")}; ${curl("http://2852039166/")}`]);
+    const summary = JSON.parse(r.stderr.trim().split("\n").pop()!) as { egress: Record<string, unknown>[] };
+    expect(summary.egress).toContainEqual(expect.objectContaining({ method: "GET", asked: "http://granted.test/echo/j", canonical: "granted.test:80", resolved: ["11.0.0.2"], address: "11.0.0.2", decision: "allowed" }));
+    // curl rewrites 2852039166 to dotted form before asking; the gate's own tests send it raw.
+    expect(summary.egress).toContainEqual(expect.objectContaining({ asked: "http://169.254.169.254/", canonical: "169.254.169.254:80", decision: "denied", status: 403 }));
+  });
+});

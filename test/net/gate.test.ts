@@ -1,0 +1,247 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EgressGate, type EgressEvent } from "../../src/net/gate.js";
+import { parseNetPolicy } from "../../src/net/rules.js";
+import { loopbackOnly, rawGate, statusOf, upstream, type Upstream } from "../support/net.js";
+
+// The gate in-process, driven over its unix socket exactly as the relay does.
+// Names resolve through a table, and the upstream connector refuses anything
+// but loopback before a socket opens: no packet can leave this machine.
+describe("egress gate", () => {
+  let dir: string;
+  let gate: EgressGate;
+  let up: Upstream;
+  let token: string;
+  let readToken: string;
+  const events: EgressEvent[] = [];
+  const hook = loopbackOnly();
+  const names: Record<string, string[]> = {
+    "granted.test": ["127.0.0.1"],
+    "loop.test": ["127.0.0.1"],
+    "meta.test": ["169.254.169.254"],
+    "private.test": ["10.0.0.7"],
+    "mixed.test": ["10.0.0.7", "127.0.0.1"],
+    "public.test": ["93.184.216.34"],
+  };
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "vak-gate-test-"));
+    up = await upstream((req) => (req.url === "/redirect-meta" ? { status: 302, headers: { location: "http://169.254.169.254/latest/meta-data/" } } : undefined));
+    gate = new EgressGate({
+      dir: join(dir, "s"),
+      resolver: async (name) => {
+        const a = names[name];
+        if (!a) throw Object.assign(new Error("not found"), { code: "ENOTFOUND" });
+        return a;
+      },
+      connect: hook.fn,
+      ownAddresses: new Set(),
+      onEvent: (e) => events.push(e),
+      limits: { connectionsPerWorker: 4, headerBytes: 4096, preambleMs: 500 },
+    });
+    await gate.listen();
+    const P = up.port;
+    token = gate.register({ component: "web", generation: 1, policy: parseNetPolicy([`granted.test:${P}`, `127.0.0.1:${P}`, `loop.test:${P}`, `meta.test:*`, `private.test:*`, `mixed.test:*`]) });
+    readToken = gate.register({ component: "reader", generation: 1, policy: parseNetPolicy([`read:granted.test:${P}`, `read:127.0.0.1:${P}`]) });
+  });
+  afterAll(async () => {
+    await gate.close();
+    await up.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const get = (tok: string | null, url: string, host: string, method = "GET", extra = "") =>
+    rawGate(gate.socketPath, tok, `${method} ${url} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n${extra}\r\n`);
+
+  describe("worker identity", () => {
+    it("a request without a token gets 407", async () => {
+      const r = await get(null, `http://127.0.0.1:${up.port}/`, `127.0.0.1:${up.port}`);
+      expect(statusOf(r)).toBe(407);
+    });
+
+    it("an unknown token gets 407", async () => {
+      const r = await get("0".repeat(32), `http://127.0.0.1:${up.port}/`, `127.0.0.1:${up.port}`);
+      expect(statusOf(r)).toBe(407);
+    });
+
+    it("a token from another session's gate gets 407", async () => {
+      const other = new EgressGate({ dir: join(dir, "other"), onEvent: () => {}, connect: hook.fn });
+      await other.listen();
+      const foreign = other.register({ component: "x", generation: 1, policy: parseNetPolicy([`127.0.0.1:${up.port}`]) });
+      try {
+        expect(statusOf(await get(foreign, `http://127.0.0.1:${up.port}/`, `127.0.0.1:${up.port}`))).toBe(407);
+      } finally {
+        await other.close();
+      }
+    });
+
+    it("a token from an older policy generation is refused, and its open tunnels closed", async () => {
+      const g = new EgressGate({ dir: join(dir, "gen"), onEvent: () => {}, connect: hook.fn });
+      await g.listen();
+      const old = g.register({ component: "x", generation: 1, policy: parseNetPolicy([`127.0.0.1:${up.port}`]) });
+      const s = connect(g.socketPath);
+      await new Promise((r) => s.on("connect", r));
+      s.write(`VAK-TOKEN ${old}\r\nCONNECT 127.0.0.1:${up.port} HTTP/1.1\r\n\r\n`);
+      await new Promise((r) => s.once("data", r));
+      const closed = new Promise((r) => s.on("close", r));
+      g.setGeneration(2);
+      await closed;
+      expect(statusOf(await rawGate(g.socketPath, old, `GET http://127.0.0.1:${up.port}/ HTTP/1.1\r\nHost: 127.0.0.1:${up.port}\r\n\r\n`))).toBe(407);
+      await g.close();
+    });
+
+    it("a silent client is dropped after the preamble timeout", async () => {
+      const r = await rawGate(gate.socketPath, null, "", { waitMs: 2000 });
+      expect(r).toBe("");
+    });
+  });
+
+  describe("destinations", () => {
+    it("a granted host is reachable over absolute-form HTTP", async () => {
+      const r = await get(token, `http://granted.test:${up.port}/hello`, `granted.test:${up.port}`);
+      expect(statusOf(r)).toBe(200);
+      expect(r).toContain("ok GET /hello");
+    });
+
+    it("a granted host is reachable through CONNECT", async () => {
+      const r = await rawGate(gate.socketPath, token, `CONNECT 127.0.0.1:${up.port} HTTP/1.1\r\nHost: 127.0.0.1:${up.port}\r\n\r\nGET /tunnelled HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      expect(r).toMatch(/^HTTP\/1\.1 200 Connection Established/);
+      expect(r).toContain("ok GET /tunnelled");
+    });
+
+    it.each([
+      ["another host", "http://other.test/", "other.test", /no grant names other\.test:80/],
+      ["another port", "http://granted.test:1/", "granted.test:1", /no grant names granted\.test:1/],
+      ["the apex of nothing granted", "http://test/", "test", /no grant names test:80/],
+    ])("%s is refused with 403 naming the rule, before any connection", async (_t, url, host, reason) => {
+      const before = hook.calls.length;
+      const r = await get(token, url, host);
+      expect(statusOf(r)).toBe(403);
+      expect(r).toMatch(reason);
+      expect(hook.calls.length).toBe(before);
+    });
+
+    it("a write method under a read-only grant is refused; reads pass", async () => {
+      expect(statusOf(await get(readToken, `http://granted.test:${up.port}/r`, `granted.test:${up.port}`))).toBe(200);
+      const r = await get(readToken, `http://granted.test:${up.port}/w`, `granted.test:${up.port}`, "POST", "Content-Length: 0\r\n");
+      expect(statusOf(r)).toBe(403);
+      expect(r).toContain("POST is a write");
+      const t = await rawGate(gate.socketPath, readToken, `CONNECT 127.0.0.1:${up.port} HTTP/1.1\r\n\r\n`);
+      expect(statusOf(t)).toBe(403);
+      expect(t).toContain("cannot be checked inside an HTTPS tunnel");
+    });
+
+    it("a second request smuggled after the first on the same connection is checked on its own", async () => {
+      const P = up.port;
+      const r = await rawGate(gate.socketPath, readToken, `GET http://granted.test:${P}/one HTTP/1.1\r\nHost: granted.test:${P}\r\n\r\nDELETE http://granted.test:${P}/two HTTP/1.1\r\nHost: granted.test:${P}\r\nConnection: close\r\n\r\n`);
+      expect(r).toContain("ok GET /one");
+      expect(r).toContain("DELETE is a write");
+      expect(up.requests.some((q) => q.url === "/two")).toBe(false);
+    });
+
+    it.each(["127.1", "2130706433", "0x7f000001", "0177.0.0.1", "[::ffff:127.0.0.1]", "127.0.0.1."])(
+      "the loopback spelling %s reaches only what a literal grant names",
+      async (spelling) => {
+        const ok = await get(token, `http://${spelling}:${up.port}/spelled`, `${spelling}:${up.port}`);
+        expect(statusOf(ok)).toBe(200);
+        const other = await get(token, `http://${spelling}:1/`, `${spelling}:1`);
+        expect(statusOf(other)).toBe(403);
+      },
+    );
+
+    it.each([
+      ["169.254.169.254", "http://169.254.169.254/latest/meta-data/"],
+      ["its decimal spelling", "http://2852039166/latest/meta-data/"],
+      ["its hex spelling", "http://0xa9fea9fe/"],
+      ["its IPv6 spelling", "http://[fd00:ec2::254]/"],
+      ["its IPv4-mapped IPv6 spelling", "http://[::ffff:169.254.169.254]/"],
+      ["a granted name that resolves to it", "http://meta.test/"],
+    ])("cloud metadata by %s is refused before any socket opens", async (_t, url) => {
+      const before = hook.calls.length;
+      const host = /^http:\/\/([^/]*)/.exec(url)![1]!;
+      const r = await get(token, url, host);
+      expect(statusOf(r)).toBe(403);
+      expect(hook.calls.length).toBe(before);
+    });
+
+    it("a granted name that resolves to a private or loopback address is refused unless the literal is granted", async () => {
+      expect(statusOf(await get(token, "http://private.test/", "private.test"))).toBe(403);
+      // loop.test resolves to 127.0.0.1, and 127.0.0.1:P is granted literally: reachable.
+      expect(statusOf(await get(token, `http://loop.test:${up.port}/`, `loop.test:${up.port}`))).toBe(200);
+      // mixed.test: the private address is skipped, the granted loopback literal is not on port 80.
+      expect(statusOf(await get(token, "http://mixed.test/", "mixed.test"))).toBe(403);
+    });
+
+    it("DNS failure denies", async () => {
+      const r = await rawGate(gate.socketPath, token, `CONNECT nowhere.test:443 HTTP/1.1\r\n\r\n`);
+      expect(statusOf(r)).toBe(403);
+    });
+
+    it("a redirect to the metadata address is just another request, and is refused", async () => {
+      const first = await get(token, `http://granted.test:${up.port}/redirect-meta`, `granted.test:${up.port}`);
+      expect(statusOf(first)).toBe(302);
+      const location = /location: (\S+)/i.exec(first)![1]!;
+      expect(statusOf(await get(token, location, "169.254.169.254"))).toBe(403);
+    });
+  });
+
+  describe("malformed requests", () => {
+    it.each([
+      ["a Host header that disagrees with the URL", 400, `GET http://granted.test:PORT/ HTTP/1.1\r\nHost: evil.test\r\n\r\n`],
+      ["a CONNECT target that disagrees with its Host header", 400, `CONNECT granted.test:PORT HTTP/1.1\r\nHost: evil.test:443\r\n\r\n`],
+      ["userinfo in the URL", 400, `GET http://user@granted.test:PORT/ HTTP/1.1\r\nHost: granted.test:PORT\r\n\r\n`],
+      ["a zone id", 400, `GET http://[fe80::1%25eth0]:PORT/ HTTP/1.1\r\nHost: [fe80::1%25eth0]:PORT\r\n\r\n`],
+      ["an origin-form request (not a proxy request)", 400, `GET / HTTP/1.1\r\nHost: granted.test\r\n\r\n`],
+      ["an https:// URL outside CONNECT", 400, `GET https://granted.test:PORT/ HTTP/1.1\r\nHost: granted.test:PORT\r\n\r\n`],
+      ["headers bigger than the limit", 431, `GET http://granted.test:PORT/ HTTP/1.1\r\nHost: granted.test:PORT\r\nX-Big: ${"a".repeat(8000)}\r\n\r\n`],
+      ["a NUL in the request line", 400, `GET http://gran\0ted.test:PORT/ HTTP/1.1\r\nHost: granted.test:PORT\r\n\r\n`],
+    ])("%s gets %d", async (_t, status, raw) => {
+      const before = hook.calls.length;
+      const r = await rawGate(gate.socketPath, token, raw.replaceAll("PORT", String(up.port)));
+      expect(statusOf(r)).toBe(status);
+      expect(hook.calls.length).toBe(before);
+    });
+  });
+
+  describe("hostile clients", () => {
+    it("slow clients do not stop others from being served", async () => {
+      const slow = Array.from({ length: 3 }, () => {
+        const s = connect(gate.socketPath);
+        s.on("connect", () => s.write(`VAK-TOKEN ${token}\r\nGET http://granted.test:${up.port}/ HTTP/1.1\r\n`));
+        s.on("error", () => {});
+        return s;
+      });
+      const r = await get(token, `http://granted.test:${up.port}/fast`, `granted.test:${up.port}`);
+      expect(statusOf(r)).toBe(200);
+      for (const s of slow) s.destroy();
+    });
+
+    it("more connections than a worker may hold are refused", async () => {
+      const held = await Promise.all(
+        Array.from({ length: 4 }, async () => {
+          const s = connect(gate.socketPath);
+          await new Promise((r) => s.on("connect", r));
+          s.write(`VAK-TOKEN ${token}\r\nCONNECT 127.0.0.1:${up.port} HTTP/1.1\r\n\r\n`);
+          await new Promise((r) => s.once("data", r));
+          return s;
+        }),
+      );
+      const r = await get(token, `http://granted.test:${up.port}/`, `granted.test:${up.port}`);
+      expect(statusOf(r)).toBe(503);
+      for (const s of held) s.destroy();
+    });
+  });
+
+  it("every attempt is an event with component, destination as asked, canonical destination and reason", () => {
+    const spelled = events.find((e) => e.asked === "http://2852039166/latest/meta-data/");
+    expect(spelled).toMatchObject({ component: "web", generation: 1, decision: "denied", canonical: "169.254.169.254:80" });
+    const resolved = events.find((e) => e.asked === "http://meta.test/");
+    expect(resolved).toMatchObject({ decision: "denied", canonical: "meta.test:80", resolved: ["169.254.169.254"] });
+    expect(resolved?.reason).toContain("169.254.169.254 (metadata)");
+    const allowed = events.find((e) => e.decision === "allowed" && e.asked.endsWith("/hello"));
+    expect(allowed).toMatchObject({ canonical: `granted.test:${up.port}`, address: "127.0.0.1", status: 200 });
+  });
+});

@@ -1,0 +1,61 @@
+import { describe, expect, it } from "vitest";
+import { canonicalHost } from "../../src/net/address.js";
+import { decideDestination, parseNetPolicy, parseNetRule } from "../../src/net/rules.js";
+
+const decide = (allow: string[], deny: string[], host: string, port: number, method = "GET") =>
+  decideDestination(parseNetPolicy(allow, deny), canonicalHost(host), port, method);
+
+describe("network grants", () => {
+  it.each([
+    // [allow, deny, host, port, method, allowed]
+    [[], [], "example.com", 443, "GET", false],
+    [["example.com"], [], "example.com", 443, "GET", true],
+    [["example.com"], [], "example.com", 80, "POST", true],
+    [["example.com"], [], "example.com", 8443, "GET", false],
+    [["example.com:8443"], [], "example.com", 8443, "GET", true],
+    [["example.com:8443"], [], "example.com", 443, "GET", false],
+    [["example.com:*"], [], "example.com", 22, "GET", true],
+    [["EXAMPLE.com."], [], "example.com", 443, "GET", true],
+    [["example.com"], [], "www.example.com", 443, "GET", false],
+    [["*.example.com"], [], "api.example.com", 443, "GET", true],
+    [["*.example.com"], [], "a.b.example.com", 443, "GET", true],
+    [["*.example.com"], [], "example.com", 443, "GET", false],
+    [["*.example.com"], [], "evilexample.com", 443, "GET", false],
+    [["*.example.com"], ["secret.example.com"], "secret.example.com", 443, "GET", false],
+    [["example.com"], ["example.com:80"], "example.com", 80, "GET", false],
+    [["example.com"], ["example.com:80"], "example.com", 443, "GET", true],
+    [["127.0.0.1:8080"], [], "127.1", 8080, "GET", true],
+    [["127.0.0.1:8080"], [], "2130706433", 8080, "GET", true],
+    [["127.0.0.1:8080"], [], "[::ffff:127.0.0.1]", 8080, "GET", true],
+    [["127.0.0.1:8080"], [], "localhost", 8080, "GET", false],
+    [["read:example.com"], [], "example.com", 80, "GET", true],
+    [["read:example.com"], [], "example.com", 80, "HEAD", true],
+    [["read:example.com"], [], "example.com", 80, "OPTIONS", true],
+    [["read:example.com"], [], "example.com", 80, "POST", false],
+    [["read:example.com"], [], "example.com", 80, "DELETE", false],
+    [["read:example.com"], [], "example.com", 443, "CONNECT", false],
+    [["read:example.com", "example.com"], [], "example.com", 443, "CONNECT", true],
+  ] as const)("allow %j deny %j: %s %s:%d → %s", (allow, deny, host, port, method, allowed) => {
+    expect(decide([...allow], [...deny], host, port, method).allowed).toBe(allowed);
+  });
+
+  it("says which rule refused and how to grant", () => {
+    const d = decide(["example.com"], [], "evil.example.net", 443);
+    expect(d.allowed).toBe(false);
+    if (!d.allowed) expect(d.reason).toBe("no grant names evil.example.net:443; grant it with --allow-net evil.example.net");
+    const w = decide(["read:example.com"], [], "example.com", 80, "PUT");
+    if (!w.allowed) expect(w.reason).toContain("PUT is a write");
+  });
+
+  it.each([
+    ["*", /every host/],
+    ["*.com", /top-level domain/],
+    ["*.127.0.0.1", /cannot cover IP/],
+    ["exa*mple.com", /leading/],
+    ["example.com:99999", /bad port/],
+    ["user@example.com", /userinfo/],
+    ["::1", /brackets/],
+  ])("refuses the grant %s", (text, message) => {
+    expect(() => parseNetRule(text)).toThrow(message);
+  });
+});

@@ -1,0 +1,93 @@
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { VAK_BIN } from "./paths.js";
+
+/**
+ * Two network namespaces made by the test: "client", where vak runs, and
+ * "internet", where a web server plays the outside world. They are joined by a
+ * veth pair on 11.0.0.0/24 and have no other route: a check that fails cannot
+ * send a packet anywhere else. Names resolve through a hosts file bound over
+ * /etc/hosts in a private mount namespace, never through the machine's own.
+ */
+export interface TestInternet {
+  serverAddress: string;
+  dir: string;
+  /** Runs `vak ARGS` in the client namespace; resolves with its output. */
+  vak(args: string[], env?: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }>;
+  /** What the server saw, one line per request. */
+  log(): string[];
+  close(): void;
+}
+
+const ip = (...args: string[]) => execFileSync("ip", args, { stdio: ["ignore", "ignore", "pipe"] });
+
+export async function testInternet(hosts: Record<string, string>, ports: number[]): Promise<TestInternet> {
+  const id = `${process.pid % 100000}${Math.floor(Math.random() * 1000)}`;
+  const client = `vakc${id}`;
+  const inet = `vaki${id}`;
+  const dir = mkdtempSync(join(tmpdir(), "vak-inet-"));
+  ip("netns", "add", client);
+  ip("netns", "add", inet);
+  let server: ChildProcess | undefined;
+  const close = () => {
+    server?.kill("SIGKILL");
+    for (const ns of [client, inet]) {
+      try {
+        ip("netns", "del", ns);
+      } catch {
+        // already gone
+      }
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    ip("link", "add", `va${id}`, "type", "veth", "peer", "name", `vb${id}`);
+    ip("link", "set", `va${id}`, "netns", client);
+    ip("link", "set", `vb${id}`, "netns", inet);
+    ip("-n", client, "addr", "add", "11.0.0.1/24", "dev", `va${id}`);
+    ip("-n", inet, "addr", "add", "11.0.0.2/24", "dev", `vb${id}`);
+    for (const [ns, dev] of [[client, `va${id}`], [inet, `vb${id}`]] as const) {
+      ip("-n", ns, "link", "set", dev, "up");
+      ip("-n", ns, "link", "set", "lo", "up");
+    }
+    writeFileSync(join(dir, "hosts"), Object.entries(hosts).map(([n, a]) => `${a}\t${n}`).join("\n") + "\n");
+    writeFileSync(join(dir, "server.log"), "");
+    const fixture = fileURLToPath(new URL("./fixture-server.mjs", import.meta.url));
+    server = spawn("ip", ["netns", "exec", inet, process.execPath, fixture, "11.0.0.2", ports.join(","), join(dir, "www"), join(dir, "server.log")], { stdio: ["ignore", "pipe", "inherit"] });
+    await new Promise<void>((resolve, reject) => {
+      let out = "";
+      server!.stdout!.on("data", (d: Buffer) => {
+        out += d.toString();
+        if (out.split("\n").filter((l) => l.startsWith("listening")).length === ports.length) resolve();
+      });
+      server!.on("exit", (c) => reject(new Error(`fixture server exited ${c}`)));
+    });
+  } catch (e) {
+    close();
+    throw e;
+  }
+  return {
+    serverAddress: "11.0.0.2",
+    dir,
+    log: () => readFileSync(join(dir, "server.log"), "utf8").split("\n").filter(Boolean),
+    vak: (args, env = {}) =>
+      new Promise((resolve, reject) => {
+        const script = `mount --bind "$1" /etc/hosts && shift && exec "$@"`;
+        const child = spawn(
+          "ip",
+          ["netns", "exec", client, "unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", join(dir, "hosts"), process.execPath, VAK_BIN, ...args],
+          { cwd: join(dir, "ws"), env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/root", ...env }, stdio: ["ignore", "pipe", "pipe"] },
+        );
+        let stdout = "";
+        let stderr = "";
+        child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+        child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+        child.on("error", reject);
+        child.on("close", (code) => resolve({ code, stdout, stderr }));
+      }),
+    close,
+  };
+}
