@@ -64,8 +64,18 @@ void parse_args(struct plan *p, int argc, char **argv) {
     else if (!strcmp(a, "--rw")) { NEED(1); add_op(p, OP_RW, abs_path(a, argv[++i]), NULL); }
     else if (!strcmp(a, "--mask")) { NEED(1); add_op(p, OP_MASK, abs_path(a, argv[++i]), NULL); }
     else if (!strcmp(a, "--dir")) { NEED(1); add_op(p, OP_DIR, abs_path(a, argv[++i]), NULL); }
-    else if (!strcmp(a, "--dev")) { NEED(1); add_op(p, OP_DEV, abs_path(a, argv[++i]), NULL); }
-    else if (!strcmp(a, "--tmpfs")) { NEED(2); const char *pa = abs_path(a, argv[++i]); number(a, argv[i + 1]); add_op(p, OP_TMPFS, pa, argv[++i]); }
+    else if (!strcmp(a, "--dev")) {
+      NEED(1);
+      const char *d = abs_path(a, argv[++i]);
+      if (strncmp(d, "/dev/", 5) || !d[5] || strchr(d + 5, '/')) die_step("args", "--dev needs /dev/NAME, got '%s'", d);
+      add_op(p, OP_DEV, d, NULL);
+    }
+    else if (!strcmp(a, "--tmpfs")) {
+      NEED(2);
+      const char *pa = abs_path(a, argv[++i]);
+      if (number(a, argv[i + 1]) == 0) die_step("args", "--tmpfs %s: a size of 0 would mean no limit", pa);
+      add_op(p, OP_TMPFS, pa, argv[++i]);
+    }
     else if (!strcmp(a, "--symlink")) { NEED(2); const char *pa = abs_path(a, argv[++i]); add_op(p, OP_SYMLINK, pa, argv[++i]); }
     else if (!strcmp(a, "--file")) { NEED(2); const char *pa = abs_path(a, argv[++i]); add_op(p, OP_FILE, pa, argv[++i]); }
     else if (!strcmp(a, "--protect-tree")) { NEED(1); add_rule(p, PROT_TREE, argv[++i]); }

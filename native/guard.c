@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/magic.h>
+#include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <signal.h>
@@ -140,7 +141,9 @@ static mode_t umask_of(pid_t tid) {
 
 /* A duplicate of one of the caller's fds (the same open file). */
 static int caller_fd(struct call *c, int fd) {
-  int pidfd = (int)syscall(SYS_pidfd_open, c->tgid, 0);
+  /* The calling thread's own fd table (it may have unshared it). */
+  int pidfd = (int)syscall(SYS_pidfd_open, c->tid, O_EXCL /* PIDFD_THREAD, Linux 6.9 */);
+  if (pidfd < 0) pidfd = (int)syscall(SYS_pidfd_open, c->tgid, 0);
   if (pidfd < 0) return -errno;
   int dup = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
   int e = errno;
@@ -214,7 +217,10 @@ static int resolve_once(struct call *c, long dirfd, const char *path, int follow
         snprintf(t->name, sizeof t->name, "%s", comp);
         t->obj = openat(cur, comp, O_PATH | O_CLOEXEC);
         t->trailing_slash = trailing;
-        return t->obj < 0 ? -errno : 0;
+        if (t->obj >= 0) return 0;
+        int e = errno;
+        target_close(t);
+        return -e;
       }
       if (comp[1]) {
         int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -224,6 +230,17 @@ static int resolve_once(struct call *c, long dirfd, const char *path, int follow
       }
       rest = after;
       continue;
+    }
+
+    /* In procfs, only the caller's own /proc/<pid>: never the guard's (its
+     * fds and memory), nor another process's. */
+    int proc_root = 0;
+    if (comp[strspn(comp, "0123456789")] == 0 && is_proc(cur, &proc_root) && proc_root) {
+      pid_t pid = (pid_t)atoi(comp);
+      if (pid != c->tgid && pid != c->tid) {
+        close(cur);
+        return -EACCES;
+      }
     }
 
     struct stat st;
@@ -239,8 +256,11 @@ static int resolve_once(struct call *c, long dirfd, const char *path, int follow
       return -e;
     }
 
+    if (S_ISLNK(st.st_mode) && last && trailing && !follow_last) {
+      close(cur); /* rmdir("link/") and the like: the kernel says ENOTDIR */
+      return -ENOTDIR;
+    }
     if (S_ISLNK(st.st_mode) && (!last || follow_last || trailing)) {
-      int proc_root = 0;
       if (is_proc(cur, &proc_root)) {
         if (proc_root && (!strcmp(comp, "self") || !strcmp(comp, "thread-self"))) {
           char sub[2 * PATH_MAX + 2];
@@ -285,6 +305,10 @@ static int resolve_once(struct call *c, long dirfd, const char *path, int follow
       continue;
     }
 
+    if (last && trailing && !S_ISDIR(st.st_mode)) {
+      close(cur);
+      return -ENOTDIR;
+    }
     if (last) {
       t->parent = cur;
       snprintf(t->name, sizeof t->name, "%s", comp);
@@ -335,7 +359,18 @@ static int target_path(const struct target *t, char *out, size_t cap) {
   return 0;
 }
 
+static int still_valid(struct call *c) {
+  __u64 id = c->req->id;
+  return ioctl(c->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+}
+
 /* ---- the rules ---- */
+
+enum access {
+  ACCESS_CONTENT,  /* open for writing, truncate */
+  ACCESS_METADATA, /* chmod, chown, utimes, xattrs */
+  ACCESS_ENTRY,    /* create, remove, rename, link, bind */
+};
 
 /* Does path lie at or below root (component-wise)? Returns the remainder. */
 static const char *below(const char *path, const char *root) {
@@ -360,6 +395,16 @@ static int matches_at(char **comps, int n, int i, char **pat, int k, int j, int 
   return i < n && !strcasecmp(comps[i], pat[j]) && matches_at(comps, n, i + 1, pat, k, j + 1, whole_rest);
 }
 
+/* Do comps[i..n) match a proper, non-empty beginning of pattern[j..]? Then the
+ * entry comps[n-1] could become an ancestor of a protected path, by a rename
+ * or a symlink, and creating, renaming or removing it is refused. */
+static int prefix_at(char **comps, int n, int i, char **pat, int k, int j, int consumed) {
+  if (i == n) return consumed && j < k;
+  if (j == k) return 0;
+  if (!strcmp(pat[j], "**")) return prefix_at(comps, n, i, pat, k, j + 1, consumed) || prefix_at(comps, n, i + 1, pat, k, j, 1);
+  return !strcasecmp(comps[i], pat[j]) && prefix_at(comps, n, i + 1, pat, k, j + 1, 1);
+}
+
 static int split(char *s, char **out, int cap) {
   int n = 0;
   char *save = NULL;
@@ -368,43 +413,122 @@ static int split(char *s, char **out, int cap) {
   return n;
 }
 
-static const char *check(const struct plan *p, const char *path, char *why, size_t cap) {
-  if (path[0] != '/') return NULL;
-  for (int i = 0; i < p->nrules; i++)
-    if (p->rules[i].kind == PROT_ABS && below(path, p->rules[i].pattern)) {
-      snprintf(why, cap, "protected path %s", p->rules[i].pattern);
+static int path_depth(const char *p) {
+  char buf[PATH_MAX], *comps[PATH_MAX / 2];
+  snprintf(buf, sizeof buf, "%s", p);
+  return split(buf, comps, (int)(sizeof comps / sizeof comps[0]));
+}
+
+/* Is dir (an absolute path in the view) a git directory: HEAD, and objects and
+ * refs or a commondir? Git trusts such a directory's config and hooks, bare or
+ * not, wherever it is. */
+static int is_gitdir(const char *dir) {
+  struct stat st;
+  int fd = open(dir[0] ? dir : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  int head = fstatat(fd, "HEAD", &st, AT_SYMLINK_NOFOLLOW) == 0;
+  int objects = fstatat(fd, "objects", &st, 0) == 0 && S_ISDIR(st.st_mode);
+  int refs = fstatat(fd, "refs", &st, 0) == 0 && S_ISDIR(st.st_mode);
+  int common = fstatat(fd, "commondir", &st, AT_SYMLINK_NOFOLLOW) == 0;
+  close(fd);
+  return head && ((objects && refs) || common);
+}
+
+/* Names git trusts inside any git directory (see is_gitdir). */
+static const char *const GITDIR_TRUSTED[] = {"config", "config.worktree", "commondir", "gitdir", "hooks"};
+
+/* The git rules no fixed pattern can express: a HEAD or commondir outside
+ * .git would make its directory a repository that git on the host trusts; and
+ * the trusted files of any directory that already is a git directory. */
+static const char *git_rules(char **comps, int n, int root_depth, char *why, size_t cap) {
+  int in_dot_git = 0;
+  for (int i = 0; i < n; i++)
+    if (!strcasecmp(comps[i], ".git")) in_dot_git = 1;
+  if (n > root_depth && !in_dot_git && (!strcmp(comps[n - 1], "HEAD") || !strcmp(comps[n - 1], "commondir"))) {
+    snprintf(why, cap, "protected path: a %s outside .git would make this directory a git repository", comps[n - 1]);
+    return why;
+  }
+  for (int i = root_depth > 0 ? root_depth : 1; i < n; i++) {
+    for (size_t t = 0; t < sizeof GITDIR_TRUSTED / sizeof GITDIR_TRUSTED[0]; t++) {
+      if (strcmp(comps[i], GITDIR_TRUSTED[t])) continue;
+      if (strcmp(comps[i], "hooks") && i != n - 1) continue; /* files: the entry itself; hooks: the tree */
+      char dir[PATH_MAX] = "";
+      size_t o = 0;
+      for (int c = 0; c < i && o + 2 < sizeof dir; c++) o += (size_t)snprintf(dir + o, sizeof dir - o, "/%s", comps[c]);
+      if (is_gitdir(dir)) {
+        snprintf(why, cap, "protected path: %s of the git directory %s", comps[i], dir[0] ? dir : "/");
+        return why;
+      }
+    }
+  }
+  return NULL;
+}
+
+/* The rules for one resolved path. path is absolute and in the view. */
+static const char *check(const struct plan *p, const char *path, enum access access, char *why, size_t cap) {
+  if (!strncmp(path, "/proc/", 6) || !strcmp(path, "/proc")) {
+    if (access == ACCESS_CONTENT && p->use_ns) return NULL; /* Landlock decides; resolution kept it to the caller's own pid */
+    snprintf(why, cap, "/proc is not writable from the sandbox");
+    return why;
+  }
+  for (int i = 0; i < p->nrules; i++) {
+    const struct protect_rule *r = &p->rules[i];
+    if (r->kind != PROT_ABS) continue;
+    if (below(path, r->pattern) || (access == ACCESS_ENTRY && below(r->pattern, path))) {
+      snprintf(why, cap, "protected path %s", r->pattern);
       return why;
     }
+  }
   const struct mount_op *root = NULL;
   size_t best = 0;
   for (int i = 0; i < p->nops; i++) {
     const struct mount_op *o = &p->ops[i];
-    if (o->kind != OP_RO && o->kind != OP_RW && o->kind != OP_TMPFS && o->kind != OP_MASK) continue;
+    if (o->kind != OP_RO && o->kind != OP_RW && o->kind != OP_TMPFS && o->kind != OP_MASK && o->kind != OP_DEV) continue;
     size_t n = strlen(o->path);
     if (n >= best && below(path, o->path)) root = o, best = n;
   }
-  if (!root || root->kind == OP_TMPFS) return NULL;
+  if (!root) {
+    /* Only devices outside the grants: the sandbox's own terminal. */
+    if (access == ACCESS_CONTENT && (below(path, "/dev/pts") || !strcmp(path, "/dev/tty"))) return NULL;
+    snprintf(why, cap, "%s is outside every grant", path);
+    return why;
+  }
+  if (root->kind == OP_DEV) {
+    if (access == ACCESS_CONTENT) return NULL;
+    snprintf(why, cap, "device %s cannot be changed", root->path);
+    return why;
+  }
+  if (root->kind == OP_TMPFS) return NULL;
   if (root->kind != OP_RW) {
     snprintf(why, cap, "%s is granted read-only", root->path);
     return why;
   }
-  char rel[PATH_MAX];
-  snprintf(rel, sizeof rel, "%s", below(path, root->path));
+  /* Protected patterns match anywhere in the path, as long as the match reaches
+   * below the grant's root: granting /repo/.git still keeps /repo/.git/hooks,
+   * while a workspace that itself lies inside, say, ~/.vscode stays writable. */
+  char all[PATH_MAX];
+  snprintf(all, sizeof all, "%s", path);
   char *comps[PATH_MAX / 2];
-  int n = split(rel, comps, (int)(sizeof comps / sizeof comps[0]));
+  int n = split(all, comps, (int)(sizeof comps / sizeof comps[0]));
+  int root_depth = path_depth(root->path);
   for (int r = 0; r < p->nrules; r++) {
     const struct protect_rule *pr = &p->rules[r];
     if (pr->kind == PROT_ABS) continue;
     char pat[PATH_MAX], *pc[64];
     snprintf(pat, sizeof pat, "%s", pr->pattern);
     int k = split(pat, pc, 64);
-    for (int start = 0; start < n; start++)
-      if (matches_at(comps, n, start, pc, k, 0, pr->kind == PROT_FILE)) {
-        snprintf(why, cap, "protected path %s", pr->pattern);
+    for (int start = 0; start < n; start++) {
+      int full = pr->kind == PROT_FILE ? matches_at(comps, n, start, pc, k, 0, 1) && n > root_depth : 0;
+      if (pr->kind == PROT_TREE)
+        for (int end = start + 1; end <= n && !full; end++)
+          full = end > root_depth && matches_at(comps, end, start, pc, k, 0, 1);
+      if (full || (access == ACCESS_ENTRY && n > root_depth && prefix_at(comps, n, start, pc, k, 0, 0))) {
+        snprintf(why, cap, "protected path %s%s", pr->pattern, full ? "" : " (an ancestor of it)");
         return why;
       }
+    }
   }
-  return NULL;
+  return git_rules(comps, n, root_depth, why, cap);
 }
 
 static void log_denial(struct call *c, const char *path, const char *why) {
@@ -412,21 +536,51 @@ static void log_denial(struct call *c, const char *path, const char *why) {
   char jp[1200], jw[600], line[2048];
   jstr(jp, sizeof jp, path);
   jstr(jw, sizeof jw, why);
-  if (denials == MAX_DENIAL_LINES)
-    snprintf(line, sizeof line, "{\"event\":\"denied\",\"op\":\"%s\",\"path\":\"%s\",\"reason\":\"%s\",\"pid\":%d,\"more\":true}",
-             op_name, jp, jw, c->tgid);
-  else
-    snprintf(line, sizeof line, "{\"event\":\"denied\",\"op\":\"%s\",\"path\":\"%s\",\"reason\":\"%s\",\"pid\":%d}", op_name,
-             jp, jw, c->tgid);
+  snprintf(line, sizeof line, "{\"event\":\"denied\",\"op\":\"%s\",\"path\":\"%s\",\"reason\":\"%s\",\"pid\":%d%s}", op_name, jp,
+           jw, c->tgid, denials == MAX_DENIAL_LINES ? ",\"more\":true" : "");
   report_line(line);
 }
 
+/* Is fd the object that path names in this view? A string from d_path can name
+ * a view path for a file that lies outside the view (a host file inherited on
+ * fd 0, say), so the string alone is never trusted. */
+static int reachable(int fd, const char *path) {
+  struct open_how how = {.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+  int other = (int)syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+  if (other < 0) return 0;
+  struct stat a, b;
+  int same = fstat(fd, &a) == 0 && fstat(other, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+  close(other);
+  return same;
+}
+
 /* 0 when the access is allowed, -EACCES (logged) when it is not. */
-static int allow(struct call *c, const struct target *t) {
-  char path[PATH_MAX], why[PATH_MAX + 64];
+static int allow(struct call *c, const struct target *t, enum access access) {
+  if (!still_valid(c)) return -ESRCH;
+  char path[PATH_MAX], why[PATH_MAX + 128];
   int r = target_path(t, path, sizeof path);
   if (r) return r;
-  const char *reason = check(c->plan, path, why, sizeof why);
+  int named = t->parent >= 0 && !t->magic && strcmp(t->name, ".") && strcmp(t->name, "..");
+  int anchor = named ? t->parent : t->obj;
+  char anchor_path[PATH_MAX];
+  snprintf(anchor_path, sizeof anchor_path, "%s", path);
+  if (named) {
+    char *slash = strrchr(anchor_path, '/');
+    if (slash == anchor_path) slash[1] = 0;
+    else if (slash) *slash = 0;
+  }
+  if (!path[0] || !reachable(anchor, anchor_path)) {
+    /* Not in the view: a pipe, a socket, a terminal, or a host file the
+     * command inherited. Writing through what is already open is its own
+     * business; changing anything about a file outside the view is not. */
+    struct stat st;
+    if (access == ACCESS_CONTENT && t->obj >= 0 && fstat(t->obj, &st) == 0 &&
+        (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISCHR(st.st_mode)))
+      return 0;
+    log_denial(c, path[0] ? path : "(an object outside the sandbox's view)", "outside the sandbox's view");
+    return -EACCES;
+  }
+  const char *reason = check(c->plan, path, access, why, sizeof why);
   if (!reason) return 0;
   log_denial(c, path, reason);
   return -EACCES;
@@ -440,10 +594,6 @@ static void respond(struct call *c, long long val, int err) {
     warn_step("guard", "answer: %s", strerror(errno));
 }
 
-static int still_valid(struct call *c) {
-  __u64 id = c->req->id;
-  return ioctl(c->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
-}
 
 /* Installs fd in the caller and returns it from the caller's syscall. */
 static void respond_fd(struct call *c, int fd, int flags) {
@@ -464,15 +614,22 @@ static const char *self_fd(int fd) {
 
 /* ---- the operations ---- */
 
-static int open_existing(struct call *c, struct target *t, int flags, int *out) {
+static int open_existing(struct call *c, struct target *t, int flags, mode_t mode, int *out) {
   struct stat st;
   if (fstat(t->obj, &st) != 0) return -errno;
   if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL)) return -EEXIST;
   if (S_ISLNK(st.st_mode)) return -ELOOP;
   /* O_CREAT on something that exists, without a write mode, is only a read. */
   if (flags & (O_WRONLY | O_RDWR | O_TRUNC)) {
-    int r = allow(c, t);
+    int r = allow(c, t, ACCESS_CONTENT);
     if (r) return r;
+  } else {
+    /* A read through the guard must not exceed what the command may read
+     * itself: the guard's outer Landlock layer adds /proc in reduced mode. */
+    char path[PATH_MAX];
+    if (!still_valid(c)) return -ESRCH;
+    if (!c->plan->use_ns && target_path(t, path, sizeof path) == 0 && (!strncmp(path, "/proc/", 6) || !strcmp(path, "/proc")))
+      return -EACCES;
   }
   int reopen = flags & ~(O_CREAT | O_EXCL | O_NOFOLLOW);
   if (S_ISFIFO(st.st_mode) && !(flags & O_NONBLOCK) && (flags & O_ACCMODE) != O_RDWR) {
@@ -481,7 +638,7 @@ static int open_existing(struct call *c, struct target *t, int flags, int *out) 
     pid_t pid = fork();
     if (pid < 0) return -errno;
     if (pid == 0) {
-      int fd = open(self_fd(t->obj), reopen);
+      int fd = open(self_fd(t->obj), reopen, mode);
       if (fd < 0) respond(c, 0, -errno);
       else respond_fd(c, fd, flags);
       _exit(0);
@@ -489,7 +646,7 @@ static int open_existing(struct call *c, struct target *t, int flags, int *out) 
     *out = -2;
     return 0;
   }
-  int fd = open(self_fd(t->obj), reopen);
+  int fd = open(self_fd(t->obj), reopen, mode); /* the mode matters for O_TMPFILE */
   if (fd < 0) return -errno;
   *out = fd;
   return 0;
@@ -499,6 +656,7 @@ static void do_open(struct call *c, long dirfd, __u64 path_addr, int flags, mode
   char path[PATH_MAX];
   int r = read_str(c->tid, path_addr, path, sizeof path);
   if (r) return respond(c, 0, r);
+  if ((flags & O_PATH) && !(flags & O_CREAT)) flags &= O_PATH | O_CLOEXEC | O_DIRECTORY | O_NOFOLLOW;
   int follow = !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL);
   for (int attempt = 0; attempt < MAX_RETRIES; attempt++) {
     struct target t;
@@ -507,7 +665,7 @@ static void do_open(struct call *c, long dirfd, __u64 path_addr, int flags, mode
     if (!still_valid(c)) { target_close(&t); return; }
     int fd = -1;
     if (t.obj >= 0) {
-      r = open_existing(c, &t, flags, &fd);
+      r = open_existing(c, &t, flags, mode, &fd);
       target_close(&t);
       if (r) return respond(c, 0, r);
       if (fd == -2) return; /* answered by the child */
@@ -515,7 +673,7 @@ static void do_open(struct call *c, long dirfd, __u64 path_addr, int flags, mode
     }
     if (!(flags & O_CREAT)) { target_close(&t); return respond(c, 0, -ENOENT); }
     if (t.trailing_slash) { target_close(&t); return respond(c, 0, -EISDIR); }
-    r = allow(c, &t);
+    r = allow(c, &t, ACCESS_ENTRY);
     if (r) { target_close(&t); return respond(c, 0, r); }
     umask(umask_of(c->tid));
     /* O_EXCL: if something appeared under this name since we looked, walk again. */
@@ -556,13 +714,13 @@ static int entry(struct call *c, long dirfd, __u64 addr, enum entry_use use, str
     target_close(t);
     return -EEXIST;
   }
-  r = allow(c, t);
+  r = allow(c, t, ACCESS_ENTRY);
   if (r) target_close(t);
   return r;
 }
 
 /* Resolves a path whose existing object is modified (chmod, chown, ...). */
-static int object(struct call *c, long dirfd, __u64 addr, int follow, int empty_ok, struct target *t) {
+static int object(struct call *c, long dirfd, __u64 addr, int follow, int empty_ok, enum access access, struct target *t) {
   char path[PATH_MAX];
   int r = read_str(c->tid, addr, path, sizeof path);
   if (r) return r;
@@ -577,7 +735,7 @@ static int object(struct call *c, long dirfd, __u64 addr, int follow, int empty_
     if (r) return r;
     if (t->obj < 0) { target_close(t); return -ENOENT; }
   }
-  r = allow(c, t);
+  r = allow(c, t, access);
   if (r) target_close(t);
   return r;
 }
@@ -593,7 +751,7 @@ static int fd_object(struct call *c, int fd, struct target *t) {
   if (dup < 0) return dup;
   t->obj = dup;
   t->magic = 1;
-  int r = allow(c, t);
+  int r = allow(c, t, ACCESS_METADATA);
   if (r) target_close(t);
   return r;
 }
@@ -605,19 +763,28 @@ static int fd_object(struct call *c, int fd, struct target *t) {
  * host service, wherever it sits. Renames go through this guard too, so a
  * host socket cannot be swapped in between bind() and the record. */
 #define MAX_OWN_SOCKETS 4096
-static struct { dev_t dev; ino_t ino; } own_sockets[MAX_OWN_SOCKETS];
+struct socket_id {
+  __u32 dev_major, dev_minor;
+  __u64 ino;
+  __s64 ctime_sec; /* with the inode, so that a reused inode number is not mistaken for ours */
+  __u32 ctime_nsec;
+};
+static struct socket_id own_sockets[MAX_OWN_SOCKETS];
 static unsigned own_next;
 
-static void remember_socket(dev_t dev, ino_t ino) {
-  own_sockets[own_next % MAX_OWN_SOCKETS].dev = dev;
-  own_sockets[own_next % MAX_OWN_SOCKETS].ino = ino;
-  own_next++;
+static int socket_id(int dirfd, const char *name, int flags, struct socket_id *id) {
+  struct statx sx;
+  if (statx(dirfd, name, flags | AT_SYMLINK_NOFOLLOW, STATX_INO | STATX_CTIME, &sx) != 0) return -errno;
+  *id = (struct socket_id){sx.stx_dev_major, sx.stx_dev_minor, sx.stx_ino, sx.stx_ctime.tv_sec, sx.stx_ctime.tv_nsec};
+  return 0;
 }
 
-static int own_socket(dev_t dev, ino_t ino) {
+static void remember_socket(const struct socket_id *id) { own_sockets[own_next++ % MAX_OWN_SOCKETS] = *id; }
+
+static int own_socket(const struct socket_id *id) {
   unsigned n = own_next < MAX_OWN_SOCKETS ? own_next : MAX_OWN_SOCKETS;
   for (unsigned i = 0; i < n; i++)
-    if (own_sockets[i].dev == dev && own_sockets[i].ino == ino) return 1;
+    if (!memcmp(&own_sockets[i], id, sizeof *id)) return 1;
   return 0;
 }
 
@@ -669,18 +836,28 @@ static int inet_allowed(struct call *c, const struct sockaddr_storage *ss) {
   return -ENETUNREACH;
 }
 
+/* Without a network namespace, abstract unix sockets are the host's. */
+static int abstract_allowed(struct call *c, const struct sockaddr_storage *ss, socklen_t len, const char *path) {
+  if (c->plan->use_ns || ss->ss_family != AF_UNIX || path[0] || len <= offsetof(struct sockaddr_un, sun_path)) return 0;
+  log_denial(c, "(an abstract unix socket)", "reduced mode has no private network namespace");
+  return -EACCES;
+}
+
 static int do_connect(struct call *c, int sock, const struct sockaddr_storage *ss, socklen_t len, const char *path,
                       struct target *t) {
   int r = inet_allowed(c, ss);
+  if (!r) r = abstract_allowed(c, ss, len, path);
   if (r) return r;
   if (!path[0]) return RESULT(connect(sock, (const struct sockaddr *)ss, len));
   r = resolve(c, AT_FDCWD, path, 1, t);
   if (r) return r;
   if (t->obj < 0) return -ENOENT;
   struct stat st;
+  struct socket_id id;
   if (fstat(t->obj, &st) != 0) return -errno;
   if (!S_ISSOCK(st.st_mode)) return -ECONNREFUSED;
-  if (!own_socket(st.st_dev, st.st_ino)) {
+  if ((r = socket_id(t->obj, "", AT_EMPTY_PATH, &id))) return r;
+  if (!own_socket(&id)) {
     char where[PATH_MAX];
     if (target_path(t, where, sizeof where) != 0) snprintf(where, sizeof where, "%s", path);
     log_denial(c, where, "a socket the sandbox did not create (a host service)");
@@ -694,11 +871,13 @@ static int do_connect(struct call *c, int sock, const struct sockaddr_storage *s
 
 static int do_bind(struct call *c, int sock, const struct sockaddr_storage *ss, socklen_t len, const char *path,
                    struct target *t) {
+  int r = abstract_allowed(c, ss, len, path);
+  if (r) return r;
   if (!path[0]) return RESULT(bind(sock, (const struct sockaddr *)ss, len));
-  int r = resolve(c, AT_FDCWD, path, 0, t);
+  r = resolve(c, AT_FDCWD, path, 0, t);
   if (r) return r;
   if (t->parent < 0 || t->obj >= 0) return -EADDRINUSE;
-  if ((r = allow(c, t))) return r;
+  if ((r = allow(c, t, ACCESS_ENTRY))) return r;
   struct sockaddr_un here = {.sun_family = AF_UNIX};
   if (strlen(t->name) >= sizeof here.sun_path) return -ENAMETOOLONG;
   snprintf(here.sun_path, sizeof here.sun_path, "%s", t->name);
@@ -708,8 +887,8 @@ static int do_bind(struct call *c, int sock, const struct sockaddr_storage *ss, 
   if (fchdir(t->parent) != 0) return -errno;
   r = RESULT(bind(sock, (const struct sockaddr *)&here, sizeof here));
   if (chdir("/") != 0) die_step("guard", "chdir: %s", strerror(errno));
-  struct stat st;
-  if (!r && fstatat(t->parent, t->name, &st, AT_SYMLINK_NOFOLLOW) == 0) remember_socket(st.st_dev, st.st_ino);
+  struct socket_id id;
+  if (!r && socket_id(t->parent, t->name, 0, &id) == 0) remember_socket(&id);
   return r;
 }
 
@@ -784,7 +963,7 @@ static void handle(struct call *c) {
       int at = nr == SYS_linkat;
       int flags = at ? (int)a[4] : 0;
       /* A second name for a protected file would be a way to write it. */
-      r = object(c, at ? (int)a[0] : AT_FDCWD, a[at ? 1 : 0], flags & AT_SYMLINK_FOLLOW, flags & AT_EMPTY_PATH, &t);
+      r = object(c, at ? (int)a[0] : AT_FDCWD, a[at ? 1 : 0], flags & AT_SYMLINK_FOLLOW, flags & AT_EMPTY_PATH, ACCESS_CONTENT, &t);
       if (r) break;
       r = entry(c, at ? (int)a[2] : AT_FDCWD, a[at ? 3 : 1], NEW_ENTRY, &u);
       if (r) break;
@@ -814,7 +993,7 @@ static void handle(struct call *c) {
     }
     case SYS_truncate: {
       op_name = "truncate";
-      if ((r = object(c, AT_FDCWD, a[0], 1, 0, &t))) break;
+      if ((r = object(c, AT_FDCWD, a[0], 1, 0, ACCESS_CONTENT, &t))) break;
       if (obj_is_link(&t)) { r = -EAGAIN; break; }
       int fd = open(self_fd(t.obj), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
       if (fd < 0) { r = -errno; break; }
@@ -826,7 +1005,7 @@ static void handle(struct call *c) {
       op_name = "chmod";
       int at = nr != SYS_chmod;
       int flags = nr == NR_FCHMODAT2 ? (int)a[3] : 0;
-      if ((r = object(c, at ? (int)a[0] : AT_FDCWD, a[at], !(flags & AT_SYMLINK_NOFOLLOW), flags & AT_EMPTY_PATH, &t)))
+      if ((r = object(c, at ? (int)a[0] : AT_FDCWD, a[at], !(flags & AT_SYMLINK_NOFOLLOW), flags & AT_EMPTY_PATH, ACCESS_METADATA, &t)))
         break;
       if (obj_is_link(&t)) { r = -EOPNOTSUPP; break; }
       r = RESULT(chmod(self_fd(t.obj), (mode_t)a[at + 1]));
@@ -842,7 +1021,7 @@ static void handle(struct call *c) {
       op_name = "chown";
       int at = nr == SYS_fchownat;
       int flags = at ? (int)a[4] : (nr == SYS_lchown ? AT_SYMLINK_NOFOLLOW : 0);
-      if ((r = object(c, at ? (int)a[0] : AT_FDCWD, a[at], !(flags & AT_SYMLINK_NOFOLLOW), flags & AT_EMPTY_PATH, &t)))
+      if ((r = object(c, at ? (int)a[0] : AT_FDCWD, a[at], !(flags & AT_SYMLINK_NOFOLLOW), flags & AT_EMPTY_PATH, ACCESS_METADATA, &t)))
         break;
       r = RESULT(fchownat(t.obj, "", (uid_t)a[at + 1], (gid_t)a[at + 2], AT_EMPTY_PATH));
       break;
@@ -864,7 +1043,7 @@ static void handle(struct call *c) {
         r = RESULT(futimens(t.obj, ts));
         break;
       }
-      if ((r = object(c, at ? (int)a[0] : AT_FDCWD, a[at], !(flags & AT_SYMLINK_NOFOLLOW), flags & AT_EMPTY_PATH, &t)))
+      if ((r = object(c, at ? (int)a[0] : AT_FDCWD, a[at], !(flags & AT_SYMLINK_NOFOLLOW), flags & AT_EMPTY_PATH, ACCESS_METADATA, &t)))
         break;
       if (obj_is_link(&t) && t.parent >= 0) r = RESULT(utimensat(t.parent, t.name, ts, AT_SYMLINK_NOFOLLOW));
       else r = RESULT(utimensat(AT_FDCWD, self_fd(t.obj), ts, 0));
@@ -882,7 +1061,7 @@ static void handle(struct call *c) {
         if ((r = fd_object(c, (int)a[0], &t))) break;
         r = RESULT(fsetxattr(t.obj, name, value, size, (int)a[4]));
       } else {
-        if ((r = object(c, AT_FDCWD, a[0], nr == SYS_setxattr, 0, &t))) break;
+        if ((r = object(c, AT_FDCWD, a[0], nr == SYS_setxattr, 0, ACCESS_METADATA, &t))) break;
         r = obj_is_link(&t) ? -EPERM : RESULT(setxattr(self_fd(t.obj), name, value, size, (int)a[4]));
       }
       break;
@@ -894,7 +1073,7 @@ static void handle(struct call *c) {
         if ((r = fd_object(c, (int)a[0], &t))) break;
         r = RESULT(fremovexattr(t.obj, name));
       } else {
-        if ((r = object(c, AT_FDCWD, a[0], nr == SYS_removexattr, 0, &t))) break;
+        if ((r = object(c, AT_FDCWD, a[0], nr == SYS_removexattr, 0, ACCESS_METADATA, &t))) break;
         r = obj_is_link(&t) ? -EPERM : RESULT(removexattr(self_fd(t.obj), name));
       }
       break;
@@ -906,6 +1085,21 @@ static void handle(struct call *c) {
       if ((r = read_sockaddr(c, a[1], a[2], &ss, path, sizeof path))) break;
       int sock = caller_fd(c, (int)a[0]);
       if (sock < 0) { r = sock; break; }
+      int flags = fcntl(sock, F_GETFL);
+      if (nr == SYS_connect && flags >= 0 && !(flags & O_NONBLOCK)) {
+        /* A blocking connect can wait on a full backlog: do it in a child so
+         * that the guard keeps serving everyone else. */
+        pid_t pid = fork();
+        if (pid == 0) {
+          respond(c, 0, do_connect(c, sock, &ss, (socklen_t)a[2], path, &t));
+          _exit(0);
+        }
+        close(sock);
+        target_close(&t);
+        if (pid > 0) return;
+        r = -errno;
+        break;
+      }
       if (nr == SYS_connect) r = do_connect(c, sock, &ss, (socklen_t)a[2], path, &t);
       else r = do_bind(c, sock, &ss, (socklen_t)a[2], path, &t);
       close(sock);

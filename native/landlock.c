@@ -96,6 +96,9 @@ static void restrict_with(int rs) {
 void apply_landlock(const struct plan *p, int with_proc) {
   int abi = landlock_abi();
   if (abi < 1) die_step("landlock", "the kernel does not support Landlock (needs Linux 5.13+ with lsm=landlock)");
+  /* Without namespaces, Landlock's signal and abstract-socket scoping (ABI 6)
+   * is what keeps the command away from the host's processes. */
+  if (!p->use_ns && abi < 6) die_step("landlock", "reduced mode needs Landlock ABI 6 (Linux 6.12+); this kernel has ABI %d", abi);
   __u64 fs = fs_rights_for_abi(abi);
   struct ruleset_attr ra = {.handled_access_fs = fs};
   size_t size = sizeof ra.handled_access_fs;

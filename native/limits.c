@@ -22,8 +22,9 @@
 
 #include "launcher.h"
 
-/* Processes of ours inside the cgroup besides the user's: init and the guard. */
-#define OWN_PROCS 2
+/* Processes of ours inside the sandbox besides the command's: init, the guard
+ * and the relay. */
+#define OWN_PROCS 3
 
 enum cg_version { CG_NONE, CG_V1, CG_V2 };
 
@@ -144,9 +145,12 @@ int kernel_at_least(int major, int minor) {
   return a > major || (a == major && b >= minor);
 }
 
-/* The count the pid namespace must allow: the command's processes plus init
- * and the guard, and pid numbers start at 1. */
-static long long pid_max_for(long long procs) { return procs + OWN_PROCS + 1; }
+/* Once a pid namespace has used its pids up to pid_max, the kernel hands out
+ * new ones from 300 upward: the cap shrinks to pid_max - 300 for long-running
+ * sandboxes. It is used only for the default ceiling, sized for after the
+ * wrap, so it is never a promise the user made: an explicit --max-procs is
+ * held exactly by a cgroup or RLIMIT_NPROC. */
+static long long pid_max_for(long long procs) { return procs + PID_MAX_FLOOR + OWN_PROCS; }
 
 static int cgroup_usable(const char *controller) {
   char base[512];
@@ -158,13 +162,13 @@ enum procs_mech choose_procs(const struct plan *p) {
   if (!n) return PROCS_NONE;
   /* Cheapest first: moving a task into a cgroup waits for an RCU grace period
    * (milliseconds), which would dominate a short command's start-up. */
-  if (p->use_ns && pid_max_for(n) >= PID_MAX_FLOOR && kernel_at_least(6, 14)) return PROCS_PIDNS;
+  if (!p->max_procs && p->use_ns && kernel_at_least(6, 14)) return PROCS_PIDNS;
   if (cgroup_usable("pids")) return PROCS_CGROUP;
   if (getuid() != 0) return PROCS_RLIMIT;
   if (p->max_procs)
-    die_step("limits", "cannot hold --max-procs %lld as root here: no pids cgroup, RLIMIT_NPROC does not apply to uid 0%s; "
+    die_step("limits", "cannot hold --max-procs %lld as root here: no pids cgroup, and RLIMIT_NPROC does not apply to uid 0; "
                        "mount the pids controller or run Vak as a regular user",
-             p->max_procs, kernel_at_least(6, 14) ? ", and a pid namespace cannot go below 298" : "");
+             p->max_procs);
   return PROCS_NONE;
 }
 
@@ -196,8 +200,10 @@ int limits_setup(const struct plan *p, pid_t child) {
     if (cg_write(&mem_cg, limit, p->max_memory) != 0 || cg_write(&mem_cg, "cgroup.procs", child) != 0)
       die_step("limits", "memory cgroup %s: %s", mem_cg.dir, strerror(errno));
     /* Swap must not become a way around the limit. */
-    if (mem_cg.version == CG_V1) cg_write(&mem_cg, "memory.memsw.limit_in_bytes", p->max_memory);
-    else cg_write(&mem_cg, "memory.swap.max", 0);
+    int swap = mem_cg.version == CG_V1 ? cg_write(&mem_cg, "memory.memsw.limit_in_bytes", p->max_memory)
+                                       : cg_write(&mem_cg, "memory.swap.max", 0);
+    /* v1 without swap accounting has no memsw file; there is no swap to escape to then. */
+    if (swap != 0 && errno != ENOENT) die_step("limits", "cap swap in %s: %s", mem_cg.dir, strerror(errno));
     flags |= LIMIT_MEMORY_CGROUP;
   }
   return flags;
@@ -242,6 +248,7 @@ void apply_rlimits(const struct plan *p) {
   /* A soft limit below the hard one sends SIGXCPU first, then SIGKILL. */
   if (p->cpu_seconds) set_limit(RLIMIT_CPU, "cpu", (rlim_t)p->cpu_seconds, (rlim_t)p->cpu_seconds + 1);
   long long procs = p->max_procs ? p->max_procs : p->default_max_procs;
-  if ((limit_flags & LIMIT_PROCS_MASK) == PROCS_RLIMIT) set_limit(RLIMIT_NPROC, "nproc", (rlim_t)procs, (rlim_t)procs);
+  if ((limit_flags & LIMIT_PROCS_MASK) == PROCS_RLIMIT)
+    set_limit(RLIMIT_NPROC, "nproc", (rlim_t)(procs + OWN_PROCS), (rlim_t)(procs + OWN_PROCS));
   if (p->max_memory && !(limit_flags & LIMIT_MEMORY_CGROUP)) set_limit(RLIMIT_DATA, "data", (rlim_t)p->max_memory, (rlim_t)p->max_memory);
 }

@@ -36,6 +36,34 @@
 
 static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
+/* The guard's pid travels from the payload to whoever reaps the guard (init,
+ * or the monitor in reduced mode), which stops everything if the guard dies:
+ * without it every guarded call would fail, and the run would go on
+ * half-broken and unrecorded. */
+static int guard_pid_pipe[2] = {-1, -1};
+
+static pid_t read_guard_pid(void) {
+  static pid_t known = -1;
+  if (known > 0 || guard_pid_pipe[0] < 0) return known;
+  pid_t pid;
+  if (read(guard_pid_pipe[0], &pid, sizeof pid) == (ssize_t)sizeof pid) known = pid;
+  return known;
+}
+
+/* Called by the reaper for every child it reaps; returns nonzero (after
+ * reporting) when that child was the guard and it died. The guard exits 0
+ * only when no process is left to guard, which can be reaped before the
+ * command's own exit is. */
+static int guard_died(pid_t w, int status) {
+  if (w <= 0 || w != read_guard_pid()) return 0;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+  char line[160];
+  snprintf(line, sizeof line, "{\"event\":\"guard-died\",\"%s\":%d}", WIFSIGNALED(status) ? "signal" : "status",
+           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  report_line(line);
+  return 1;
+}
+
 /* ---- the payload ---- */
 
 static void reset_signals(void) {
@@ -54,7 +82,7 @@ static void send_fd(int sock, int fd) {
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  if (sendmsg(sock, &m, 0) != 1) die_step("guard", "hand over the listener: %s", strerror(errno));
+  if (sendmsg(sock, &m, MSG_NOSIGNAL) != 1) die_step("guard", "hand over the listener: %s", strerror(errno));
 }
 
 static int recv_fd(int sock) {
@@ -80,21 +108,23 @@ static int start_guard(const struct plan *p) {
   if (mid == 0) {
     pid_t g = fork();
     if (g < 0) die_step("guard", "fork: %s", strerror(errno));
-    if (g > 0) _exit(0);
+    if (g > 0) _exit(write(guard_pid_pipe[1], &g, sizeof g) == (ssize_t)sizeof g ? 0 : EXIT_SETUP);
     close(sv[0]);
     for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) signal(forwarded[i], SIG_IGN);
     int listener = recv_fd(sv[1]);
     close(sv[1]);
     /* Hold nothing of the command's: an inherited pipe end would keep the
      * host waiting for EOF after the command has exited. */
-    int keep = report_fd();
-    for (int fd = 0; fd < 1024; fd++)
-      if (fd != listener && fd != keep) close(fd);
+    int keep = report_fd(), lo = listener < keep ? listener : keep, hi = listener < keep ? keep : listener;
+    if (lo > 0) syscall(SYS_close_range, 0, lo - 1, 0);
+    if (hi - lo > 1) syscall(SYS_close_range, lo + 1, hi - 1, 0);
+    syscall(SYS_close_range, hi + 1, ~0U, 0);
     install_guard_seccomp(p);
     guard_run(p, listener);
   }
   int st;
   while (waitpid(mid, &st, 0) < 0 && errno == EINTR) {}
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) die_step("guard", "could not start the write guard");
   close(sv[1]);
   return sv[0];
 }
@@ -103,7 +133,6 @@ __attribute__((noreturn)) static void payload_main(const struct plan *p) {
   reset_signals();
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) die_step("payload", "PR_SET_PDEATHSIG: %s", strerror(errno));
   if (chdir(p->cwd) != 0) die_step("cwd", "%s: %s", p->cwd, strerror(errno));
-  apply_rlimits(p);
   drop_privileges();
   /* Two Landlock layers: the guard lives in the outer one, the command in both.
    * The guard can then read the command's memory and fds (a nested domain),
@@ -111,6 +140,9 @@ __attribute__((noreturn)) static void payload_main(const struct plan *p) {
    * the host's /proc, which the guard needs to resolve "/proc/<pid>/cwd". */
   apply_landlock(p, 1);
   int guard_sock = p->guard ? start_guard(p) : -1;
+  /* After the guard started: it must not inherit the command's file size,
+   * CPU or memory ceilings, or the command could kill it by proxy. */
+  apply_rlimits(p);
   apply_landlock(p, p->use_ns);
   int listener = install_seccomp(p, p->guard);
   if (p->guard) {
@@ -162,9 +194,11 @@ static int init_main(const struct plan *p, int sync_rd) {
     close(gate_dir);
   }
 
+  if (pipe2(guard_pid_pipe, O_CLOEXEC | O_NONBLOCK) != 0) die_step("init", "pipe: %s", strerror(errno));
   pid_t payload = fork();
   if (payload < 0) die_step("init", "fork: %s", strerror(errno));
   if (payload == 0) payload_main(p);
+  close(guard_pid_pipe[1]);
 
   struct sigaction sa = {.sa_handler = forward_to_all};
   sigemptyset(&sa.sa_mask);
@@ -180,6 +214,7 @@ static int init_main(const struct plan *p, int sync_rd) {
       if (errno == EINTR) continue;
       die_step("init", "waitpid: %s", strerror(errno));
     }
+    if (guard_died(w, st)) return EXIT_SETUP; /* returning kills every other process in the namespace */
     if (w != payload) continue;
     /* Returning kills every other process in the namespace. */
     if (WIFSIGNALED(st)) {
@@ -261,8 +296,13 @@ static int monitor(const struct plan *p, pid_t child, int sfd) {
     }
     int st;
     pid_t w;
-    while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+    while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
       if (w == child) code = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+      else if (!p->use_ns && code < 0 && guard_died(w, st)) {
+        kill(child, SIGKILL);
+        code = EXIT_SETUP;
+      }
+    }
   }
   if (!p->use_ns) kill_descendants();
   limits_report_and_cleanup();
@@ -285,6 +325,7 @@ static int run(const struct plan *p) {
   int sfd = signal_fd();
   int sync[2];
   if (pipe2(sync, O_CLOEXEC) != 0) die_step("monitor", "pipe: %s", strerror(errno));
+  if (!p->use_ns && pipe2(guard_pid_pipe, O_CLOEXEC | O_NONBLOCK) != 0) die_step("monitor", "pipe: %s", strerror(errno));
   long flags = SIGCHLD;
   if (p->use_ns)
     flags |= CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET | CLONE_NEWCGROUP;
@@ -305,6 +346,7 @@ static int run(const struct plan *p) {
     payload_main(p);
   }
   close(sync[0]);
+  if (!p->use_ns) close(guard_pid_pipe[1]);
   if (p->use_ns) {
     char map[64];
     write_map(child, "setgroups", "deny");

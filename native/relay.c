@@ -23,7 +23,7 @@
 
 #include "launcher.h"
 
-#define MAX_PAIRS 256
+#define MAX_PAIRS 320
 #define BUF_SIZE (64 * 1024)
 
 struct half {

@@ -104,7 +104,10 @@ static void build(struct prog *p, const struct plan *pl, int for_guard) {
   put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, NR_FIRST_UNKNOWN, 0, 1));
   ret(p, ERR(ENOSYS));
 
-  for (size_t i = 0; i < sizeof denied_enosys / sizeof denied_enosys[0]; i++) on(p, denied_enosys[i], ERR(ENOSYS));
+  for (size_t i = 0; i < sizeof denied_enosys / sizeof denied_enosys[0]; i++) {
+    if (for_guard && denied_enosys[i] == SYS_openat2) continue; /* the guard's own resolution uses it */
+    on(p, denied_enosys[i], ERR(ENOSYS));
+  }
   for (size_t i = 0; i < sizeof denied_eperm / sizeof denied_eperm[0]; i++) {
     /* The guard reads its callers' memory and nothing else's. */
     if (for_guard && (denied_eperm[i] == SYS_process_vm_readv || denied_eperm[i] == SYS_pidfd_getfd)) continue;
@@ -116,25 +119,36 @@ static void build(struct prog *p, const struct plan *pl, int for_guard) {
   on_arg_bits(p, SYS_seccomp, 1, SECCOMP_FILTER_FLAG_NEW_LISTENER, ERR(EPERM), ALLOW);
   on_arg_bits(p, SYS_clone, 0, NS_FLAGS, ERR(EPERM), ALLOW);
 
-  /* ioctl: no faking terminal input (TIOCSTI) or console tricks (TIOCLINUX). */
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl, 0, 5));
+  /* ioctl: no faking terminal input, no console or line-discipline tricks on
+   * an inherited terminal, and no file attributes that the guard cannot see
+   * (immutable/append-only flags, project ids, verity, encryption policies). */
+  const __u32 denied_ioctls[] = {
+      TIOCSTI, TIOCLINUX, TIOCSETD, TIOCCONS,
+      0x40086602 /* FS_IOC_SETFLAGS */, 0x40046602 /* FS_IOC32_SETFLAGS */, 0x401c5820 /* FS_IOC_FSSETXATTR */,
+      0x40806685 /* FS_IOC_ENABLE_VERITY */, 0x800c6613 /* FS_IOC_SET_ENCRYPTION_POLICY */,
+      0x40087602 /* FS_IOC_SETVERSION */, 0x40047602 /* FS_IOC32_SETVERSION */,
+  };
+  const unsigned nioctls = sizeof denied_ioctls / sizeof denied_ioctls[0];
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl, 0, (unsigned char)(nioctls + 3)));
   put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TIOCSTI, 1, 0));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, TIOCLINUX, 0, 1));
-  ret(p, ERR(EPERM));
+  for (unsigned k = 0; k < nioctls; k++)
+    put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, denied_ioctls[k], (unsigned char)(nioctls - k), 0));
   ret(p, ALLOW);
+  ret(p, ERR(EPERM));
 
   /* socket: unix stream and seqpacket always; inet TCP only with a network
    * grant (and then only inside the private network namespace, where the only
-   * way out is the relay to the egress gate); unix and inet datagrams, netlink,
-   * packet and the rest never. A unix datagram socket can sendto() any socket
-   * path without connect(), which the guard checks; UDP would be DNS. */
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 0, 12));
+   * way out is the relay to the egress gate); unix datagrams (SOCK_DGRAM, and
+   * SOCK_RAW, which the kernel turns into one), UDP, netlink, packet and the
+   * rest never. A unix datagram socket can sendto() any socket path without
+   * connect(), which is what the guard checks; UDP would be DNS. */
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 0, 13));
   put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0)));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 3));
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 4));
   put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)));
   put(p, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xf));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_DGRAM, 5, 6));
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_STREAM, 7, 0));
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_SEQPACKET, 6, 5));
   put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, 1, 0));
   put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, 0, 3));
   put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)));
@@ -146,13 +160,34 @@ static void build(struct prog *p, const struct plan *pl, int for_guard) {
   /* socketpair: unix stream and seqpacket only, for the same reason. */
   put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socketpair, 0, 8));
   put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0)));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 1, 0));
-  ret(p, ERR(EACCES));
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 4));
   put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)));
   put(p, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xf));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_DGRAM, 0, 1));
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_STREAM, 2, 0));
+  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_SEQPACKET, 1, 0));
   ret(p, ERR(EACCES));
   ret(p, ALLOW);
+
+  /* Without namespaces (reduced mode) the host's processes and IPC objects
+   * share our namespaces: no System V or POSIX message IPC, and no changing
+   * another process's limits, priority or scheduling. Signals are scoped by
+   * Landlock (ABI 6, which reduced mode requires). */
+  if (!pl->use_ns) {
+    static const int ipc[] = {SYS_shmget, SYS_shmat, SYS_shmctl, SYS_shmdt, SYS_msgget, SYS_msgsnd, SYS_msgrcv, SYS_msgctl,
+                              SYS_semget, SYS_semop, SYS_semctl, SYS_semtimedop, SYS_mq_open, SYS_mq_unlink,
+                              SYS_mq_timedsend, SYS_mq_timedreceive, SYS_mq_notify, SYS_mq_getsetattr};
+    for (size_t k = 0; k < sizeof ipc / sizeof ipc[0]; k++) on(p, ipc[k], ERR(EPERM));
+    static const int self_only[][2] = {{SYS_prlimit64, 0}, {SYS_setpriority, 1}, {SYS_ioprio_set, 1},
+                                       {SYS_sched_setaffinity, 0}, {SYS_sched_setscheduler, 0}, {SYS_sched_setparam, 0},
+                                       {SYS_sched_setattr, 0}};
+    for (size_t k = 0; k < sizeof self_only / sizeof self_only[0]; k++) {
+      put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (__u32)self_only[k][0], 0, 4));
+      put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(self_only[k][1])));
+      put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1));
+      ret(p, ALLOW);
+      ret(p, ERR(EPERM));
+    }
+  }
 
   if (notify) {
     on_arg_bits(p, SYS_open, 1, WRITE_OPEN_FLAGS, NOTIFY, ALLOW);

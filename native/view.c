@@ -140,7 +140,9 @@ static void bind_dev(const struct plan *p, int opi, const char *path) {
   if (fstat(src, &st) != 0 || !S_ISCHR(st.st_mode)) die_step("view", "%s is not a character device", path);
   int tree = (int)syscall(SYS_open_tree, src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
   if (tree < 0) die_step("view", "open_tree %s: %s", path, strerror(errno));
-  struct mount_attr attr = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC};
+  /* Read-only: the device can still be opened for writing, but its inode
+   * (mode, owner, times) cannot be changed. */
+  struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC};
   if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0)
     die_step("view", "mount_setattr %s: %s", path, strerror(errno));
   int target = mountpoint(p, opi, path, 0);

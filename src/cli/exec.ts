@@ -197,6 +197,10 @@ function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, egr
     err(`could not set up the sandbox (${r.setupError.step}): ${r.setupError.message}${reduced}`);
     return EXIT_REFUSED;
   }
+  if (r.guardDied) {
+    err("the write guard died while the command ran; the sandbox was stopped, and the run is not to be trusted");
+    return EXIT_REFUSED;
+  }
   for (const d of r.denied.slice(0, MAX_DENIAL_LINES)) err(`refused ${d.op} ${d.path}: ${d.reason}${hint(plan, d.reason, d.path)}`);
   if (r.denied.length > MAX_DENIAL_LINES) err(`… and ${r.denied.length - MAX_DENIAL_LINES} more refusals`);
   const refusedEgress = egress.filter((e) => e.decision === "denied");

@@ -43,7 +43,7 @@ export interface GateLimits {
 }
 
 export const DEFAULT_GATE_LIMITS: GateLimits = {
-  connectionsPerWorker: 128,
+  connectionsPerWorker: 256,
   bytesPerConnection: 1 << 30,
   idleMs: 60_000,
   headerBytes: 16 * 1024,

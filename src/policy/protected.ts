@@ -3,10 +3,16 @@
  * or not they exist yet. Each is something the host runs or trusts later, so a
  * sandboxed write there would run code outside the sandbox.
  *
- * Patterns are path components below a writable grant; `**` matches any number
- * of components. Matching ignores ASCII case. A `tree` covers the entry and
- * everything below it; a `file` covers the entry itself (it may not be created,
- * written, renamed or removed). The launcher's write guard enforces them.
+ * Patterns are path components; `**` matches any number of components, and
+ * matching ignores ASCII case. A match counts when it reaches below the root of
+ * the writable grant (so granting /repo/.git still protects /repo/.git/hooks).
+ * A `tree` covers the entry and everything below it; a `file` covers the entry
+ * itself (it may not be created, written, renamed or removed). An entry that
+ * could become an ancestor of a protected path (`.git/modules/x` for
+ * `.git/modules/**\/config`) may not be created, renamed or removed either.
+ * The launcher's write guard enforces these, plus two git rules no pattern can
+ * express: no HEAD or commondir outside .git, and no change to the config or
+ * hooks of any directory that is a git directory.
  */
 export interface ProtectedPath {
   readonly pattern: string;
@@ -24,6 +30,8 @@ export const PROTECTED_PATHS: readonly ProtectedPath[] = [
   { pattern: ".git", kind: "file", why: "a repository's git dir, or a gitdir pointer that redirects git" },
   { pattern: ".git/config", kind: "file", why: "git configuration can run commands (core.fsmonitor, core.pager)" },
   { pattern: ".git/config.worktree", kind: "file", why: "per-worktree git configuration" },
+  { pattern: ".git/commondir", kind: "file", why: "redirects git to another git directory, its config and hooks" },
+  { pattern: ".git/modules/**/commondir", kind: "file", why: "redirects a submodule's git directory" },
   { pattern: ".git/hooks", kind: "tree", why: "git hooks run on the host" },
   { pattern: ".git/modules/**/config", kind: "file", why: "a submodule's git configuration" },
   { pattern: ".git/modules/**/hooks", kind: "tree", why: "a submodule's git hooks" },
@@ -36,6 +44,15 @@ export const PROTECTED_PATHS: readonly ProtectedPath[] = [
   { pattern: ".idea", kind: "tree", why: "editor run configurations" },
   { pattern: ".husky", kind: "tree", why: "git hooks installed by husky" },
   { pattern: ".envrc", kind: "file", why: "direnv runs it on cd" },
+  { pattern: ".devcontainer", kind: "tree", why: "dev container commands that editors run" },
+  { pattern: ".claude", kind: "tree", why: "agent settings and hooks that run commands" },
+  { pattern: ".cursor", kind: "tree", why: "editor agent rules and settings" },
+  { pattern: ".npmrc", kind: "file", why: "npm settings (script-shell, node-options) that run code" },
+  { pattern: ".yarnrc", kind: "file", why: "yarn settings that run code" },
+  { pattern: ".yarnrc.yml", kind: "file", why: "yarn settings (yarnPath) that run code" },
+  { pattern: ".pnpmfile.cjs", kind: "file", why: "pnpm hooks that run on install" },
+  { pattern: ".gitconfig", kind: "file", why: "a user git configuration, when a grant covers a home directory" },
+  { pattern: ".ssh", kind: "tree", why: "SSH keys and configuration" },
   ...RC_FILES.map((f) => ({ pattern: f, kind: "file" as const, why: "shell startup file" })),
 ];
 
@@ -53,17 +70,33 @@ function matchesAt(comps: string[], i: number, pattern: string[], j: number, who
   return c !== undefined && p !== undefined && same(c, p) && matchesAt(comps, i + 1, pattern, j + 1, wholeRest);
 }
 
+/** Do comps[i..] match a proper, non-empty beginning of pattern[j..]? */
+function prefixAt(comps: string[], i: number, pattern: string[], j: number, consumed: boolean): boolean {
+  if (i === comps.length) return consumed && j < pattern.length;
+  if (j === pattern.length) return false;
+  if (pattern[j] === "**") return prefixAt(comps, i, pattern, j + 1, consumed) || prefixAt(comps, i + 1, pattern, j, true);
+  return same(comps[i]!, pattern[j]!) && prefixAt(comps, i + 1, pattern, j + 1, true);
+}
+
 /**
- * Which protected path (if any) covers a path relative to a writable grant.
- * The same matcher as the launcher's guard (native/guard.c), for planning and
- * for the broker's own checks.
+ * Which protected path (if any) covers a path. The same matcher as the
+ * launcher's guard (native/guard.c). rootDepth is the number of components of
+ * the writable grant's root: a match must reach below it. With `entry`, a path
+ * that could become an ancestor of a protected path counts too.
  */
-export function protectedMatch(relative: string): ProtectedPath | undefined {
-  const comps = relative.split("/").filter((c) => c !== "" && c !== ".");
+export function protectedMatch(path: string, opts: { rootDepth?: number; entry?: boolean } = {}): ProtectedPath | undefined {
+  const comps = path.split("/").filter((c) => c !== "" && c !== ".");
+  const rootDepth = opts.rootDepth ?? 0;
+  if (comps.length <= rootDepth) return undefined;
   for (const p of PROTECTED_PATHS) {
     const pattern = p.pattern.split("/");
-    for (let start = 0; start < comps.length; start++)
-      if (matchesAt(comps, start, pattern, 0, p.kind === "file")) return p;
+    for (let start = 0; start < comps.length; start++) {
+      if (p.kind === "file" && matchesAt(comps, start, pattern, 0, true)) return p;
+      if (p.kind === "tree")
+        for (let end = Math.max(start + 1, rootDepth + 1); end <= comps.length; end++)
+          if (matchesAt(comps.slice(0, end), start, pattern, 0, true)) return p;
+      if (opts.entry && prefixAt(comps, start, pattern, 0, false)) return p;
+    }
   }
   return undefined;
 }

@@ -1,9 +1,10 @@
 import { spawn, type StdioOptions } from "node:child_process";
-import { closeSync, constants as fsConstants, existsSync, fstatSync, openSync, readSync, unlinkSync, writeSync } from "node:fs";
-import { constants, tmpdir } from "node:os";
+import { closeSync, constants as fsConstants, existsSync, fstatSync, mkdirSync, openSync, readSync, unlinkSync, writeSync } from "node:fs";
+import { constants } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { VakError } from "../policy/errors.js";
+import { vakDirs } from "../policy/state.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { parseReport, type Report } from "./report.js";
 
@@ -62,6 +63,8 @@ export interface LaunchResult {
   code: number;
   reports: Report[];
   setupError?: { step: string; message: string } | undefined;
+  /** The write guard died while the command ran; the launcher stopped the sandbox. */
+  guardDied: boolean;
   execError?: { errno: number; message: string } | undefined;
   timedOut: boolean;
   denied: Extract<Report, { event: "denied" }>[];
@@ -82,6 +85,14 @@ export interface RunningSandbox {
 const MAX_REPORT_BYTES = 1 << 20;
 const MAX_REPORT_LINES = 1000;
 
+/** A directory of Vak's own for temporary files: never inside any grant (Vak's state is masked and guarded). */
+function privateTmp(): string {
+  const d = vakDirs();
+  const dir = join(d.runtime ?? join(d.state, "run"), "tmp");
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  return dir;
+}
+
 /**
  * An unlinked temporary file for the launcher's report. A file rather than a
  * pipe: Node gives a raw fd to the child as is, where a pipe would cost a
@@ -89,10 +100,11 @@ const MAX_REPORT_LINES = 1000;
  * init and its guard hold it; the command's copy closes on exec.
  */
 function reportFile(content = ""): number {
+  const dir = privateTmp();
   const flags = fsConstants.O_RDWR | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_APPEND | fsConstants.O_NOFOLLOW;
   for (let attempt = 0; ; attempt++) {
     // O_EXCL makes the name's guessability harmless; a clash just picks another.
-    const path = join(tmpdir(), `vak-report-${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`);
+    const path = join(dir, `report-${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`);
     try {
       const fd = openSync(path, flags, 0o600);
       unlinkSync(path);
@@ -158,6 +170,7 @@ export function launch(plan: LaunchPlan, stdio: ["inherit" | "pipe" | "ignore", 
         setupError: setup?.event === "setup-error" ? { step: setup.step, message: setup.message } : undefined,
         execError: exec?.event === "exec-error" ? { errno: exec.errno, message: exec.message } : undefined,
         timedOut: reports.some((r) => r.event === "timeout"),
+        guardDied: reports.some((r) => r.event === "guard-died"),
         denied: reports.filter((r): r is Extract<Report, { event: "denied" }> => r.event === "denied"),
         limits: reports.find((r): r is Extract<Report, { event: "limits" }> => r.event === "limits"),
         malformed,

@@ -11,6 +11,7 @@ export type Report =
   | { event: "exec-error"; errno: number; message: string }
   | { event: "denied"; op: string; path: string; reason: string; pid: number; more?: boolean }
   | { event: "signaled"; signal: number }
+  | { event: "guard-died"; signal?: number; status?: number }
   | { event: "timeout"; ms: number }
   | { event: "limits"; procs: ProcsMechanism; memory_cgroup: boolean; procs_hit: number; oom_kills: number };
 
@@ -24,10 +25,14 @@ const SHAPES: Record<Report["event"], Record<string, FieldType>> = {
   "exec-error": { errno: "number", message: "string" },
   denied: { op: "string", path: "string", reason: "string", pid: "number" },
   signaled: { signal: "number" },
+  "guard-died": {},
   timeout: { ms: "number" },
   limits: { procs: "string", memory_cgroup: "boolean", procs_hit: "number", oom_kills: "number" },
 };
-const OPTIONAL: Partial<Record<Report["event"], Record<string, FieldType>>> = { denied: { more: "boolean" } };
+const OPTIONAL: Partial<Record<Report["event"], Record<string, FieldType>>> = {
+  denied: { more: "boolean" },
+  "guard-died": { signal: "number", status: "number" },
+};
 
 export function parseReport(line: string): Report | undefined {
   let v: unknown;

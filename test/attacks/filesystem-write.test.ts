@@ -1,4 +1,4 @@
-import { existsSync, linkSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
@@ -110,6 +110,43 @@ describe("no write outside grants", () => {
     expect(readFileSync(join(s.ws, "f"), "utf8")).toBe("original\n");
     expect(existsSync(join(s.ws, "new"))).toBe(false);
     expect(r.stderr).toContain("--mode workspace-write");
+  });
+
+  it("--deny-write cannot be sidestepped by renaming a parent directory away and back", async () => {
+    mkdirSync(join(s.ws, "conf"));
+    writeFileSync(join(s.ws, "conf", "prod.env"), "ORIGINAL\n");
+    const r = await sandboxSh(s.ws, `mv conf conf_old; mkdir y && echo INJECTED > y/prod.env && mv y conf; true`, ["--deny-write", "conf/prod.env"]);
+    expect(r.code).toBe(0);
+    expect(readFileSync(join(s.ws, "conf", "prod.env"), "utf8")).toBe("ORIGINAL\n");
+  });
+
+  it("host device nodes keep their mode, owner and times", async () => {
+    const before = ["/dev/null", "/dev/full", "/dev/zero"].map((d) => statSync(d)).map((st) => [st.mode, st.uid, st.mtimeMs]);
+    const r = await sandboxSh(s.ws, `chmod 000 /dev/null; chmod 4600 /dev/full; touch -d 2001-01-01 /dev/zero; chown 1:1 /dev/full; echo still-writable > /dev/null && echo ok`);
+    expect(r.stdout.trim()).toBe("ok");
+    expect(["/dev/null", "/dev/full", "/dev/zero"].map((d) => statSync(d)).map((st) => [st.mode, st.uid, st.mtimeMs])).toEqual(before);
+  });
+
+  it("a host file inherited on stdin cannot have its mode or xattrs changed, nor be reopened for writing", async () => {
+    const host = join(s.outside, "target");
+    const mode = statSync(host).mode;
+    const r = await sandboxSh(s.ws, `python3 -c "
+import os
+for f in (lambda: os.fchmod(0, 0o4777), lambda: os.setxattr(0, 'user.pwn', b'1'), lambda: open('/proc/self/fd/0', 'w').write('evil')):
+    try: f(); print('DONE')
+    except OSError as e: print('refused', e.errno)
+" < ${host}`);
+    expect(r.stdout).not.toContain("DONE");
+    expect(statSync(host).mode).toBe(mode);
+    untouched();
+  });
+
+  it("rmdir of a symlink with a trailing slash does not remove the directory it points to", async () => {
+    mkdirSync(join(s.ws, "real"));
+    symlinkSync("real", join(s.ws, "link"));
+    const r = await sandboxSh(s.ws, `rmdir link/; echo status=$?`);
+    expect(r.stdout).not.toContain("status=0");
+    expect(existsSync(join(s.ws, "real"))).toBe(true);
   });
 
   it("--deny-write inside a writable workspace holds, for existing and missing paths", async () => {

@@ -133,6 +133,11 @@ except OSError as e:
     expect(dgram).toMatch(/^refused/);
   });
 
+  it("a unix SOCK_RAW socket (which the kernel makes a datagram socket) is refused too", async () => {
+    expect(await probe(attempt(`a = socket.socket(socket.AF_UNIX, socket.SOCK_RAW); a.sendto(b"x", "host.sock")`))).toMatch(/^refused/);
+    expect(await probe(attempt(`a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_RAW)`))).toMatch(/^refused/);
+  });
+
   it("none of the host listeners saw a connection or a packet", () => {
     expect(hits).toEqual([]);
   });

@@ -107,6 +107,58 @@ describe("protected paths stay read-only inside a writable workspace", () => {
     expect(existsSync(join(s.ws, ".VSCode"))).toBe(false);
   });
 
+  it(".git/commondir cannot redirect the repository to an attacker's config (host code execution)", async () => {
+    const pwned = join(s.root, "PWNED_commondir");
+    const r = await sandboxSh(s.ws, `mkdir evil && cp -r .git/objects .git/refs .git/HEAD evil/; printf '[core]\\n\\tfsmonitor = "touch ${pwned}; false"\\n' > evil/config; echo ../evil > .git/commondir; echo ../evil > ${DEEP}/.git/commondir; true`);
+    expect(r.code).toBe(0);
+    expect(existsSync(join(s.ws, ".git/commondir"))).toBe(false);
+    expect(existsSync(join(s.ws, DEEP, ".git/commondir"))).toBe(false);
+    execFileSync("git", ["status"], { cwd: s.ws, stdio: "ignore" });
+    expect(existsSync(pwned)).toBe(false);
+  });
+
+  it("a directory cannot be turned into a bare repository that the host's git would trust", async () => {
+    const pwned = join(s.root, "PWNED_bare");
+    const r = await sandboxSh(s.ws, `mkdir -p pkg/objects pkg/refs && echo "ref: refs/heads/main" > pkg/HEAD; printf '[core]\\n\\tbare = false\\n\\tworktree = .\\n\\tfsmonitor = "touch ${pwned}; false"\\n' > pkg/config; true`);
+    expect(r.code).toBe(0);
+    expect(existsSync(join(s.ws, "pkg/HEAD"))).toBe(false);
+    expect(r.stderr).toContain("would make this directory a git repository");
+  });
+
+  it("the config and hooks of an existing bare repository in the workspace are protected", async () => {
+    execFileSync("git", ["init", "-q", "--bare", join(s.ws, "vendor/lib.git")]);
+    const before = readFileSync(join(s.ws, "vendor/lib.git/config"), "utf8");
+    const r = await sandboxSh(s.ws, `echo '[core] fsmonitor=evil' >> vendor/lib.git/config; echo evil > vendor/lib.git/hooks/post-update; true`);
+    expect(r.code).toBe(0);
+    expect(readFileSync(join(s.ws, "vendor/lib.git/config"), "utf8")).toBe(before);
+    expect(existsSync(join(s.ws, "vendor/lib.git/hooks/post-update"))).toBe(false);
+  });
+
+  it("a submodule's git directory cannot be swapped for a prepared one (rename of an ancestor)", async () => {
+    const pwned = join(s.root, "PWNED_submodule");
+    mkdirSync(join(s.ws, ".git/modules/sub/hooks"), { recursive: true });
+    writeFileSync(join(s.ws, ".git/modules/sub/config"), "[core]\n");
+    const r = await sandboxSh(
+      s.ws,
+      `mkdir -p stage/hooks && printf '[core]\\n\\tfsmonitor = "touch ${pwned}"\\n' > stage/config; mv .git/modules/sub old; mv stage .git/modules/sub2; mv stage .git/modules/sub; ln -s ../../stage .git/modules/sub3; true`,
+    );
+    expect(r.code).toBe(0);
+    expect(readFileSync(join(s.ws, ".git/modules/sub/config"), "utf8")).toBe("[core]\n");
+    expect(existsSync(join(s.ws, ".git/modules/sub2"))).toBe(false);
+    expect(existsSync(join(s.ws, ".git/modules/sub3"))).toBe(false);
+    expect(existsSync(join(s.ws, "old"))).toBe(false);
+  });
+
+  it("granting the repository's .git itself (to commit from a subdirectory) keeps its hooks and config protected", async () => {
+    mkdirSync(join(s.ws, "pkg"));
+    const before = configOf(s.ws);
+    const r = await sandboxSh(join(s.ws, "pkg"), `echo evil > ../.git/hooks/pre-commit; echo '[alias]' >> ../.git/config; echo ok > ../.git/scratch-note; true`, ["--allow-write", join(s.ws, ".git")]);
+    expect(r.code).toBe(0);
+    expect(existsSync(join(s.ws, ".git/hooks/pre-commit"))).toBe(false);
+    expect(configOf(s.ws)).toBe(before);
+    expect(readFileSync(join(s.ws, ".git/scratch-note"), "utf8")).toBe("ok\n");
+  });
+
   it("ordinary git work still runs: status, add, commit", async () => {
     writeFileSync(join(s.ws, "new.txt"), "data\n");
     const r = await sandboxSh(s.ws, `git status --short && git add new.txt && git -c user.email=a@b.invalid -c user.name=a commit -qm "from the sandbox" && git log --oneline | head -1`);

@@ -75,6 +75,24 @@ except OSError as e: print('refused', e.errno)
     expect(r.stdout).toContain("refused 13");
   });
 
+  it("reduced mode keeps the host's processes and IPC out of reach", async () => {
+    const r = await sandboxSh(s.ws, `python3 -c "
+import ctypes, os, errno
+libc = ctypes.CDLL(None, use_errno=True)
+def check(name, rc):
+    print(name, 'refused' if rc < 0 else 'DONE', errno.errorcode.get(ctypes.get_errno(), ''))
+check('shmget', libc.shmget(0, 4096, 0o1600))
+check('msgget', libc.msgget(0, 0o1600))
+check('prlimit-host', libc.prlimit(${process.pid}, 0, None, None))
+check('setpriority-user', libc.setpriority(1, os.getuid(), 10))
+try:
+    fd = os.open('/proc', os.O_RDONLY | os.O_CREAT | os.O_DIRECTORY); print('proc DONE', len(os.listdir(fd)))
+except OSError as e: print('proc refused')
+"`, ["--sandbox", "reduced"], { wrapper });
+    expect(r.stdout).not.toContain("DONE");
+    expect(r.stdout.match(/refused/g)?.length).toBe(5);
+  });
+
   it("reduced mode refuses what it cannot guarantee: --deny-read inside a grant", async () => {
     const r = await sandboxSh(s.ws, `echo RAN`, ["--sandbox", "reduced", "--deny-read", "README"], { wrapper });
     expect(r.code).toBe(125);
