@@ -7,7 +7,8 @@ export default defineConfig([
   {
     input: { vak: "src/cli/main.ts" },
     platform: "node",
-    external: [/^node:/],
+    // Native addons find their binary relative to their own package.
+    external: [/^node:/, "better-sqlite3"],
     output: { dir: "dist/bin", format: "cjs", entryFileNames: "[name].cjs", chunkFileNames: "[name]-[hash].cjs" },
   },
   // The fetch preload for sandboxed Node processes, with undici as a chunk

@@ -1,28 +1,28 @@
 #!/usr/bin/env node
 "use strict";
 // CommonJS on purpose: it spares `vak exec` the ES module loader's start-up.
-// The CLI bundle is compiled with V8's code cache made at build time by the
-// same Node (scripts/code-cache.cjs); a cache V8 rejects costs only the time.
+// The CLI bundle's files are compiled with V8 code caches made at build time
+// by the same Node (scripts/code-cache.cjs); a cache V8 rejects costs only time.
 const { readFileSync } = require("node:fs");
-const { createRequire, wrap } = require("node:module");
+const Module = require("node:module");
 const { dirname, join } = require("node:path");
 const { Script } = require("node:vm");
 
-function loadCli() {
-  const file = join(__dirname, "..", "dist", "bin", "vak.cjs");
+const BUNDLE = join(__dirname, "..", "dist", "bin");
+const plain = Module._extensions[".cjs"] ?? Module._extensions[".js"];
+Module._extensions[".cjs"] = function compileCached(module, filename) {
+  if (dirname(filename) !== BUNDLE) return plain(module, filename);
   let cachedData;
   try {
-    cachedData = readFileSync(`${file}.cache`);
+    cachedData = readFileSync(`${filename}.cache`);
   } catch {
     cachedData = undefined;
   }
-  const script = new Script(wrap(readFileSync(file, "utf8")), { filename: file, cachedData });
-  const module = { exports: {} };
-  script.runInThisContext()(module.exports, createRequire(file), module, file, dirname(file));
-  return module.exports;
-}
+  const script = new Script(Module.wrap(readFileSync(filename, "utf8")), { filename, cachedData });
+  script.runInThisContext()(module.exports, Module.createRequire(filename), module, filename, dirname(filename));
+};
 
-loadCli()
+require(join(BUNDLE, "vak.cjs"))
   .main(process.argv.slice(2))
   .then(
     (code) => process.exit(code),

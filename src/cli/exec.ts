@@ -8,9 +8,9 @@ import type { Grants, Limits, Mode } from "../policy/grants.js";
 import { decide, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { launch, type GateLink, type LaunchResult } from "../sandbox/launcher.js";
-import { parseNetPolicy, RuleError, type NetPolicy } from "../net/rules.js";
+import type { NetPolicy } from "../net/rules.js";
 import type { EgressEvent } from "../net/gate.js";
-import { startGate } from "./gate.js";
+import { ExecRecord } from "./exec-record.js";
 import { EXIT_REFUSED, EXIT_TIMEOUT } from "./exit.js";
 
 export interface ExecOptions {
@@ -69,6 +69,8 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
   const sandbox: SandboxKind = mode === "full-access" ? "none" : (opts.sandbox as SandboxKind);
   let net: NetPolicy | undefined;
   if (opts.allowNet?.length || opts.denyNet?.length) {
+    // The network code (http, dns, ipaddr) loads only when a command asks for the network.
+    const { parseNetPolicy, RuleError } = await import("../net/rules.js");
     try {
       net = parseNetPolicy(opts.allowNet ?? [], opts.denyNet ?? []);
     } catch (e) {
@@ -97,6 +99,7 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
 }
 
 async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions): Promise<number> {
+  const record = ExecRecord.start(plan);
   process.stderr.write("vak: --full-access: running WITHOUT a sandbox, by your explicit decision\n");
   const [cmd, ...args] = plan.command;
   const child = spawn(cmd!, args, { stdio: "inherit", cwd: plan.cwd, env: plan.env });
@@ -107,24 +110,33 @@ async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions): Promise<numb
     });
     child.on("close", (c, s) => resolve(c ?? 128 + (s ? 9 : 0)));
   });
+  record.finish(undefined, code);
   if (opts.json) process.stderr.write(JSON.stringify({ exit: code, mode: plan.mode, sandbox: "none" }) + "\n");
   return code;
 }
 
 async function runSandboxed(plan: LaunchPlan, opts: ExecOptions): Promise<number> {
+  // Nothing runs unrecorded: the policy and the plan are committed first.
+  const record = ExecRecord.start(plan);
   const egress: EgressEvent[] = [];
-  const gate = plan.network.kind === "gate" ? await startGate(plan.network.policy, (e) => egress.push(e)) : undefined;
+  let gate: { link: GateLink; close(): Promise<void> } | undefined;
   try {
-    return await runWithGate(plan, opts, egress, gate?.link);
+    if (plan.network.kind === "gate")
+      gate = await (await import("./gate.js")).startGate(plan.network.policy, (e) => {
+        egress.push(e);
+        record.egress(e);
+      });
+    return await runWithGate(plan, opts, egress, gate?.link, record);
   } finally {
     await gate?.close();
   }
 }
 
-async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressEvent[], link: GateLink | undefined): Promise<number> {
+async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressEvent[], link: GateLink | undefined, record: ExecRecord): Promise<number> {
   const started = process.hrtime.bigint();
   const limitOutput = plan.limits.maxOutputBytes;
   const sb = launch(plan, ["inherit", limitOutput ? "pipe" : "inherit", limitOutput ? "pipe" : "inherit"], link);
+  record.onFailure = () => sb.kill("SIGKILL");
 
   let stopping = false;
   let killTimer: NodeJS.Timeout | undefined;
@@ -162,7 +174,12 @@ async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressEv
     for (const s of STOP_SIGNALS) process.off(s, onSignal);
     if (killTimer) clearTimeout(killTimer);
   }
-  const code = explain(plan, result, outputExceeded, egress);
+  let code = explain(plan, result, outputExceeded, egress);
+  if (record.failed) {
+    process.stderr.write(`vak: ${record.failed.message}; the sandbox was stopped\n`);
+    code = EXIT_REFUSED;
+  }
+  record.finish(result, code, { outputExceeded });
   if (opts.json) {
     process.stderr.write(
       JSON.stringify({

@@ -50,6 +50,26 @@ function program(): Command {
       p.setOptionValue("exitCode", await execCommand(command, opts));
     });
 
+  const done = (code: number): void => void p.setOptionValue("exitCode", code);
+  const journal = p.command("journal").description("the append-only, hash-chained record of every session");
+  journal.command("list").description("the sessions in the journal").option("--json", "machine-readable").action(async (opts) => {
+    done((await import("./journal.js")).journalList(opts));
+  });
+  journal.command("show").description("one session as a timeline").argument("<id>", "a session id (or its start)").option("--json", "machine-readable")
+    .action(async (id: string, opts) => done((await import("./journal.js")).journalShow(id, opts)));
+  journal.command("export").description("one session as JSON Lines, one event a line").argument("<id>", "a session id")
+    .action(async (id: string) => done((await import("./journal.js")).journalExport(id)));
+  journal.command("search").description("full-text search over arguments, results and reasons").argument("<query>", "words, or an FTS5 query")
+    .option("--session <id>", "only this session").option("--json", "machine-readable")
+    .action(async (q: string, opts) => done((await import("./journal.js")).journalSearch(q, opts)));
+  journal.command("verify").description("walk the hash chain; exit 1 at the first broken link").option("--json", "machine-readable")
+    .action(async (opts) => done((await import("./journal.js")).journalVerify(opts)));
+  journal.command("ingest").description("take spooled runs into the hash chain now (done in the background anyway)")
+    .action(async () => done((await import("./journal.js")).journalIngest()));
+  journal.command("prune").description("remove events older than a date (the prune itself is journaled)")
+    .option("--before <date>", "a date, a time, or an age such as 90d; default: [journal] retention_days")
+    .action(async (opts) => done(await (await import("./journal.js")).journalPrune(opts)));
+
   p.command("doctor")
     .description("report what this machine's kernel can enforce, and try the sandbox for real")
     .option("--json", "machine-readable output")

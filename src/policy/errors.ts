@@ -7,6 +7,7 @@ export type ErrorCode =
   | "unsupported"
   | "sandbox-setup"
   | "limit-unenforceable"
+  | "journal"
   | "internal";
 
 export class VakError extends Error {

@@ -1,5 +1,11 @@
 import { spawn, type ChildProcess, type StdioOptions } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { VAK_BIN } from "./paths.js";
+
+/** Vak's state (the journal) for this test file's runs: never the machine's own. */
+export const TEST_STATE = mkdtempSync(join(tmpdir(), "vak-test-state-"));
 
 export interface RunResult {
   code: number | null;
@@ -16,6 +22,7 @@ export function baseEnv(extra: Record<string, string> = {}): Record<string, stri
     PATH: process.env.PATH ?? "/usr/bin:/bin",
     HOME: process.env.HOME ?? "/root",
     LANG: "C.UTF-8",
+    XDG_STATE_HOME: TEST_STATE,
   };
   return { ...env, ...extra };
 }

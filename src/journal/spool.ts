@@ -1,0 +1,137 @@
+import { closeSync, constants, fdatasyncSync, mkdirSync, openSync, readdirSync, renameSync, writeSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { Redactor } from "../secrets/redact.js";
+import { VakError } from "../policy/errors.js";
+import { vakDirs } from "../policy/state.js";
+import { type Actor, checkEvent, type EventKind, type Payload } from "./events.js";
+
+/**
+ * The journal's spool: how a short-lived command (`vak exec`) records itself
+ * without loading SQLite on its start-up path. Each run writes one file of JSON
+ * lines, each line made durable (fdatasync) before the write returns; the
+ * journal takes the file into its hash chain the next time it opens (or when a
+ * background `vak journal ingest` runs) and removes it. A run's record is thus
+ * durable before the command starts, and chained a little later.
+ */
+export interface SpoolLine {
+  kind: EventKind;
+  actor: Actor;
+  generation: number;
+  payload: Payload;
+  time: string;
+}
+
+export interface SpoolHeader {
+  session: string;
+  kind: string;
+  title: string;
+  workspace: string | null;
+  started: string;
+  pid: number;
+}
+
+function why(e: unknown): string {
+  const code = (e as NodeJS.ErrnoException).code;
+  if (code === "ENOSPC" || code === "EDQUOT") return "the disk is full";
+  if (code === "EROFS") return "the file system is read-only";
+  if (code === "EACCES" || code === "EPERM") return "permission denied";
+  return (e as Error).message;
+}
+
+export function spoolDir(env: NodeJS.ProcessEnv = process.env): string {
+  return join(vakDirs(env).state, "spool");
+}
+
+/** A file being written ends in .open.jsonl and carries its writer's pid; a finished one ends in .done.jsonl. */
+export const OPEN_SUFFIX = ".open.jsonl";
+export const DONE_SUFFIX = ".done.jsonl";
+
+export class Spool {
+  private fd: number;
+  private closed = false;
+
+  private constructor(
+    readonly path: string,
+    fd: number,
+    readonly header: SpoolHeader,
+    private readonly redactor: Redactor,
+  ) {
+    this.fd = fd;
+  }
+
+  static start(info: { kind: string; title: string; workspace?: string }, opts: { dir?: string; redactor?: Redactor } = {}): Spool {
+    const dir = opts.dir ?? spoolDir();
+    const redactor = opts.redactor ?? new Redactor();
+    const session = `${Date.now().toString(36)}-${Math.random().toString(16).slice(2, 12).padEnd(10, "0")}`;
+    const header: SpoolHeader = { session, kind: info.kind, title: redactor.text(info.title), workspace: info.workspace ?? null, started: new Date().toISOString(), pid: process.pid };
+    const path = join(dir, `${session}.${process.pid}${OPEN_SUFFIX}`);
+    let fd: number;
+    try {
+      mkdirSync(dirname(dir), { recursive: true, mode: 0o700 });
+      try {
+        mkdirSync(dir, { mode: 0o700 }); // not recursive: on a read-only file system that one says ENOENT
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+      }
+      fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_APPEND | constants.O_NOFOLLOW, 0o600);
+    } catch (e) {
+      throw new VakError("journal", `the journal spool ${dir} could not be written (${why(e)}); nothing runs unrecorded`);
+    }
+    const s = new Spool(path, fd, header, redactor);
+    s.line(JSON.stringify({ header }), false);
+    return s;
+  }
+
+  private line(text: string, durable = true): void {
+    try {
+      writeSync(this.fd, `${text}\n`);
+      if (durable) fdatasyncSync(this.fd);
+    } catch (e) {
+      throw new VakError("journal", `the journal spool ${this.path} could not be written (${why(e)}); nothing runs unrecorded`);
+    }
+  }
+
+  /** Durable when it returns (unless durable is false: then with the next durable one); throws a VakError when it cannot be. */
+  append(kind: EventKind, actor: Actor, generation: number, payload: Payload, durable = true): void {
+    if (this.closed) throw new VakError("internal", "append to a closed spool");
+    checkEvent({ kind, actor, generation, payload });
+    const line: SpoolLine = { kind, actor: this.redactor.value(actor), generation, payload: this.redactor.value(payload), time: new Date().toISOString() };
+    this.line(JSON.stringify(line), durable);
+  }
+
+  /** Marks the run's record complete, ready for the journal to take in. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    closeSync(this.fd);
+    renameSync(this.path, this.path.replace(new RegExp(`\\.\\d+${OPEN_SUFFIX.replace(/\./g, "\\.")}$`), DONE_SUFFIX));
+  }
+}
+
+/** Spool files ready to be taken in: finished ones, and those whose writer died. */
+export function pendingSpools(dir: string = spoolDir()): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const alive = (pid: number) => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch (e) {
+      return (e as NodeJS.ErrnoException).code === "EPERM";
+    }
+  };
+  const claimedBy = (n: string) => Number(/\.ingesting-(\d+)$/.exec(n)?.[1] ?? 0);
+  return names
+    .filter(
+      (n) =>
+        n.endsWith(DONE_SUFFIX) ||
+        (n.endsWith(OPEN_SUFFIX) && !alive(Number(n.split(".")[1]))) ||
+        (claimedBy(n) > 0 && !alive(claimedBy(n))), // an ingester that died mid-way
+    )
+    .sort()
+    .map((n) => join(dir, n));
+}

@@ -1,0 +1,50 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { parse } from "smol-toml";
+import { z } from "zod";
+import { VakError } from "./errors.js";
+import { vakDirs } from "./state.js";
+
+/**
+ * The user's configuration (~/.config/vak/config.toml): the trusted tier.
+ * A repository's files can never set anything here. Unknown keys are refused,
+ * so that a typo does not silently leave a setting at its default.
+ */
+export const UserConfigSchema = z
+  .object({
+    journal: z
+      .object({
+        /** Days of journal to keep; `vak journal prune` without --before removes older events. */
+        retention_days: z.number().int().positive().optional(),
+      })
+      .strict()
+      .default({}),
+  })
+  .strict();
+export type UserConfig = z.infer<typeof UserConfigSchema>;
+
+export function userConfigPath(env: NodeJS.ProcessEnv = process.env): string {
+  return join(vakDirs(env).config, "config.toml");
+}
+
+export function loadUserConfig(path: string = userConfigPath()): UserConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return UserConfigSchema.parse({});
+    throw new VakError("bad-input", `${path}: cannot be read (${(e as Error).message})`);
+  }
+  let data: unknown;
+  try {
+    data = parse(text);
+  } catch (e) {
+    throw new VakError("bad-input", `${path}: not valid TOML: ${(e as Error).message.split("\n")[0]}`);
+  }
+  const r = UserConfigSchema.safeParse(data);
+  if (!r.success) {
+    const i = r.error.issues[0]!;
+    throw new VakError("bad-input", `${path}: ${i.path.join(".") || "(top level)"}: ${i.message}`);
+  }
+  return r.data;
+}

@@ -1,0 +1,77 @@
+import { execFileSync } from "node:child_process";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { processesWith, scratch, type Scratch } from "../support/fs.js";
+import { baseEnv, runVak, sandboxSh, spawnVak, TEST_STATE } from "../support/vak.js";
+
+const journal = (...args: string[]) => runVak(["journal", ...args], { cwd: "/" });
+
+// vak exec records every run: the policy and plan before it starts, what the
+// guard refused, and how it ended; `vak journal` reads it back.
+describe("vak exec on the record", () => {
+  let s: Scratch;
+  beforeAll(() => {
+    s = scratch({ git: true });
+  });
+  afterAll(() => s.cleanup());
+
+  it("records the policy, the plan, each refusal and the exit", async () => {
+    const marker = `record-${Date.now()}`;
+    await sandboxSh(s.ws, `echo ${marker} > note.txt; echo evil > .envrc; exit 3`, ["--max-procs", "64"]);
+    const list = JSON.parse((await journal("list", "--json")).stdout) as { id: string; title: string; outcome: string }[];
+    const run = list.find((x) => x.title.includes(marker));
+    expect(run?.outcome).toBe("exit 3");
+    const shown = JSON.parse((await journal("show", run!.id, "--json")).stdout) as { events: { kind: string; payload: Record<string, unknown> }[] };
+    const kinds = shown.events.map((e) => e.kind);
+    expect(kinds).toEqual(["session.started", "policy.generation", "worker.spawned", "decision", "worker.exited", "session.ended"]);
+    expect(shown.events[1]!.payload).toMatchObject({ mode: "workspace-write", limits: { maxProcs: 64 } });
+    expect(shown.events[3]!.payload).toMatchObject({ op: "openat", allowed: false, reason: "protected path .envrc" });
+    expect(shown.events[4]!.payload).toMatchObject({ code: 3 });
+    const text = (await journal("show", run!.id)).stdout;
+    expect(text).toContain("DENIED openat");
+    expect(text).toContain("exit 3");
+  });
+
+  it("search finds a run by its arguments, and export gives one JSON object a line", async () => {
+    const marker = `searchable${Date.now()}`;
+    await sandboxSh(s.ws, `true ${marker}`);
+    const hits = JSON.parse((await journal("search", marker, "--json")).stdout) as { session: string }[];
+    expect(hits.length).toBeGreaterThan(0);
+    const lines = (await journal("export", hits[0]!.session)).stdout.trim().split("\n");
+    expect(lines.length).toBe(5);
+    for (const l of lines) expect(JSON.parse(l)).toHaveProperty("hash");
+  });
+
+  it("verify passes, then fails with exit 1 naming the event once a byte is changed", async () => {
+    const ok = await journal("verify");
+    expect(ok.code).toBe(0);
+    const db = new Database(join(TEST_STATE, "vak", "journal.db"));
+    db.exec("DROP TRIGGER events_no_update");
+    db.prepare(`UPDATE events SET payload = replace(payload, '"code":', '"code" :') WHERE seq = (SELECT max(seq) FROM events WHERE kind = 'worker.exited')`).run();
+    const seq = (db.prepare("SELECT max(seq) AS s FROM events WHERE kind = 'worker.exited'").get() as { s: number }).s;
+    db.exec("CREATE TRIGGER events_no_update BEFORE UPDATE ON events BEGIN SELECT RAISE(ABORT, 'append-only'); END;");
+    db.close();
+    const broken = await journal("verify");
+    expect(broken.code).toBe(1);
+    expect(broken.stdout).toContain(`BROKEN at event ${seq}`);
+  });
+});
+
+describe("a run interrupted by kill -9 of vak is still on the record", () => {
+  it("the spooled start is taken in, marked interrupted", async () => {
+    const s = scratch();
+    const env = baseEnv({ XDG_STATE_HOME: join(s.root, "state") });
+    try {
+      const marker = `${Math.floor(Math.random() * 1e6) + 1000}.3`;
+      const child = spawnVak(["exec", "--", "/bin/sh", "-c", `sleep ${marker}`], { cwd: s.ws, env });
+      for (let i = 0; i < 100 && processesWith(`sleep ${marker}`).length < 2; i++) await new Promise((r) => setTimeout(r, 50));
+      child.kill("SIGKILL");
+      await new Promise((r) => child.on("close", r));
+      const list = JSON.parse(execFileSync(process.execPath, [join(__dirname, "../../bin/vak.cjs"), "journal", "list", "--json"], { env, encoding: "utf8" })) as { title: string; outcome: string }[];
+      expect(list.find((x) => x.title.includes(marker))?.outcome).toMatch(/^interrupted/);
+    } finally {
+      s.cleanup();
+    }
+  });
+});
