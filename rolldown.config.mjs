@@ -11,6 +11,13 @@ export default defineConfig([
     external: [/^node:/, "better-sqlite3"],
     output: { dir: "dist/bin", format: "cjs", entryFileNames: "[name].cjs", chunkFileNames: "[name]-[hash].cjs" },
   },
+  // The worker: one file (with zod inside) in dist/runtime, bound read-only into worker sandboxes.
+  {
+    input: { worker: "src/worker/main.ts" },
+    platform: "node",
+    external: [/^node:/],
+    output: { dir: "dist/runtime", format: "cjs", entryFileNames: "[name].cjs" },
+  },
   // The fetch preload for sandboxed Node processes, with undici as a chunk
   // beside it; the directory is bound read-only into sandboxes with a network grant.
   {

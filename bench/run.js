@@ -92,6 +92,8 @@ try {
   for (const p of peers) console.log(`  peer: ${p}`);
   const { journalBench } = await import("./journal.js");
   await journalBench(ROOT);
+  const { brokerBench } = await import("./broker.js");
+  await brokerBench(ROOT);
   const { egressBench } = await import("./egress.js");
   await egressBench({ vak, env });
 } finally {

@@ -234,6 +234,7 @@ static int signal_fd(void) {
   sigemptyset(&set);
   sigaddset(&set, SIGCHLD);
   sigaddset(&set, SIGALRM);
+  sigaddset(&set, SIGUSR1);
   for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) sigaddset(&set, forwarded[i]);
   if (sigprocmask(SIG_BLOCK, &set, NULL) != 0) die_step("monitor", "sigprocmask: %s", strerror(errno));
   int fd = signalfd(-1, &set, SFD_CLOEXEC);
@@ -291,6 +292,10 @@ static int monitor(const struct plan *p, pid_t child, int sfd) {
     if (sig == SIGALRM) {
       timed_out = 1;
       kill(child, SIGKILL);
+    } else if (sig == SIGUSR1) {
+      /* Cancel: everything, now (the broker's "kill the group and every descendant"). */
+      kill(child, SIGKILL);
+      if (!p->use_ns) kill_descendants();
     } else if (sig != SIGCHLD) {
       kill(child, sig);
     }

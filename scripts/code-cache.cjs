@@ -3,16 +3,47 @@
 // does not pay for compiling them on every start. Made by the Node that will
 // run them, after evaluating each file once so that the functions its start-up
 // needs are in the cache.
-const { readdirSync, readFileSync, writeFileSync } = require("node:fs");
+const { copyFileSync, readdirSync, readFileSync, writeFileSync } = require("node:fs");
 const Module = require("node:module");
 const { dirname, join } = require("node:path");
 const { Script } = require("node:vm");
 
-const dir = join(__dirname, "..", "dist", "bin");
-for (const name of readdirSync(dir).filter((n) => n.endsWith(".cjs"))) {
-  const filename = join(dir, name);
+const { mkdtempSync, rmSync } = require("node:fs");
+const { tmpdir } = require("node:os");
+
+/** Runs one op of each kind through the worker, so that the cache holds what requests use. */
+function warmWorker(worker) {
+  const dir = mkdtempSync(join(tmpdir(), "vak-cache-"));
+  try {
+    const f = join(dir, "f.txt");
+    const ops = [
+      { kind: "write", path: f, content: "one\ntwo\n" },
+      { kind: "read", path: f },
+      { kind: "read", path: f, offset: 2, limit: 1 },
+      { kind: "edit", path: f, old: "two", new: "three" },
+      { kind: "list", path: dir },
+      { kind: "glob", pattern: "*.txt", path: dir },
+      { kind: "grep", pattern: "thr", path: dir },
+      { kind: "read", path: join(dir, "missing") },
+    ];
+    for (const [i, op] of ops.entries()) worker.handle(JSON.stringify({ v: 1, id: String(i), op }));
+    worker.handle("not json");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const dist = join(__dirname, "..", "dist");
+const files = [
+  ...readdirSync(join(dist, "bin")).filter((n) => n.endsWith(".cjs")).map((n) => join(dist, "bin", n)),
+  join(dist, "runtime", "worker.cjs"),
+];
+for (const filename of files) {
   const script = new Script(Module.wrap(readFileSync(filename, "utf8")), { filename });
   const mod = { exports: {} };
   script.runInThisContext()(mod.exports, Module.createRequire(filename), mod, filename, dirname(filename));
+  if (filename.endsWith("worker.cjs")) warmWorker(mod.exports);
   writeFileSync(`${filename}.cache`, script.createCachedData());
 }
+
+copyFileSync(join(__dirname, "worker-boot.cjs"), join(dist, "runtime", "worker-boot.cjs"));

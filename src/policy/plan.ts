@@ -50,6 +50,8 @@ export interface PolicyInput {
   grants: Grants;
   limits: Limits;
   command: readonly string[];
+  /** Vak's own files the command needs (the worker's code), read-only. */
+  runtime?: readonly string[] | undefined;
   /** Network grants; without any allow rule the sandbox has no network at all. */
   net?: NetPolicy | undefined;
   /** For reduced mode: host directories the caller created for TMPDIR and HOME. */
@@ -128,6 +130,7 @@ export function decide(input: PolicyInput, host: HostFacts): LaunchPlan {
   if (host.nodePrefix && !RUNTIME_DIRS.some((d) => isWithin(host.nodePrefix, d)) && exists(host.nodePrefix))
     mounts.push({ kind: "ro", path: host.nodePrefix, why: "the Node.js runtime Vak runs on" });
   for (const d of RUNTIME_DEVICES) if (exists(d)) mounts.push({ kind: "dev", path: d, why: "device" });
+  for (const r of input.runtime ?? []) if (!covered(r) && exists(r)) mounts.push({ kind: "ro", path: r, why: "Vak's worker code" });
 
   let tmp: string = PRIVATE_TMP.path;
   let home = host.home;

@@ -77,6 +77,8 @@ export interface RunningSandbox {
   pid: number;
   result: Promise<LaunchResult>;
   kill(signal: NodeJS.Signals): void;
+  /** Stops the sandbox and every process in it, at once. */
+  cancel(): void;
   stdout: NodeJS.ReadableStream | null;
   stderr: NodeJS.ReadableStream | null;
   stdin: NodeJS.WritableStream | null;
@@ -137,7 +139,12 @@ function readReport(fd: number): { reports: Report[]; malformed: string[] } {
 }
 
 /** Starts the launcher with the plan; stdio is the caller's choice. */
-export function launch(plan: LaunchPlan, stdio: ["inherit" | "pipe" | "ignore", "inherit" | "pipe", "inherit" | "pipe"], gate?: GateLink): RunningSandbox {
+export function launch(
+  plan: LaunchPlan,
+  stdio: ["inherit" | "pipe" | "ignore", "inherit" | "pipe" | "ignore", "inherit" | "pipe" | "ignore"],
+  gate?: GateLink,
+  opts: { detached?: boolean } = {},
+): RunningSandbox {
   if (plan.sandbox === "none") throw new VakError("internal", "launch() is for sandboxed plans");
   const fd = reportFile();
   // The token travels in a file too, read and closed by the launcher at once: argv would be readable from inside.
@@ -145,7 +152,7 @@ export function launch(plan: LaunchPlan, stdio: ["inherit" | "pipe" | "ignore", 
   let child;
   try {
     const fds = tokenFd === undefined ? [fd] : [fd, tokenFd];
-    child = spawn(launcherPath(), launcherArgs(plan, 3, gate), { stdio: [...stdio, ...fds] as StdioOptions, env: plan.env, cwd: "/" });
+    child = spawn(launcherPath(), launcherArgs(plan, 3, gate), { stdio: [...stdio, ...fds] as StdioOptions, env: plan.env, cwd: "/", detached: opts.detached ?? false });
   } catch (e) {
     closeSync(fd);
     throw e;
@@ -177,11 +184,30 @@ export function launch(plan: LaunchPlan, stdio: ["inherit" | "pipe" | "ignore", 
       });
     });
   });
+  let cancelled = false;
   return {
     pid: child.pid ?? -1,
     result,
     kill: (s) => {
       child.kill(s);
+    },
+    cancel: () => {
+      // The monitor kills the whole sandbox on SIGUSR1; SIGKILL is the backstop.
+      if (cancelled) return;
+      cancelled = true;
+      child.kill("SIGUSR1");
+      setTimeout(() => {
+        if (child.exitCode !== null || child.signalCode !== null) return;
+        // The monitor did not answer: kill it (init and the command die with it), and its group when it has one.
+        child.kill("SIGKILL");
+        if (opts.detached && child.pid) {
+          try {
+            process.kill(-child.pid, "SIGKILL");
+          } catch {
+            // the group is gone already
+          }
+        }
+      }, 200).unref();
     },
     stdout: child.stdout,
     stderr: child.stderr,

@@ -1,0 +1,306 @@
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import type { Actor } from "../journal/events.js";
+import type { Session } from "../journal/journal.js";
+import type { Grants, Limits, Mode } from "../policy/grants.js";
+import { decide, type HostFacts, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
+import { hostFacts } from "../sandbox/host.js";
+import { packageRoot } from "../sandbox/launcher.js";
+import { type Op, OpSchema, PROTOCOL_VERSION } from "./protocol.js";
+import { type GrantView, resolveTarget } from "./targets.js";
+import { type WorkerOutcome, WorkerProcess } from "./worker-process.js";
+
+/**
+ * The broker: every tool call becomes one op, checked against one component's
+ * grants, run in a disposable sandboxed worker, bounded, and recorded. It owns
+ * cancellation and policy generations; workers own nothing.
+ */
+export interface BrokerOptions {
+  workspace: string;
+  mode: Exclude<Mode, "full-access">;
+  sandbox?: SandboxKind;
+  grants?: Partial<Grants>;
+  /** The component whose grants these are; it names the actor in the journal. */
+  component?: string;
+  /** Limits for exec commands (timeout, output, processes, memory). */
+  limits?: Limits;
+  opTimeoutMs?: number;
+  journal?: Session;
+  host?: HostFacts;
+  /** Workers started ahead of time per kind of op (0: none). */
+  poolSize?: number;
+  maxConcurrent?: number;
+  generation?: number;
+}
+
+export type OpOutcome = (WorkerOutcome & { op: Op["kind"]; target?: string | undefined; ms: number });
+
+/** Ops that only read run in a read-only sandbox, whatever the session's mode. */
+const READS = new Set<Op["kind"]>(["read", "list", "glob", "grep"]);
+
+type PlanKey = "read" | "write";
+
+export class Broker {
+  private generationNow: number;
+  private readonly pool = new Map<PlanKey, WorkerProcess[]>();
+  private readonly inflight = new Set<WorkerProcess>();
+  /** Journal writes that follow an op (a worker's exit), awaited by close(). */
+  private readonly pending = new Set<Promise<unknown>>();
+  private readonly plans = new Map<PlanKey, LaunchPlan>();
+  private readonly grants: GrantView;
+  private readonly host: HostFacts;
+  private readonly runtime: string;
+  private readonly actor: Actor;
+  private running = 0;
+  private readonly waiting: (() => void)[] = [];
+  private journalFailure: Error | undefined;
+  private closed = false;
+  /** Reduced mode has no private mounts: TMPDIR and HOME are a host directory of the broker's, removed on close. */
+  private readonly scratch: { tmp: string; home: string } | undefined;
+
+  constructor(private readonly opts: BrokerOptions) {
+    this.generationNow = opts.generation ?? 1;
+    this.host = opts.host ?? hostFacts();
+    this.runtime = join(packageRoot(), "dist", "runtime");
+    if (!existsSync(join(this.runtime, "worker.cjs"))) throw new Error(`the worker bundle is missing (${this.runtime}); run npm ci`);
+    this.actor = { component: opts.component ?? "tools" };
+    if (opts.sandbox === "reduced") {
+      const root = mkdtempSync(join(tmpdir(), "vak-scratch-"));
+      mkdirSync(join(root, "tmp"), { mode: 0o700 });
+      mkdirSync(join(root, "home"), { mode: 0o700 });
+      this.scratch = { tmp: join(root, "tmp"), home: join(root, "home") };
+    }
+    const write = this.plan("write");
+    this.grants = { ...write.grants, stateDirs: this.host.stateDirs };
+  }
+
+  get generation(): number {
+    return this.generationNow;
+  }
+
+  /** The launch plan for a worker of this kind (or for an exec command). */
+  private plan(key: PlanKey, command?: string[]): LaunchPlan {
+    const cached = !command && this.plans.get(key);
+    if (cached) return cached;
+    const g = this.opts.grants ?? {};
+    const readOnly = key === "read";
+    const plan = decide(
+      {
+        mode: readOnly ? "read-only" : this.opts.mode,
+        sandbox: this.opts.sandbox ?? "namespaces",
+        workspace: this.opts.workspace,
+        grants: {
+          read: [...(g.read ?? []), ...(readOnly ? (g.write ?? []) : [])],
+          write: readOnly ? [] : [...(g.write ?? [])],
+          denyRead: g.denyRead ?? [], denyWrite: g.denyWrite ?? [], env: g.env ?? [],
+        },
+        limits: command ? (this.opts.limits ?? {}) : { timeoutMs: this.opts.opTimeoutMs ?? 120_000 },
+        command: command ?? [process.execPath, join(this.runtime, "worker-boot.cjs")],
+        runtime: command ? [] : [this.runtime],
+        scratch: this.scratch,
+      },
+      this.host,
+    );
+    if (!command) this.plans.set(key, plan);
+    return plan;
+  }
+
+  /** Starts workers ahead of time, so that the next ops need not wait for one. */
+  prewarm(): void {
+    for (const key of ["read", "write"] as const) this.refill(key);
+  }
+
+  private refill(key: PlanKey): void {
+    const size = this.opts.poolSize ?? 0;
+    const idle = this.pool.get(key) ?? [];
+    this.pool.set(key, idle);
+    while (!this.closed && idle.length < size) {
+      const w = new WorkerProcess(this.plan(key), this.generationNow);
+      idle.push(w);
+      // A warm worker that dies waiting (killed, drained) leaves the pool.
+      void w.done.then(() => {
+        const i = idle.indexOf(w);
+        if (i >= 0) idle.splice(i, 1);
+      });
+    }
+  }
+
+  /** A worker from the pool if one is waiting; it is refilled once the op is done, off the op's path. */
+  private takeWorker(key: PlanKey): { worker: WorkerProcess; fromPool: boolean } {
+    const w = this.pool.get(key)?.shift();
+    if (w) return { worker: w, fromPool: true };
+    return { worker: new WorkerProcess(this.plan(key), this.generationNow), fromPool: false };
+  }
+
+  private async slot(): Promise<void> {
+    if (this.running < (this.opts.maxConcurrent ?? 8)) {
+      this.running += 1;
+      return;
+    }
+    await new Promise<void>((r) => this.waiting.push(r));
+    this.running += 1;
+  }
+
+  private release(): void {
+    this.running -= 1;
+    this.waiting.shift()?.();
+  }
+
+  private record(kind: Parameters<Session["append"]>[0], payload: Record<string, unknown>): Promise<unknown> {
+    if (!this.opts.journal) return Promise.resolve();
+    return this.opts.journal.append(kind, this.actor, this.generationNow, payload).catch((e: Error) => {
+      this.journalFailure ??= e;
+      throw e;
+    });
+  }
+
+  /** Runs one op; never throws for the op's own failures, which come back as outcomes. */
+  async run(input: unknown, opts: { signal?: AbortSignal } = {}): Promise<OpOutcome> {
+    const started = Date.now();
+    const parsed = OpSchema.safeParse(input);
+    const kindOf = (input as { kind?: unknown })?.kind;
+    const fail = (code: string, message: string, target?: string): OpOutcome => ({
+      ok: false, code, message, op: (parsed.success ? parsed.data.kind : String(kindOf)) as Op["kind"], target, ms: Date.now() - started,
+    });
+    if (this.closed) return fail("closed", "the broker is closed");
+    if (this.journalFailure) return fail("journal", `refused: the journal cannot be written (${this.journalFailure.message})`);
+    if (!parsed.success) {
+      const i = parsed.error.issues[0]!;
+      return fail("bad-request", `malformed op at ${i.path.join(".") || "(top level)"}: ${i.message}`);
+    }
+    const op = parsed.data;
+    const generation = this.generationNow;
+    const records: Promise<unknown>[] = [this.record("op.requested", { op: op.kind, args: summarize(op) })];
+
+    // The path rules, before any worker starts.
+    let resolved: Op = op;
+    let target: string | undefined;
+    if (op.kind !== "exec") {
+      const raw = "path" in op && op.path ? op.path : this.opts.workspace;
+      const access = READS.has(op.kind) ? "read" : "write";
+      const t = resolveTarget(this.opts.workspace, this.grants, raw, access, op.kind === "write" && !existsSync(raw));
+      if (!t.ok) {
+        records.push(this.record("decision", { op: op.kind, allowed: false, reason: t.message, rule: t.rule, asked: raw }));
+        await Promise.allSettled(records);
+        return fail("denied", t.message);
+      }
+      target = t.path;
+      resolved = { ...op, path: t.path } as Op;
+      records.push(this.record("target.resolved", { asked: raw, resolved: t.path }));
+    }
+    records.push(this.record("decision", { op: op.kind, allowed: true, reason: op.kind === "exec" ? "the command runs under the component's grants" : `inside the grant ${target}`, target }));
+
+    await this.slot();
+    // An op that waited for a slot across a policy change does not start under the old grants.
+    if (generation !== this.generationNow || this.closed) {
+      this.release();
+      const r = this.closed ? { ok: false as const, code: "closed", message: "the broker closed before this op started" } : revoked(this.generationNow);
+      records.push(this.record("tool.result", { op: op.kind, ok: false, code: r.code, message: r.message }));
+      await Promise.allSettled(records);
+      return { ...r, op: op.kind, target, ms: Date.now() - started };
+    }
+    let outcome: WorkerOutcome;
+    const timeoutMs = op.kind === "exec" && op.timeoutMs ? op.timeoutMs : (this.opts.opTimeoutMs ?? 120_000);
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const signal = opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout;
+    let worker: WorkerProcess | undefined;
+    let refill: PlanKey | undefined;
+    try {
+      if (op.kind === "exec") worker = new WorkerProcess(this.plan("write", ["/bin/sh", "-c", op.command]), generation);
+      else {
+        const key = READS.has(op.kind) ? "read" : "write";
+        const taken = this.takeWorker(key);
+        worker = taken.worker;
+        if (taken.fromPool) refill = key;
+      }
+      this.inflight.add(worker);
+      records.push(this.record("worker.spawned", { sandbox: worker.plan.sandbox, op: op.kind, mode: worker.plan.mode, pid: worker.pid, warm: refill !== undefined }));
+      outcome =
+        op.kind === "exec"
+          ? await worker.runCommand(signal)
+          : await worker.run({ v: PROTOCOL_VERSION, id: randomBytes(8).toString("hex"), op: resolved }, signal);
+      if (!outcome.ok && outcome.code === "cancelled" && timeout.aborted && !opts.signal?.aborted)
+        outcome = { ok: false, code: "timeout", message: `timed out after ${timeoutMs} ms; the worker and everything it started were stopped` };
+    } catch (e) {
+      outcome = { ok: false, code: "sandbox-setup", message: (e as Error).message };
+    } finally {
+      this.release();
+    }
+    // The worker was stopped when its answer came in; its exit is recorded when it is reaped.
+    const w = worker;
+    if (w) {
+      this.background(
+        w.done.then((r) => {
+          this.inflight.delete(w);
+          return this.record("worker.exited", { op: op.kind, pid: w.pid, code: r.code, denied: r.denied.map((d) => `${d.op} ${d.path}: ${d.reason}`) });
+        }),
+      );
+    }
+    if (refill) setImmediate(() => this.refill(refill));
+    if (generation !== this.generationNow) outcome = revoked(this.generationNow);
+    records.push(
+      this.record("tool.result", outcome.ok
+        ? { op: op.kind, ok: true, bytes: Buffer.byteLength(outcome.output), digest: createHash("sha256").update(outcome.output).digest("hex"), truncated: outcome.truncated, data: outcome.data ?? null, ms: Date.now() - started }
+        : { op: op.kind, ok: false, code: outcome.code, message: outcome.message, ms: Date.now() - started }),
+    );
+    // Nothing is returned that is not on the record.
+    const written = await Promise.allSettled(records);
+    if (written.some((r) => r.status === "rejected")) return fail("journal", `the journal cannot be written; the result is withheld (${(this.journalFailure as Error | undefined)?.message})`, target);
+    // A result is not delivered once the policy has changed under it, even if it came in just before.
+    if (outcome.ok && generation !== this.generationNow) {
+      const r = revoked(this.generationNow);
+      outcome = r;
+      await this.record("tool.result", { op: op.kind, ok: false, code: r.code, message: r.message }).catch(() => {});
+    }
+    return { ...outcome, op: op.kind, target, ms: Date.now() - started };
+  }
+
+  private background(p: Promise<unknown>): void {
+    const tracked = p.catch(() => {}).finally(() => this.pending.delete(tracked));
+    this.pending.add(tracked);
+  }
+
+  /**
+   * A new policy generation: the pool is drained and every worker of an older
+   * generation is stopped before this resolves, so the caller may report the
+   * new state knowing that nothing of the old one still runs.
+   */
+  async setGeneration(generation: number, reason = "policy changed"): Promise<void> {
+    if (generation <= this.generationNow) throw new Error(`generation ${generation} is not newer than ${this.generationNow}`);
+    const old = this.generationNow;
+    this.generationNow = generation;
+    this.plans.clear();
+    const stopping: Promise<unknown>[] = [];
+    for (const idle of this.pool.values()) for (const w of idle.splice(0)) (w.cancel(), stopping.push(w.done));
+    for (const w of this.inflight) if (w.generation < generation) (w.cancel(), stopping.push(w.done));
+    await Promise.allSettled(stopping);
+    await this.record("policy.generation", { generation, previous: old, reason, stopped: stopping.length });
+    if ((this.opts.poolSize ?? 0) > 0) this.prewarm();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const stopping: Promise<unknown>[] = [];
+    for (const idle of this.pool.values()) for (const w of idle.splice(0)) (w.cancel(), stopping.push(w.done));
+    for (const w of this.inflight) (w.cancel(), stopping.push(w.done));
+    await Promise.allSettled(stopping);
+    await Promise.allSettled([...this.pending]);
+    if (this.scratch) rmSync(dirname(this.scratch.tmp), { recursive: true, force: true });
+  }
+}
+
+function revoked(generation: number): { ok: false; code: string; message: string } {
+  return { ok: false, code: "revoked", message: `revoked: the policy changed to generation ${generation} while this op ran; its result is withheld` };
+}
+
+/** What the journal keeps of an op's arguments: everything but file contents, which become a length and a digest. */
+export function summarize(op: Op): Record<string, unknown> {
+  const digest = (s: string) => ({ bytes: Buffer.byteLength(s), sha256: createHash("sha256").update(s).digest("hex") });
+  switch (op.kind) {
+    case "write": return { path: op.path, content: digest(op.content) };
+    case "edit": return { path: op.path, old: op.old.slice(0, 200), new: op.new.slice(0, 200), replaceAll: op.replaceAll ?? false };
+    default: return { ...op };
+  }
+}

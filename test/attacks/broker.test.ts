@@ -1,0 +1,403 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { PROTOCOL_VERSION } from "../../src/broker/protocol.js";
+import { WorkerProcess } from "../../src/broker/worker-process.js";
+import { handle } from "../../src/worker/main.js";
+import { decide } from "../../src/policy/plan.js";
+import { hostFacts } from "../../src/sandbox/host.js";
+import { processesWith, scratch, type Scratch } from "../support/fs.js";
+import { testBroker, type TestBroker } from "../support/broker.js";
+
+const SECRET = "TOP-SECRET-OUTSIDE-THE-WORKSPACE";
+
+let s: Scratch;
+let t: TestBroker;
+beforeEach(() => {
+  s = scratch({ git: true });
+  writeFileSync(join(s.outside, "secret.txt"), `${SECRET}\n`);
+  writeFileSync(join(s.ws, "inside.txt"), "inside\n");
+  t = testBroker(s.ws);
+});
+afterEach(async () => {
+  await t.close();
+  s.cleanup();
+});
+
+/**
+ * A host process that flips `name` in dir between a harmless target and a
+ * symlink out of the workspace, as fast as it can, until stopped.
+ */
+function swapper(dir: string, name: string, harmless: string, evil: string): ChildProcess {
+  // A directory cannot be renamed over, so the live name is removed first (never following the link).
+  const script = `
+    const fs = require("fs"), p = require("path");
+    const [dir, name, harmless, evil] = process.argv.slice(1);
+    const live = p.join(dir, name), a = p.join(dir, ".swap-a"), b = p.join(dir, ".swap-b");
+    for (let i = 0; ; i++) {
+      try {
+        fs.rmSync(a, { recursive: true, force: true }); fs.rmSync(b, { force: true });
+        if (harmless === "DIR") { fs.mkdirSync(a); fs.writeFileSync(p.join(a, "f.txt"), "harmless\\n"); }
+        else fs.writeFileSync(a, harmless);
+        fs.symlinkSync(evil, b);
+        try {
+          if (fs.lstatSync(live).isSymbolicLink()) fs.unlinkSync(live); else if (harmless === "DIR") fs.rmSync(live, { recursive: true });
+        } catch {}
+        fs.renameSync(i % 2 ? a : b, live);
+      } catch {}
+    }`;
+  return spawn(process.execPath, ["-e", script, dir, name, harmless, evil], { stdio: "ignore" });
+}
+
+/** Whether a race was real: some ops reached a worker and some were refused or caught. */
+function raced(events: ReturnType<TestBroker["events"]>): { workers: number; refused: number } {
+  return {
+    workers: events.filter((e) => e.kind === "worker.spawned").length,
+    refused: events.filter((e) => e.kind === "tool.result" && !(e.payload as { ok: boolean }).ok).length,
+  };
+}
+
+describe("symlink-swap races", () => {
+  it("during read: nothing outside the workspace is ever read", async () => {
+    const sw = swapper(s.ws, "flip", "harmless\n", join(s.outside, "secret.txt"));
+    try {
+      const seen = new Set<string>();
+      for (let i = 0; i < 60; i++) {
+        const ops = await Promise.all([t.broker.run({ kind: "read", path: "flip" }), t.broker.run({ kind: "read", path: "flip" })]);
+        for (const r of ops) {
+          expect(JSON.stringify(r)).not.toContain(SECRET);
+          seen.add(r.ok ? "read" : r.code);
+        }
+      }
+      // The race was real: some reads got the file, others hit the link (refused by the broker or caught by the worker).
+      expect(seen.has("read")).toBe(true);
+      expect([...seen].some((c) => c !== "read")).toBe(true);
+    } finally {
+      sw.kill("SIGKILL");
+    }
+  });
+
+  it("during read through a swapped parent directory", async () => {
+    const sw = swapper(s.ws, "dir", "DIR", s.outside);
+    try {
+      for (let i = 0; i < 60; i++) {
+        const [r, h] = await Promise.all([t.broker.run({ kind: "read", path: "dir/secret.txt" }), t.broker.run({ kind: "list", path: "dir" })]);
+        expect(JSON.stringify(r)).not.toContain(SECRET);
+        expect(JSON.stringify(h)).not.toContain("secret.txt");
+      }
+      const race = raced(t.events());
+      expect(race.workers).toBeGreaterThan(10);
+      expect(race.refused).toBeGreaterThan(10);
+    } finally {
+      sw.kill("SIGKILL");
+    }
+  });
+
+  it("during write: nothing outside the workspace is ever written", async () => {
+    const sw = swapper(s.ws, "dir", "DIR", s.outside);
+    const sw2 = swapper(s.ws, "flip", "harmless\n", join(s.outside, "secret.txt"));
+    try {
+      for (let i = 0; i < 60; i++) {
+        await Promise.all([
+          t.broker.run({ kind: "write", path: "dir/planted.txt", content: "planted\n" }),
+          t.broker.run({ kind: "write", path: "flip", content: "overwritten\n" }),
+          t.broker.run({ kind: "edit", path: "flip", old: "harmless", new: "edited" }),
+        ]);
+      }
+      const race = raced(t.events());
+      expect(race.workers).toBeGreaterThan(20);
+      expect(race.refused).toBeGreaterThan(20);
+    } finally {
+      sw.kill("SIGKILL");
+      sw2.kill("SIGKILL");
+    }
+    expect(readdirSync(s.outside)).toEqual(["secret.txt"]);
+    expect(readFileSync(join(s.outside, "secret.txt"), "utf8")).toBe(`${SECRET}\n`);
+  });
+});
+
+describe("the swapped link is caught twice (invariant 7)", () => {
+  it("by the worker alone: an op on a path with a link in it is refused as changed", () => {
+    symlinkSync(s.outside, join(s.ws, "dir"));
+    symlinkSync(join(s.outside, "secret.txt"), join(s.ws, "file"));
+    const ops = [
+      { kind: "read", path: join(s.ws, "dir", "secret.txt") },
+      { kind: "read", path: join(s.ws, "file") },
+      { kind: "list", path: join(s.ws, "dir") },
+      { kind: "write", path: join(s.ws, "dir", "planted.txt"), content: "x" },
+      { kind: "write", path: join(s.ws, "dir", "sub", "planted.txt"), content: "x" },
+      { kind: "glob", pattern: "*", path: join(s.ws, "dir") },
+      { kind: "write", path: join(s.ws, "file"), content: "x" },
+      { kind: "edit", path: join(s.ws, "file"), old: "TOP", new: "x" },
+    ];
+    for (const op of ops) {
+      const r = handle(JSON.stringify({ v: PROTOCOL_VERSION, id: "1", op }));
+      expect(r).toMatchObject({ ok: false, error: { code: "changed" } });
+      expect(JSON.stringify(r)).not.toContain(SECRET);
+    }
+    expect(readdirSync(s.outside)).toEqual(["secret.txt"]);
+    expect(readFileSync(join(s.outside, "secret.txt"), "utf8")).toBe(`${SECRET}\n`);
+  });
+
+  it("by the OS sandbox alone: a worker that does follow links still reaches nothing outside", async () => {
+    symlinkSync(join(s.outside, "secret.txt"), join(s.ws, "file"));
+    const w = rogueWorker(`cat >/dev/null; printf '{"v":1,"id":"abc","ok":true,"output":"%s","truncated":false}\\n' "$(cat file ${s.outside}/secret.txt 2>&1 | tr -d '\\n\\"')"; echo x > ${s.outside}/planted.txt`);
+    const r = await w.run(request);
+    expect(r.ok).toBe(true);
+    expect(r.ok && r.output).toContain("No such file");
+    expect(JSON.stringify(r)).not.toContain(SECRET);
+    await w.done;
+    expect(readdirSync(s.outside)).toEqual(["secret.txt"]);
+  });
+});
+
+describe("escapes by path spelling", () => {
+  it.each([
+    ["..", "../outside/secret.txt"],
+    ["a/../..", "a/../../outside/secret.txt"],
+    ["./ then ..", "./././../outside/secret.txt"],
+    ["absolute", "OUTSIDE"],
+    ["doubled slashes", "OUTSIDE_SLASHES"],
+    ["/proc/self/root", "/proc/self/root/OUTSIDE"],
+    ["/proc/self/cwd", "/proc/self/cwd/../outside/secret.txt"],
+    ["/etc/passwd", "/etc/passwd"],
+  ])("%s is refused by the broker, naming the rule", async (_name, raw) => {
+    const path = raw
+      .replace("OUTSIDE_SLASHES", `/${s.outside}//secret.txt`)
+      .replace("/OUTSIDE", join(s.outside, "secret.txt"))
+      .replace("OUTSIDE", join(s.outside, "secret.txt"));
+    const r = await t.broker.run({ kind: "read", path });
+    expect(r).toMatchObject({ ok: false, code: "denied" });
+    expect(!r.ok && r.message).toMatch(/outside the workspace and every grant|symbolic link/);
+    expect(JSON.stringify(r)).not.toContain(SECRET);
+    const w = await t.broker.run({ kind: "write", path: raw.startsWith("/etc") ? "/etc/vak-pwned" : path, content: "x" });
+    expect(w).toMatchObject({ ok: false, code: "denied" });
+  });
+
+  it("percent-encoded dots are a file name, not a way up", async () => {
+    const r = await t.broker.run({ kind: "read", path: "%2e%2e/outside/secret.txt" });
+    expect(r).toMatchObject({ ok: false, code: "not-found", target: join(s.ws, "%2e%2e/outside/secret.txt") });
+    const w = await t.broker.run({ kind: "write", path: "%2e%2e%2f/x.txt", content: "x" });
+    expect(w).toMatchObject({ ok: true, target: join(s.ws, "%2e%2e%2f/x.txt") });
+    expect(readdirSync(s.outside)).toEqual(["secret.txt"]);
+  });
+
+  it("a symlink in the workspace that points out is not followed", async () => {
+    symlinkSync(join(s.outside, "secret.txt"), join(s.ws, "link"));
+    symlinkSync(s.outside, join(s.ws, "linkdir"));
+    for (const path of ["link", "linkdir/secret.txt", "linkdir/new.txt"]) {
+      expect(await t.broker.run({ kind: "read", path })).toMatchObject({ ok: false, code: "denied" });
+      expect(await t.broker.run({ kind: "write", path, content: "x" })).toMatchObject({ ok: false, code: "denied" });
+    }
+    expect(await t.broker.run({ kind: "list", path: "linkdir" })).toMatchObject({ ok: false, code: "denied" });
+    expect(await t.broker.run({ kind: "grep", pattern: "SECRET", path: "linkdir" })).toMatchObject({ ok: false, code: "denied" });
+    const g = await t.broker.run({ kind: "grep", pattern: "SECRET" });
+    expect(JSON.stringify(g)).not.toContain(SECRET);
+    expect(readFileSync(join(s.outside, "secret.txt"), "utf8")).toBe(`${SECRET}\n`);
+  });
+
+  it("Vak's own state is never a target, even when a grant covers it", async () => {
+    const state = hostFacts().stateDirs[0]!;
+    const r = await t.broker.run({ kind: "read", path: join(state, "journal.db") });
+    expect(r).toMatchObject({ ok: false, code: "denied" });
+  });
+});
+
+describe("protected paths via edit, write and exec", () => {
+  const config = () => join(s.ws, ".git", "config");
+  it.each([".git/config", ".git/hooks/pre-commit", "sub/.git/hooks/post-checkout", ".vscode/tasks.json", ".envrc", ".claude/settings.json", "deep/er/.npmrc"])(
+    "write_file %s is refused",
+    async (path) => {
+      const r = await t.broker.run({ kind: "write", path, content: "[core]\n\tfsmonitor = touch /tmp/pwned\n" });
+      expect(r).toMatchObject({ ok: false, code: "denied", message: expect.stringContaining("protected path") });
+      expect(existsSync(join(s.ws, path)) && readFileSync(join(s.ws, path), "utf8").includes("pwned")).toBe(false);
+    },
+  );
+
+  it("edit_file of .git/config is refused", async () => {
+    const before = readFileSync(config(), "utf8");
+    const r = await t.broker.run({ kind: "edit", path: ".git/config", old: "[core]", new: "[core]\n\tfsmonitor = touch /tmp/pwned" });
+    expect(r).toMatchObject({ ok: false, code: "denied", message: expect.stringContaining(".git/config") });
+    expect(readFileSync(config(), "utf8")).toBe(before);
+  });
+
+  it("a workspace symlink to .git/config does not make it writable", async () => {
+    symlinkSync(".git/config", join(s.ws, "cfg"));
+    const before = readFileSync(config(), "utf8");
+    expect(await t.broker.run({ kind: "write", path: "cfg", content: "x" })).toMatchObject({ ok: false, code: "denied" });
+    expect(await t.broker.run({ kind: "edit", path: "cfg", old: "[core]", new: "x" })).toMatchObject({ ok: false, code: "denied" });
+    expect(readFileSync(config(), "utf8")).toBe(before);
+  });
+
+  it("exec cannot write them either: the OS sandbox holds the same rule", async () => {
+    const before = readFileSync(config(), "utf8");
+    const r = await t.broker.run({ kind: "exec", command: "echo '[alias] x = !touch /tmp/pwned' >> .git/config; mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit; echo ok" });
+    expect(r.ok).toBe(true);
+    expect(r.ok && r.output).toContain("ok");
+    expect(readFileSync(config(), "utf8")).toBe(before);
+    expect(existsSync(join(s.ws, ".git/hooks/pre-commit"))).toBe(false);
+    expect(r.ok && (r.data?.denied as string[]).join("\n")).toContain(".git");
+  });
+});
+
+/** A sandboxed process that plays a worker gone wrong, driven by the real WorkerProcess. */
+function rogueWorker(script: string): WorkerProcess {
+  const plan = decide(
+    { mode: "workspace-write", sandbox: "namespaces", workspace: s.ws, grants: { read: [], write: [], denyRead: [], denyWrite: [], env: [] }, limits: { timeoutMs: 30_000 }, command: ["/bin/sh", "-c", script] },
+    hostFacts(),
+  );
+  return new WorkerProcess(plan, 1);
+}
+const request = { v: PROTOCOL_VERSION, id: "abc", op: { kind: "read" as const, path: "/x" } };
+
+describe("a worker gone wrong fails closed", () => {
+  it("one that prints forever is stopped at the size bound", async () => {
+    const w = rogueWorker("cat >/dev/null; yes AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA | tr -d '\\n'");
+    expect(await w.run(request)).toMatchObject({ ok: false, code: "worker-failed", message: expect.stringContaining("bytes") });
+    const r = await w.done;
+    expect(r.code).not.toBe(0);
+  });
+
+  it("one that forks forever is contained and stopped", async () => {
+    const w = rogueWorker("cat >/dev/null; f() { f | f & }; f; sleep 1; echo not-json");
+    const r = await w.run(request, AbortSignal.timeout(3000));
+    expect(r.ok).toBe(false);
+    await w.done;
+  });
+
+  it("one that sleeps forever is cancelled at the op's timeout", async () => {
+    const marker = `${Math.floor(Math.random() * 1e6) + 1000}.7`;
+    const w = rogueWorker(`cat >/dev/null; sleep ${marker}`);
+    const r = await w.run(request, AbortSignal.timeout(500));
+    expect(r).toMatchObject({ ok: false, code: "cancelled" });
+    expect(processesWith(marker)).toEqual([]);
+  });
+
+  it.each([
+    ["not JSON", "echo 'hello there'"],
+    ["another protocol version", `echo '{"v":2,"id":"abc","ok":true,"output":"x","truncated":false}'`],
+    ["an unknown field", `echo '{"v":1,"id":"abc","ok":true,"output":"x","truncated":false,"admin":true}'`],
+    ["another request's id", `echo '{"v":1,"id":"zzz","ok":true,"output":"x","truncated":false}'`],
+    ["two responses", `printf '{"v":1,"id":"abc","ok":true,"output":"x","truncated":false}\\n{"v":1,"id":"abc","ok":true,"output":"y","truncated":false}\\n'`],
+    ["nothing at all", "exit 0"],
+    ["a crash", "kill -SEGV $$"],
+    ["a missing executable", "exec /no/such/worker"],
+  ])("one that answers with %s", async (_name, body) => {
+    const w = rogueWorker(`cat >/dev/null; ${body}`);
+    const r = await w.run(request);
+    expect(r).toMatchObject({ ok: false, code: "worker-failed" });
+  });
+
+  it("a worker runs exactly one op", async () => {
+    const w = rogueWorker(`cat >/dev/null; echo '{"v":1,"id":"abc","ok":true,"output":"x","truncated":false}'`);
+    expect(await w.run(request)).toMatchObject({ ok: true, output: "x" });
+    await expect(w.run(request)).rejects.toThrow(/exactly one op/);
+  });
+
+  it("the real worker refuses a malformed request with a named error", async () => {
+    const boot = join(s.ws, "..", "boot.txt");
+    writeFileSync(boot, "");
+    for (const [input, message] of [
+      ["garbage", /not JSON/],
+      [JSON.stringify({ v: 9, id: "a", op: { kind: "read", path: "/x" } }), /protocol version 9/],
+      [JSON.stringify({ v: 1, id: "a", op: { kind: "read", path: "/x" }, extra: 1 }), /malformed/],
+      [JSON.stringify({ v: 1, id: "a", op: { kind: "exec", command: "id" } }), /run by the launcher/],
+    ] as const) {
+      const out = await new Promise<string>((resolve) => {
+        const c = spawn(process.execPath, [join(__dirname, "../../dist/runtime/worker-boot.cjs")], { stdio: ["pipe", "pipe", "ignore"] });
+        let o = "";
+        c.stdout.on("data", (d: Buffer) => (o += d.toString()));
+        c.on("close", () => resolve(o));
+        c.stdin.end(input);
+      });
+      const lines = out.trim().split("\n");
+      expect(lines).toHaveLength(1);
+      expect(JSON.parse(lines[0]!)).toMatchObject({ ok: false, error: { message: expect.stringMatching(message) } });
+    }
+  });
+});
+
+describe("cancellation", () => {
+  for (const sandbox of ["namespaces", "reduced"] as const) {
+    it(`a cancelled op's grandchildren do not outlive it (${sandbox})`, async () => {
+      const b = testBroker(s.ws, { sandbox });
+      const marker = `${Math.floor(Math.random() * 1e6) + 1000}.9`;
+      try {
+        const ac = new AbortController();
+        const script = `(trap '' HUP TERM INT; sleep ${marker}; touch escaped1) & setsid sh -c 'sleep ${marker}; touch escaped2' & (sleep ${marker} &) ; echo started > started; sleep ${marker}`;
+        const op = b.broker.run({ kind: "exec", command: script }, { signal: ac.signal });
+        for (let i = 0; i < 200 && !existsSync(join(s.ws, "started")); i++) await new Promise((r) => setTimeout(r, 25));
+        for (let i = 0; i < 200 && processesWith(`sleep ${marker}`).length < 4; i++) await new Promise((r) => setTimeout(r, 25));
+        expect(processesWith(`sleep ${marker}`).length).toBeGreaterThanOrEqual(4);
+        ac.abort();
+        const r = await op;
+        expect(r).toMatchObject({ ok: false, code: "cancelled" });
+        // When the broker reports the cancel, nothing of the op is left.
+        expect(processesWith(marker)).toEqual([]);
+      } finally {
+        for (const pid of processesWith(marker)) process.kill(pid, "SIGKILL");
+        await b.close();
+      }
+      expect(existsSync(join(s.ws, "escaped1")) || existsSync(join(s.ws, "escaped2"))).toBe(false);
+    });
+  }
+
+  it("closing the broker stops every worker, warm or busy", async () => {
+    const b = testBroker(s.ws, { poolSize: 2 });
+    b.broker.prewarm();
+    const marker = `${Math.floor(Math.random() * 1e6) + 1000}.3`;
+    const op = b.broker.run({ kind: "exec", command: `sleep ${marker}` });
+    for (let i = 0; i < 200 && processesWith(`sleep ${marker}`).length < 1; i++) await new Promise((r) => setTimeout(r, 25));
+    await b.close();
+    expect(await op).toMatchObject({ ok: false });
+    expect(processesWith(marker)).toEqual([]);
+  });
+});
+
+describe("policy generations", () => {
+  it("a policy change with 20 ops in flight: none finishes under the old generation", async () => {
+    const b = testBroker(s.ws, { maxConcurrent: 8, poolSize: 2 });
+    b.broker.prewarm();
+    try {
+      const ops = Array.from({ length: 20 }, (_, i) =>
+        i % 2
+          ? b.broker.run({ kind: "exec", command: `sleep 1; echo done > late-${i}` })
+          : b.broker.run({ kind: "write", path: `w-${i}.txt`, content: "x" }).then(async (r) => (r.ok ? b.broker.run({ kind: "exec", command: `sleep 1; echo done > late-${i}` }) : r)),
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      await b.broker.setGeneration(2, "test: grants narrowed");
+      const changedAt = b.events().find((e) => e.kind === "policy.generation")!.seq;
+      const results = await Promise.all(ops);
+      for (const r of results) expect(r).toMatchObject({ ok: false });
+      expect(results.map((r) => (r.ok ? "ok" : r.code)).every((c) => c === "revoked" || c === "cancelled")).toBe(true);
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(readdirSync(s.ws).filter((f) => f.startsWith("late-"))).toEqual([]);
+      await b.broker.close();
+      // After the change, the journal holds no successful result of the old generation.
+      const late = b.events().filter((e) => e.seq > changedAt && e.kind === "tool.result" && (e.payload as { ok: boolean }).ok && e.generation < 2);
+      expect(late).toEqual([]);
+      expect(b.broker.generation).toBe(2);
+    } finally {
+      await b.close();
+    }
+  });
+
+  it("the warm pool hands out a worker once, and drains on a policy change", async () => {
+    const b = testBroker(s.ws, { poolSize: 1 });
+    b.broker.prewarm();
+    try {
+      for (let i = 0; i < 5; i++) {
+        expect(await b.broker.run({ kind: "read", path: "inside.txt" })).toMatchObject({ ok: true, output: "inside\n" });
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await b.broker.setGeneration(2);
+      expect(await b.broker.run({ kind: "read", path: "inside.txt" })).toMatchObject({ ok: true });
+      const spawned = b.events().filter((e) => e.kind === "worker.spawned").map((e) => (e.payload as { pid: number }).pid);
+      expect(new Set(spawned).size).toBe(spawned.length);
+      expect(b.events().filter((e) => e.kind === "worker.spawned" && (e.payload as { warm: boolean }).warm).length).toBeGreaterThan(2);
+    } finally {
+      await b.close();
+    }
+  });
+});

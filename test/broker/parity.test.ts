@@ -1,0 +1,73 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TOOLS, toolCallToOp, toolJsonSchema } from "../../src/broker/registry.js";
+import { scratch, type Scratch } from "../support/fs.js";
+import { testBroker, type TestBroker } from "../support/broker.js";
+import { ROOT } from "../support/paths.js";
+
+/** One valid call of each tool; a new tool without one here fails the test below. */
+const SAMPLES: Record<string, Record<string, unknown>> = {
+  read_file: { path: "a.txt" },
+  list_dir: {},
+  glob: { pattern: "*.txt" },
+  grep: { pattern: "hello" },
+  write_file: { path: "b.txt", content: "written\n" },
+  edit_file: { path: "a.txt", old_text: "hello", new_text: "howdy" },
+  exec: { command: "echo from-exec" },
+};
+
+// Every tool the registry exposes runs through the broker and a sandboxed
+// worker: none has a body of its own that touches the machine.
+describe("tool parity", () => {
+  let s: Scratch;
+  let t: TestBroker;
+  beforeAll(() => {
+    s = scratch();
+    writeFileSync(join(s.ws, "a.txt"), "hello\n");
+    t = testBroker(s.ws);
+  });
+  afterAll(async () => {
+    await t.close();
+    s.cleanup();
+  });
+
+  it("every tool has a sample call here", () => {
+    expect(TOOLS.map((x) => x.name).sort()).toEqual(Object.keys(SAMPLES).sort());
+  });
+
+  it.each(TOOLS.map((x) => [x.name]))("%s runs as one op in a sandboxed worker", async (name) => {
+    const call = toolCallToOp(name, SAMPLES[name]);
+    expect(call.ok).toBe(true);
+    if (!call.ok) return;
+    const before = t.events().length;
+    const r = await t.broker.run(call.op);
+    expect(r.ok).toBe(true);
+    const mine = t.events().slice(before);
+    const spawned = mine.filter((e) => e.kind === "worker.spawned");
+    expect(spawned).toHaveLength(1);
+    expect(spawned[0]!.payload).toMatchObject({ sandbox: "namespaces", op: call.op.kind });
+    expect((spawned[0]!.payload as { pid: number }).pid).toBeGreaterThan(0);
+    expect(mine.some((e) => e.kind === "tool.result" && (e.payload as { ok: boolean }).ok)).toBe(true);
+  });
+
+  it("tools that mutate say so (an approval gate keys on it)", () => {
+    expect(TOOLS.filter((x) => x.mutates).map((x) => x.name).sort()).toEqual(["edit_file", "exec", "write_file"]);
+  });
+
+  it("each tool's input has a JSON schema for the model, strict about unknown fields", () => {
+    for (const tool of TOOLS) {
+      const schema = toolJsonSchema(tool);
+      expect(schema).toMatchObject({ type: "object", additionalProperties: false });
+      expect(toolCallToOp(tool.name, { ...SAMPLES[tool.name], sneaky: true })).toMatchObject({ ok: false, message: expect.stringContaining("sneaky") });
+    }
+    expect(toolCallToOp("rm_rf", {})).toMatchObject({ ok: false, message: expect.stringContaining("no tool named") });
+  });
+
+  it("the registry and the protocol import nothing that touches the machine", () => {
+    for (const file of ["src/broker/registry.ts", "src/broker/protocol.ts"]) {
+      const imports = [...readFileSync(join(ROOT, file), "utf8").matchAll(/^import .* from "([^"]+)";$/gm)].map((m) => m[1]);
+      expect(imports.filter((i) => !["zod", "./protocol.js"].includes(i!))).toEqual([]);
+    }
+  });
+});

@@ -1,0 +1,34 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Broker, type BrokerOptions } from "../../src/broker/broker.js";
+import type { StoredEvent } from "../../src/journal/events.js";
+import { Journal, type Session } from "../../src/journal/journal.js";
+
+/** A broker over ws with a real journal of its own, for reading back what was recorded. */
+export interface TestBroker {
+  broker: Broker;
+  journal: Journal;
+  session: Session;
+  events(): StoredEvent[];
+  close(): Promise<void>;
+}
+
+export function testBroker(ws: string, opts: Partial<BrokerOptions> = {}): TestBroker {
+  const dir = mkdtempSync(join(tmpdir(), "vak-test-journal-"));
+  const journal = Journal.open({ path: join(dir, "journal.db"), ingest: false });
+  const session = journal.startSession({ kind: "test", title: "broker test", workspace: ws });
+  const broker = new Broker({ workspace: ws, mode: "workspace-write", journal: session, ...opts });
+  return {
+    broker, journal, session,
+    events: () => {
+      journal.flush();
+      return journal.events(session.id);
+    },
+    close: async () => {
+      await broker.close();
+      journal.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
