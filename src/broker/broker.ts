@@ -8,6 +8,11 @@ import type { Grants, Limits, Mode } from "../policy/grants.js";
 import { decide, type HostFacts, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { packageRoot } from "../sandbox/launcher.js";
+import type { ApprovalGate } from "../approvals/gate.js";
+import { canonicalJson, sha256 } from "../approvals/digest.js";
+import { type ApprovalPolicy, capabilityOf, needsApproval, summarizeOp } from "../approvals/policy.js";
+import type { NetPolicy } from "../net/rules.js";
+import { BrokerEgress } from "./egress.js";
 import { type Op, OpSchema, PROTOCOL_VERSION } from "./protocol.js";
 import { type GrantView, resolveTarget } from "./targets.js";
 import { type WorkerOutcome, WorkerProcess } from "./worker-process.js";
@@ -33,6 +38,10 @@ export interface BrokerOptions {
   poolSize?: number;
   maxConcurrent?: number;
   generation?: number;
+  /** Network grants for exec commands, through an egress gate the broker starts on first use. */
+  net?: NetPolicy | undefined;
+  /** Host-owned approvals for allowed ops that the policy says to ask about. */
+  approvals?: { gate: ApprovalGate; policy: ApprovalPolicy } | undefined;
 }
 
 export type OpOutcome = (WorkerOutcome & { op: Op["kind"]; target?: string | undefined; ms: number });
@@ -49,7 +58,12 @@ export class Broker {
   /** Journal writes that follow an op (a worker's exit), awaited by close(). */
   private readonly pending = new Set<Promise<unknown>>();
   private readonly plans = new Map<PlanKey, LaunchPlan>();
-  private readonly grants: GrantView;
+  private grants: GrantView;
+  private mode: Exclude<Mode, "full-access">;
+  private grantInput: Partial<Grants>;
+  /** "Allow for this session" answers: exact capabilities, forgotten on a policy change. */
+  private readonly allowances = new Set<string>();
+  private readonly egress: BrokerEgress;
   private readonly host: HostFacts;
   private readonly runtime: string;
   private readonly actor: Actor;
@@ -62,10 +76,15 @@ export class Broker {
 
   constructor(private readonly opts: BrokerOptions) {
     this.generationNow = opts.generation ?? 1;
+    this.mode = opts.mode;
+    this.grantInput = opts.grants ?? {};
     this.host = opts.host ?? hostFacts();
     this.runtime = join(packageRoot(), "dist", "runtime");
     if (!existsSync(join(this.runtime, "worker.cjs"))) throw new Error(`the worker bundle is missing (${this.runtime}); run npm ci`);
     this.actor = { component: opts.component ?? "tools" };
+    this.egress = new BrokerEgress(this.actor.component, (e) =>
+      void this.record("egress", { method: e.method, asked: e.asked, decision: e.decision, reason: e.reason, canonical: e.canonical ?? null, address: e.address ?? null, status: e.status ?? null, component: e.component }).catch(() => {}),
+    );
     if (opts.sandbox === "reduced") {
       const root = mkdtempSync(join(tmpdir(), "vak-scratch-"));
       mkdirSync(join(root, "tmp"), { mode: 0o700 });
@@ -80,15 +99,20 @@ export class Broker {
     return this.generationNow;
   }
 
+  /** The policy this broker enforces now (a sub-agent's broker may hold at most this). */
+  get policy(): { mode: Exclude<Mode, "full-access">; grants: Partial<Grants>; workspace: string } {
+    return { mode: this.mode, grants: this.grantInput, workspace: this.opts.workspace };
+  }
+
   /** The launch plan for a worker of this kind (or for an exec command). */
   private plan(key: PlanKey, command?: string[]): LaunchPlan {
     const cached = !command && this.plans.get(key);
     if (cached) return cached;
-    const g = this.opts.grants ?? {};
+    const g = this.grantInput;
     const readOnly = key === "read";
     const plan = decide(
       {
-        mode: readOnly ? "read-only" : this.opts.mode,
+        mode: readOnly ? "read-only" : this.mode,
         sandbox: this.opts.sandbox ?? "namespaces",
         workspace: this.opts.workspace,
         grants: {
@@ -100,6 +124,7 @@ export class Broker {
         command: command ?? [process.execPath, join(this.runtime, "worker-boot.cjs")],
         runtime: command ? [] : [this.runtime],
         scratch: this.scratch,
+        net: command ? this.opts.net : undefined,
       },
       this.host,
     );
@@ -192,6 +217,15 @@ export class Broker {
     }
     records.push(this.record("decision", { op: op.kind, allowed: true, reason: op.kind === "exec" ? "the command runs under the component's grants" : `inside the grant ${target}`, target }));
 
+    if (this.opts.approvals && needsApproval(this.opts.approvals.policy, resolved)) {
+      const refused = await this.approve(resolved, target, generation, opts.signal);
+      if (refused) {
+        records.push(this.record("tool.result", { op: op.kind, ok: false, code: refused.code, message: refused.message }));
+        await Promise.allSettled(records);
+        return { ...refused, op: op.kind, target, ms: Date.now() - started };
+      }
+    }
+
     await this.slot();
     // An op that waited for a slot across a policy change does not start under the old grants.
     if (generation !== this.generationNow || this.closed) {
@@ -208,7 +242,12 @@ export class Broker {
     let worker: WorkerProcess | undefined;
     let refill: PlanKey | undefined;
     try {
-      if (op.kind === "exec") worker = new WorkerProcess(this.plan("write", ["/bin/sh", "-c", op.command]), generation);
+      if (op.kind === "exec") {
+        const plan = this.plan("write", ["/bin/sh", "-c", op.command]);
+        const gate = plan.network.kind === "gate" ? await this.egress.link(plan.network.policy, generation) : undefined;
+        worker = new WorkerProcess(plan, generation, gate?.link);
+        if (gate) void worker.done.finally(gate.release).catch(() => {});
+      }
       else {
         const key = READS.has(op.kind) ? "read" : "write";
         const taken = this.takeWorker(key);
@@ -216,6 +255,13 @@ export class Broker {
         if (taken.fromPool) refill = key;
       }
       this.inflight.add(worker);
+      // Its exit is recorded when it is reaped (a worker is stopped as soon as its answer is in).
+      const w = worker;
+      this.background(
+        w.done
+          .finally(() => this.inflight.delete(w))
+          .then((r) => this.record("worker.exited", { op: op.kind, pid: w.pid, code: r.code, denied: r.denied.map((d) => `${d.op} ${d.path}: ${d.reason}`) })),
+      );
       records.push(this.record("worker.spawned", { sandbox: worker.plan.sandbox, op: op.kind, mode: worker.plan.mode, pid: worker.pid, warm: refill !== undefined }));
       outcome =
         op.kind === "exec"
@@ -227,16 +273,6 @@ export class Broker {
       outcome = { ok: false, code: "sandbox-setup", message: (e as Error).message };
     } finally {
       this.release();
-    }
-    // The worker was stopped when its answer came in; its exit is recorded when it is reaped.
-    const w = worker;
-    if (w) {
-      this.background(
-        w.done.then((r) => {
-          this.inflight.delete(w);
-          return this.record("worker.exited", { op: op.kind, pid: w.pid, code: r.code, denied: r.denied.map((d) => `${d.op} ${d.path}: ${d.reason}`) });
-        }),
-      );
     }
     if (refill) setImmediate(() => this.refill(refill));
     if (generation !== this.generationNow) outcome = revoked(this.generationNow);
@@ -257,27 +293,52 @@ export class Broker {
     return { ...outcome, op: op.kind, target, ms: Date.now() - started };
   }
 
+  /** Asks the host's approvers about an allowed op; returns the refusal, if it is not approved. */
+  private async approve(op: Op, target: string | undefined, generation: number, signal?: AbortSignal): Promise<{ ok: false; code: string; message: string } | undefined> {
+    const capability = capabilityOf(op, target);
+    if (!this.allowances.has(capability)) {
+      const digest = sha256(canonicalJson({ component: this.actor.component, generation, op }));
+      const summary = summarizeOp(op, target);
+      const outcome = await this.opts.approvals!.gate.ask({ digest, generation, component: this.actor.component, summary, op: op.kind, target }, signal);
+      if (outcome.answer === "deny")
+        return { ok: false, code: "not-approved", message: `not approved (${"reason" in outcome ? outcome.reason : `denied by ${outcome.by}`}): ${summary}` };
+      if (outcome.answer === "allow-session" && generation === this.generationNow) this.allowances.add(capability);
+    } else await this.record("decision", { op: op.kind, allowed: true, reason: "approved earlier for this session (this exact capability)", target });
+    if (generation !== this.generationNow) return revoked(this.generationNow);
+    return undefined;
+  }
+
   private background(p: Promise<unknown>): void {
     const tracked = p.catch(() => {}).finally(() => this.pending.delete(tracked));
     this.pending.add(tracked);
   }
 
   /**
-   * A new policy generation: the pool is drained and every worker of an older
-   * generation is stopped before this resolves, so the caller may report the
-   * new state knowing that nothing of the old one still runs.
+   * A new policy generation, perhaps with a new mode or grants: the pool is
+   * drained and every worker of an older generation is stopped (and its exit
+   * recorded) before this resolves, so the caller may report the new state
+   * knowing that nothing of the old one still runs.
    */
-  async setGeneration(generation: number, reason = "policy changed"): Promise<void> {
+  async setGeneration(generation: number, reason = "policy changed", policy: { mode?: Exclude<Mode, "full-access">; grants?: Partial<Grants>; record?: boolean } = {}): Promise<number> {
     if (generation <= this.generationNow) throw new Error(`generation ${generation} is not newer than ${this.generationNow}`);
     const old = this.generationNow;
+    const previousMode = this.mode;
     this.generationNow = generation;
+    if (policy.mode) this.mode = policy.mode;
+    if (policy.grants) this.grantInput = policy.grants;
     this.plans.clear();
+    this.allowances.clear();
+    await this.egress.setGeneration(generation);
+    this.grants = { ...this.plan("write").grants, stateDirs: this.host.stateDirs };
     const stopping: Promise<unknown>[] = [];
     for (const idle of this.pool.values()) for (const w of idle.splice(0)) (w.cancel(), stopping.push(w.done));
     for (const w of this.inflight) if (w.generation < generation) (w.cancel(), stopping.push(w.done));
     await Promise.allSettled(stopping);
-    await this.record("policy.generation", { generation, previous: old, reason, stopped: stopping.length });
+    await Promise.allSettled([...this.pending]);
+    // A caller that changes more than this broker (a session) records the change itself, once all of it is done.
+    if (policy.record !== false) await this.record("policy.generation", { generation, previous: old, reason, mode: this.mode, previousMode, stopped: stopping.length });
     if ((this.opts.poolSize ?? 0) > 0) this.prewarm();
+    return stopping.length;
   }
 
   async close(): Promise<void> {
@@ -287,6 +348,7 @@ export class Broker {
     for (const w of this.inflight) (w.cancel(), stopping.push(w.done));
     await Promise.allSettled(stopping);
     await Promise.allSettled([...this.pending]);
+    await this.egress.close();
     if (this.scratch) rmSync(dirname(this.scratch.tmp), { recursive: true, force: true });
   }
 }

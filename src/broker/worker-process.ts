@@ -1,5 +1,5 @@
 import type { LaunchPlan } from "../policy/plan.js";
-import { launch, type LaunchResult, type RunningSandbox } from "../sandbox/launcher.js";
+import { type GateLink, launch, type LaunchResult, type RunningSandbox } from "../sandbox/launcher.js";
 import { MAX_RESPONSE_BYTES, MAX_RESULT_BYTES, parseMessage, ProtocolError, type Request, type Response, ResponseSchema, TRUNCATED } from "./protocol.js";
 
 /** How one op ended, as the broker reports it. */
@@ -44,8 +44,9 @@ export class WorkerProcess {
   constructor(
     readonly plan: LaunchPlan,
     readonly generation: number,
+    gate?: GateLink,
   ) {
-    this.sb = launch(plan, ["pipe", "pipe", "pipe"], undefined, { detached: true });
+    this.sb = launch(plan, ["pipe", "pipe", "pipe"], gate, { detached: true });
     // A worker that dies before its request (cancelled, drained) must not crash the host with EPIPE.
     this.sb.stdin?.on("error", () => {});
   }

@@ -51,6 +51,29 @@ function program(): Command {
     });
 
   const done = (code: number): void => void p.setOptionValue("exitCode", code);
+
+  // The agent: `vak run "…"` and `vak` share their flags.
+  const agentFlags = (c: Command) =>
+    c
+      .option("--model <provider:model>", "the model: openai:…, anthropic:…, ollama:…, a [providers.NAME] of your config, or scripted:FILE")
+      .addOption(new Option("--mode <mode>", "read-only or workspace-write").choices(["read-only", "workspace-write"]).default("workspace-write"))
+      .option("--workspace <dir>", "the workspace (default: the current directory)")
+      .option("--allow-read <paths>", "also readable", list)
+      .option("--allow-write <paths>", "also writable", list)
+      .option("--deny-read <paths>", "never readable, even inside a grant", list)
+      .option("--deny-write <paths>", "never writable, even inside a grant", list)
+      .option("--allow-net <hosts>", "reachable by the agent's commands through the egress gate", list)
+      .option("--deny-net <hosts>", "never reachable", list)
+      .option("--approve <kinds>", "approve these ahead of time: write, exec (inside the grants only)", list)
+      .option("--max-turns <n>", "model turns per instruction (default 50)", positiveInt("--max-turns"))
+      .addOption(new Option("--sandbox <kind>", "namespaces, or reduced where user namespaces are unavailable").choices(["namespaces", "reduced"]).default("namespaces"));
+  agentFlags(p.command("run").description("run the agent on one instruction, print the transcript and what was refused").argument("<instruction>", "what the agent should do"))
+    .option("--json", "print a one-line JSON summary on stderr at the end")
+    .action(async (instruction: string, opts) => done(await (await import("./run.js")).runCommand(instruction, opts)));
+  agentFlags(p).action(async (opts) => done(await (await import("./run.js")).interactiveCommand(opts)));
+  p.command("demo")
+    .description("a scripted adversarial session on a throwaway workspace: every attack refused and shown, then the record")
+    .action(async () => done(await (await import("./demo.js")).demoCommand()));
   const journal = p.command("journal").description("the append-only, hash-chained record of every session");
   journal.command("list").description("the sessions in the journal").option("--json", "machine-readable").action(async (opts) => {
     done((await import("./journal.js")).journalList(opts));

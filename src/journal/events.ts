@@ -8,6 +8,7 @@ export const EVENT_FIELDS = {
   "session.started": ["kind"],
   "session.ended": ["outcome"],
   "policy.generation": ["generation"],
+  "run.cancelled": ["reason"],
   "op.requested": ["op"],
   decision: ["op", "allowed", "reason"],
   "target.resolved": ["asked", "resolved"],

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse } from "smol-toml";
 import { z } from "zod";
+import { ENV_NAME } from "./env.js";
 import { VakError } from "./errors.js";
 import { vakDirs } from "./state.js";
 
@@ -16,6 +17,36 @@ export const UserConfigSchema = z
       .object({
         /** Days of journal to keep; `vak journal prune` without --before removes older events. */
         retention_days: z.number().int().positive().optional(),
+      })
+      .strict()
+      .default({}),
+    model: z
+      .object({
+        /** The model `vak run` and `vak` use without --model: "provider:model". */
+        default: z.string().regex(/^[a-z0-9_-]+:.+$/, 'write it as "provider:model"').optional(),
+      })
+      .strict()
+      .default({}),
+    /** Model providers by name; these add to or replace the built-in openai, anthropic and ollama. */
+    providers: z
+      .record(
+        z.string().regex(/^[a-z0-9_-]+$/, "provider names are lower-case letters, digits, - and _"),
+        z
+          .object({
+            kind: z.enum(["openai", "anthropic"]),
+            base_url: z.url({ protocol: /^https?$/ }),
+            /** The host environment variable that holds the key; the key itself is never written in a file. */
+            api_key_env: z.string().regex(ENV_NAME, "not an environment variable name").optional(),
+          })
+          .strict(),
+      )
+      .default({}),
+    approvals: z
+      .object({
+        /** "ask" (the default) or "allow": whether writes inside the grant wait for a person. */
+        write: z.enum(["ask", "allow"]).optional(),
+        exec: z.enum(["ask", "allow"]).optional(),
+        timeout_seconds: z.number().int().positive().optional(),
       })
       .strict()
       .default({}),

@@ -1,4 +1,5 @@
-import { homedir } from "node:os";
+import { mkdirSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 
 /** Where Vak keeps its own config, state and caches (XDG). None of it is ever
@@ -20,4 +21,18 @@ export function vakDirs(env: NodeJS.ProcessEnv = process.env, home: string = hom
 export function vakStateDirs(env: NodeJS.ProcessEnv = process.env, home: string = homedir()): string[] {
   const d = vakDirs(env, home);
   return [d.config, d.state, d.data, d.cache, ...(d.runtime ? [d.runtime] : [])];
+}
+
+/**
+ * A fresh private directory for one egress gate's socket, in Vak's runtime
+ * directory (XDG_RUNTIME_DIR/vak, else the state directory): never reachable
+ * from a sandbox. sun_path holds 108 bytes, so a deep home directory falls
+ * back to a per-user directory under the system temp dir.
+ */
+export function gateSocketDir(env: NodeJS.ProcessEnv = process.env): string {
+  const d = vakDirs(env);
+  const base = d.runtime ?? join(d.state, "run");
+  const root = (base + "/gate-xxxxxxxxxxxx/gate.sock").length < 100 ? base : join(tmpdir(), `vak-${process.getuid?.() ?? 0}`);
+  mkdirSync(root, { recursive: true, mode: 0o700 });
+  return join(root, `gate-${process.pid.toString(36)}${Date.now().toString(36).slice(-4)}${Math.random().toString(36).slice(2, 6)}`);
 }

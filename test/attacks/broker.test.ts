@@ -249,7 +249,7 @@ function rogueWorker(script: string): WorkerProcess {
   );
   return new WorkerProcess(plan, 1);
 }
-const request = { v: PROTOCOL_VERSION, id: "abc", op: { kind: "read" as const, path: "/x" } };
+const request = { v: PROTOCOL_VERSION as 1, id: "abc", op: { kind: "read" as const, path: "/x" } };
 
 describe("a worker gone wrong fails closed", () => {
   it("one that prints forever is stopped at the size bound", async () => {

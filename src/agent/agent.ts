@@ -1,0 +1,136 @@
+import { createHash } from "node:crypto";
+import type { Broker, OpOutcome } from "../broker/broker.js";
+import { TOOLS, toolCallToOp, toolJsonSchema } from "../broker/registry.js";
+import type { Session } from "../journal/journal.js";
+import type { Redactor } from "../secrets/redact.js";
+import { ModelError, type Message, type ModelClient, type ToolCallRequest, type ToolSpec } from "../model/types.js";
+import { UNTRUSTED_RULE } from "../model/untrusted.js";
+import { TASK_TOOL, type TaskArgs, TaskArgsSchema } from "./task.js";
+
+/** What a run shows as it goes: for a live transcript. */
+export type AgentEvent =
+  | { type: "text"; component: string; delta: string }
+  | { type: "tool-call"; component: string; name: string; args: unknown }
+  | { type: "tool-result"; component: string; name: string; ok: boolean; code?: string | undefined; text: string; target?: string | undefined };
+
+export interface Refusal {
+  component: string;
+  tool: string;
+  code: string;
+  message: string;
+}
+
+export interface RunResult {
+  text: string;
+  turns: number;
+  toolCalls: number;
+  refused: Refusal[];
+  outcome: "done" | "cancelled" | "max-turns" | "model-error";
+  error?: string | undefined;
+}
+
+/** Everything one agent (the main one or a task's) runs with. None of it reaches a worker. */
+export interface AgentContext {
+  component: string;
+  model: ModelClient;
+  broker: Broker;
+  journal?: Session | undefined;
+  generation: () => number;
+  redactor: Redactor;
+  maxTurns: number;
+  /** Task sub-agents: undefined where this agent may not start any. */
+  runTask?: ((args: TaskArgs, signal: AbortSignal) => Promise<RunResult>) | undefined;
+  onEvent?: ((e: AgentEvent) => void) | undefined;
+}
+
+function systemPrompt(ctx: AgentContext): string {
+  const p = ctx.broker.policy;
+  return [
+    `You are a coding agent. Your workspace is ${p.workspace}; paths are relative to it. Mode: ${p.mode}.`,
+    "You act only through the tools given. Every tool call runs in a sandbox under grants you cannot change; a refused call says why.",
+    UNTRUSTED_RULE,
+  ].join("\n");
+}
+
+export function toolSpecs(withTask: boolean): ToolSpec[] {
+  const specs = TOOLS.map((t) => ({ name: t.name, description: t.description, parameters: toolJsonSchema(t) }));
+  return withTask ? [...specs, TASK_TOOL] : specs;
+}
+
+/** The text a tool's outcome becomes for the model. */
+function outcomeText(r: OpOutcome): string {
+  if (!r.ok) return `refused (${r.code}): ${r.message}`;
+  if (r.op !== "exec") return r.output;
+  const d = r.data as { exitCode?: number | null; timedOut?: boolean } | undefined;
+  return `${r.output}${r.output && !r.output.endsWith("\n") ? "\n" : ""}[exit code ${d?.exitCode ?? "none"}${d?.timedOut ? ", timed out" : ""}]`;
+}
+
+/**
+ * The harness loop: the model's tool calls become broker ops (or task
+ * sub-agents); what comes back is untrusted content with its provenance,
+ * kept apart from the user's instructions in the record and in what the
+ * model is sent. The loop ends when the model stops calling tools, at the
+ * turn limit, on a model error, or when the run is cancelled.
+ */
+export async function runAgent(ctx: AgentContext, messages: Message[], prompt: string, signal: AbortSignal): Promise<RunResult> {
+  const actor = { component: ctx.component };
+  const record = (kind: "message" | "model.call", payload: Record<string, unknown>) =>
+    ctx.journal?.append(kind, actor, ctx.generation(), payload).catch(() => undefined);
+  const result: RunResult = { text: "", turns: 0, toolCalls: 0, refused: [], outcome: "done" };
+  messages.push({ role: "user", text: prompt });
+  await record("message", { role: "user", provenance: "user", text: prompt });
+  const tools = toolSpecs(ctx.runTask !== undefined);
+  const system = systemPrompt(ctx);
+
+  for (;;) {
+    if (signal.aborted) return { ...result, outcome: "cancelled" };
+    if (result.turns >= ctx.maxTurns) return { ...result, outcome: "max-turns" };
+    result.turns += 1;
+    const started = Date.now();
+    let turn;
+    try {
+      turn = await ctx.model.complete({ system, messages, tools, signal, onText: (delta) => ctx.onEvent?.({ type: "text", component: ctx.component, delta }) });
+    } catch (e) {
+      const cancelled = signal.aborted || (e instanceof ModelError && e.kind === "cancelled");
+      await record("model.call", { provider: ctx.model.provider, model: ctx.model.model, ms: Date.now() - started, ok: false, error: (e as Error).message });
+      return { ...result, outcome: cancelled ? "cancelled" : "model-error", error: cancelled ? undefined : ctx.redactor.text((e as Error).message) };
+    }
+    await record("model.call", { provider: ctx.model.provider, model: ctx.model.model, ms: Date.now() - started, ok: true, stop: turn.stop, toolCalls: turn.toolCalls.length, usage: turn.usage ?? null });
+    messages.push({ role: "assistant", text: turn.text, toolCalls: turn.toolCalls });
+    await record("message", { role: "assistant", provenance: "model", text: turn.text, toolCalls: turn.toolCalls.map((c) => ({ name: c.name, args: c.args })) });
+    if (turn.text) result.text = turn.text;
+    if (turn.toolCalls.length === 0) return result;
+
+    for (const call of turn.toolCalls) {
+      // Every call gets an answer, even after a cancel, so that the conversation stays well-formed.
+      const answer = signal.aborted
+        ? { text: "refused (cancelled): the run was cancelled", ok: false, code: "cancelled", target: undefined }
+        : await perform(ctx, call, signal);
+      result.toolCalls += 1;
+      if (!answer.ok) result.refused.push({ component: ctx.component, tool: call.name, code: answer.code ?? "refused", message: answer.text });
+      const text = ctx.redactor.text(answer.text);
+      messages.push({ role: "tool", callId: call.id, name: call.name, text, isError: !answer.ok, provenance: { tool: call.name, target: answer.target, untrusted: true } });
+      await record("message", {
+        role: "tool", provenance: { tool: call.name, target: answer.target ?? null, untrusted: true },
+        ok: answer.ok, bytes: Buffer.byteLength(text), sha256: createHash("sha256").update(text).digest("hex"),
+      });
+      ctx.onEvent?.({ type: "tool-result", component: ctx.component, name: call.name, ok: answer.ok, code: answer.code, text, target: answer.target });
+    }
+  }
+}
+
+async function perform(ctx: AgentContext, call: ToolCallRequest, signal: AbortSignal): Promise<{ text: string; ok: boolean; code?: string | undefined; target?: string | undefined }> {
+  ctx.onEvent?.({ type: "tool-call", component: ctx.component, name: call.name, args: call.args });
+  if (call.name === TASK_TOOL.name) {
+    if (!ctx.runTask) return { text: "refused (bad-request): a task cannot start further tasks", ok: false, code: "bad-request" };
+    const args = TaskArgsSchema.safeParse(call.args);
+    if (!args.success) return { text: `refused (bad-request): task: ${args.error.issues[0]!.path.join(".")}: ${args.error.issues[0]!.message}`, ok: false, code: "bad-request" };
+    const r = await ctx.runTask(args.data, signal);
+    const ok = r.outcome === "done";
+    return { text: ok ? r.text : `the task ended: ${r.outcome}${r.error ? ` (${r.error})` : ""}\n${r.text}`, ok, code: ok ? undefined : r.outcome, target: `task: ${args.data.description}` };
+  }
+  const c = toolCallToOp(call.name, call.args);
+  if (!c.ok) return { text: `refused (bad-request): ${c.message}`, ok: false, code: "bad-request" };
+  const r = await ctx.broker.run(c.op, { signal });
+  return { text: outcomeText(r), ok: r.ok, code: r.ok ? undefined : r.code, target: r.target };
+}

@@ -1,0 +1,179 @@
+import { ApprovalGate, type ApprovalRequest } from "../approvals/gate.js";
+import { type ApprovalPolicy, DEFAULT_APPROVAL_POLICY } from "../approvals/policy.js";
+import { Broker } from "../broker/broker.js";
+import type { Journal, Session } from "../journal/journal.js";
+import type { Grants, Mode } from "../policy/grants.js";
+import type { SandboxKind } from "../policy/plan.js";
+import type { NetPolicy } from "../net/rules.js";
+import { Redactor } from "../secrets/redact.js";
+import type { Message, ModelClient } from "../model/types.js";
+import { type AgentEvent, type RunResult, runAgent } from "./agent.js";
+import type { TaskArgs } from "./task.js";
+
+export type SessionMode = Exclude<Mode, "full-access">;
+
+export interface HostSessionOptions {
+  workspace: string;
+  mode: SessionMode;
+  grants?: Partial<Grants>;
+  /** Network grants for the agent's commands (through the egress gate). */
+  net?: NetPolicy | undefined;
+  model: ModelClient;
+  journal?: Journal | undefined;
+  /** Values to redact everywhere (the provider key among them). */
+  secrets?: readonly string[];
+  approvalPolicy?: ApprovalPolicy;
+  approvalTimeoutMs?: number;
+  /** The host's approver; without one, every op that asks is denied. */
+  onApproval?: ((r: ApprovalRequest) => void) | undefined;
+  onEvent?: ((e: AgentEvent) => void) | undefined;
+  /** Told of each new policy state, only once nothing of the old one runs. */
+  onPolicy?: ((p: { generation: number; mode: SessionMode }) => void) | undefined;
+  maxTurns?: number;
+  sandbox?: SandboxKind;
+  poolSize?: number;
+  title?: string;
+}
+
+/**
+ * One agent session on the host: the model client, the broker that runs its
+ * tools, the approval gate, the journal session. It owns the runs (the main
+ * one and any task sub-agents) and the policy generation.
+ */
+export class HostSession {
+  readonly approvals: ApprovalGate;
+  readonly journalSession: Session | undefined;
+  readonly redactor: Redactor;
+  private readonly broker: Broker;
+  private readonly messages: Message[] = [];
+  private generationNow = 1;
+  private readonly runs = new Map<AbortController, Promise<unknown>>();
+  private readonly taskBrokers = new Set<Broker>();
+  private tasks = 0;
+
+  constructor(private readonly opts: HostSessionOptions) {
+    this.redactor = opts.journal?.redactor ?? new Redactor();
+    for (const s of opts.secrets ?? []) this.redactor.add(s);
+    this.journalSession = opts.journal?.startSession({ kind: "agent", title: opts.title ?? "agent session", workspace: opts.workspace });
+    this.approvals = new ApprovalGate({ journal: this.journalSession, timeoutMs: opts.approvalTimeoutMs, onRequest: opts.onApproval });
+    this.broker = this.makeBroker("agent", opts.mode, opts.poolSize ?? 1);
+    void this.journalSession?.append("policy.generation", { component: "host" }, 1, {
+      generation: 1, mode: opts.mode, grants: opts.grants ?? {}, net: opts.net ? opts.net.allow.map((r) => r.text) : [], model: `${opts.model.provider}:${opts.model.model}`,
+      approvals: opts.approvalPolicy ?? DEFAULT_APPROVAL_POLICY,
+    });
+  }
+
+  get generation(): number {
+    return this.generationNow;
+  }
+
+  get mode(): SessionMode {
+    return this.broker.policy.mode;
+  }
+
+  private makeBroker(component: string, mode: SessionMode, poolSize: number): Broker {
+    const b = new Broker({
+      workspace: this.opts.workspace,
+      mode,
+      grants: this.opts.grants,
+      net: this.opts.net,
+      component,
+      journal: this.journalSession,
+      generation: this.generationNow,
+      sandbox: this.opts.sandbox,
+      poolSize,
+      approvals: { gate: this.approvals, policy: this.opts.approvalPolicy ?? DEFAULT_APPROVAL_POLICY },
+    });
+    if (poolSize > 0) b.prewarm();
+    return b;
+  }
+
+  /** Runs the agent on one instruction from the user, to its end. */
+  async run(prompt: string, signal?: AbortSignal): Promise<RunResult> {
+    const ac = new AbortController();
+    const stop = () => ac.abort(signal?.reason);
+    signal?.addEventListener("abort", stop, { once: true });
+    const run = runAgent(
+      {
+        component: "agent", model: this.opts.model, broker: this.broker, journal: this.journalSession,
+        generation: () => this.generationNow, redactor: this.redactor, maxTurns: this.opts.maxTurns ?? 50,
+        onEvent: this.opts.onEvent, runTask: (args, s) => this.runTask(args, s),
+      },
+      this.messages, prompt, ac.signal,
+    );
+    this.runs.set(ac, run);
+    try {
+      return await run;
+    } finally {
+      this.runs.delete(ac);
+      signal?.removeEventListener("abort", stop);
+    }
+  }
+
+  /** A task sub-agent: its own broker, with at most this session's grants, cancelled with its parent. */
+  private async runTask(args: TaskArgs, parent: AbortSignal): Promise<RunResult> {
+    const component = `agent/task-${++this.tasks}`;
+    // Narrow, never widen: a read-only session's task is read-only whatever it asks for.
+    const mode: SessionMode = this.mode === "read-only" || args.mode === "read-only" ? "read-only" : "workspace-write";
+    const broker = this.makeBroker(component, mode, 0);
+    this.taskBrokers.add(broker);
+    const ac = new AbortController();
+    const stop = () => ac.abort(parent.reason);
+    if (parent.aborted) stop();
+    parent.addEventListener("abort", stop, { once: true });
+    await this.journalSession?.append("message", { component }, this.generationNow, { role: "user", provenance: { from: "agent", tool: "task", untrusted: true }, text: args.prompt, description: args.description, mode });
+    const run = runAgent(
+      {
+        component, model: this.opts.model, broker, journal: this.journalSession, generation: () => this.generationNow,
+        redactor: this.redactor, maxTurns: this.opts.maxTurns ?? 50, onEvent: this.opts.onEvent,
+      },
+      [], args.prompt, ac.signal,
+    );
+    this.runs.set(ac, run);
+    try {
+      return await run;
+    } finally {
+      this.runs.delete(ac);
+      parent.removeEventListener("abort", stop);
+      this.taskBrokers.delete(broker);
+      await broker.close();
+    }
+  }
+
+  /**
+   * Changes the session's mode mid-run. In this order: open approvals are
+   * denied, the main run and every task are cancelled, every worker of the
+   * old generation is stopped, the runs have ended; only then is the new
+   * generation recorded and reported. The journal's sequence proves it.
+   */
+  async setMode(mode: SessionMode, reason = "the user changed the mode"): Promise<void> {
+    const previous = this.mode;
+    const generation = ++this.generationNow;
+    const actor = { component: "host" };
+    const voided = this.approvals.setGeneration(generation);
+    const cancelled = [...this.runs.keys()];
+    for (const ac of cancelled) ac.abort(new Error(`policy changed: ${reason}`));
+    if (cancelled.length) await this.journalSession?.append("run.cancelled", actor, generation, { reason, runs: cancelled.length });
+    let stopped = 0;
+    for (const b of [...this.taskBrokers]) stopped += await b.setGeneration(generation, reason, { mode: mode === "read-only" ? "read-only" : b.policy.mode, record: false });
+    stopped += await this.broker.setGeneration(generation, reason, { mode, record: false });
+    await Promise.allSettled([...this.runs.values()]);
+    await this.journalSession?.append("policy.generation", actor, generation, {
+      generation, previous: generation - 1, mode, previousMode: previous, reason,
+      order: ["approvals-denied", "runs-cancelled", "workers-stopped", "runs-ended", "reported"],
+      approvalsDenied: voided, runsCancelled: cancelled.length, workersStopped: stopped,
+    });
+    this.opts.onPolicy?.({ generation, mode });
+  }
+
+  async close(outcome = "ended"): Promise<void> {
+    for (const ac of this.runs.keys()) ac.abort(new Error("the session ended"));
+    this.approvals.setGeneration(this.generationNow + 1);
+    await Promise.allSettled([...this.runs.values()]);
+    await this.broker.close();
+    if (this.journalSession) {
+      this.opts.journal?.flush();
+      this.journalSession.end(outcome);
+    }
+  }
+}

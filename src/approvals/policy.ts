@@ -1,0 +1,37 @@
+import type { Op } from "../broker/protocol.js";
+
+/**
+ * Which allowed ops wait for a person. Reads of granted paths run; writes and
+ * commands ask unless the user's config says "allow". Nothing here can allow
+ * what the grant refuses: the broker asks only about ops already inside it.
+ */
+export type AskRule = "ask" | "allow";
+
+export interface ApprovalPolicy {
+  write: AskRule;
+  exec: AskRule;
+}
+
+export const DEFAULT_APPROVAL_POLICY: ApprovalPolicy = { write: "ask", exec: "ask" };
+
+export function needsApproval(policy: ApprovalPolicy, op: Op): boolean {
+  if (op.kind === "write" || op.kind === "edit") return policy.write === "ask";
+  if (op.kind === "exec") return policy.exec === "ask";
+  return false;
+}
+
+/** The exact capability an "allow for this session" answer covers: this op kind on this target, or this exact command. */
+export function capabilityOf(op: Op, target: string | undefined): string {
+  return op.kind === "exec" ? `exec\0${op.command}` : `${op.kind}\0${target ?? ""}`;
+}
+
+/** What the op does, in a line, for the person deciding. */
+export function summarizeOp(op: Op, target: string | undefined): string {
+  const clip = (s: string, n = 120) => (s.length > n ? `${s.slice(0, n)}…` : s).replace(/\n/g, "⏎");
+  switch (op.kind) {
+    case "write": return `write ${Buffer.byteLength(op.content)} bytes to ${target}`;
+    case "edit": return `edit ${target}: replace "${clip(op.old, 60)}" with "${clip(op.new, 60)}"${op.replaceAll ? " (every occurrence)" : ""}`;
+    case "exec": return `run: ${clip(op.command, 400)}`;
+    default: return `${op.kind} ${target ?? ""}`;
+  }
+}

@@ -1,0 +1,47 @@
+import { rmSync } from "node:fs";
+import { EgressGate, type EgressEvent } from "../net/gate.js";
+import type { NetPolicy } from "../net/rules.js";
+import { gateSocketDir } from "../policy/state.js";
+import type { GateLink } from "../sandbox/launcher.js";
+
+/**
+ * The egress gate for one broker's exec commands, started on first use. Each
+ * command gets its own token, carrying the policy generation; a policy change
+ * revokes older tokens and closes their connections.
+ */
+export class BrokerEgress {
+  private started: Promise<{ gate: EgressGate; dir: string }> | undefined;
+
+  constructor(
+    private readonly component: string,
+    private readonly onEvent: (e: EgressEvent) => void,
+  ) {}
+
+  private start(): Promise<{ gate: EgressGate; dir: string }> {
+    this.started ??= (async () => {
+      const dir = gateSocketDir();
+      const gate = new EgressGate({ dir, onEvent: this.onEvent });
+      await gate.listen();
+      return { gate, dir };
+    })();
+    return this.started;
+  }
+
+  /** A token for one command; release() forgets it and closes its connections. */
+  async link(policy: NetPolicy, generation: number): Promise<{ link: GateLink; release(): void }> {
+    const { gate, dir } = await this.start();
+    const token = gate.register({ component: this.component, generation, policy });
+    return { link: { dir, token }, release: () => gate.unregister(token) };
+  }
+
+  async setGeneration(generation: number): Promise<void> {
+    if (this.started) (await this.started).gate.setGeneration(generation);
+  }
+
+  async close(): Promise<void> {
+    if (!this.started) return;
+    const { gate, dir } = await this.started;
+    await gate.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,72 @@
+import { realpathSync } from "node:fs";
+import type { ApprovalPolicy } from "../approvals/policy.js";
+import type { HostSessionOptions, SessionMode } from "../agent/session.js";
+import { Journal } from "../journal/journal.js";
+import { resolveModel } from "../model/providers.js";
+import { parseNetPolicy, RuleError } from "../net/rules.js";
+import { loadUserConfig } from "../policy/config.js";
+import { VakError } from "../policy/errors.js";
+
+/** The flags `vak run` and `vak` share. */
+export interface AgentFlags {
+  model?: string;
+  mode: string;
+  fullAccess?: boolean;
+  workspace?: string;
+  allowRead?: string[];
+  allowWrite?: string[];
+  denyRead?: string[];
+  denyWrite?: string[];
+  allowNet?: string[];
+  denyNet?: string[];
+  approve?: string[];
+  maxTurns?: number;
+  sandbox: string;
+}
+
+const APPROVABLE = new Set(["write", "exec"]);
+
+/** Turns flags and the user's config into a session's options (not yet its callbacks). */
+export function sessionOptions(flags: AgentFlags): { options: HostSessionOptions; journal: Journal } {
+  if (flags.fullAccess || flags.mode === "full-access")
+    throw new VakError("unsupported", "an agent session always runs its tools in the sandbox; full access is for `vak exec --full-access` only");
+  const config = loadUserConfig();
+  const model = resolveModel(flags.model, config);
+  const approvalPolicy: ApprovalPolicy = { write: config.approvals.write ?? "ask", exec: config.approvals.exec ?? "ask" };
+  for (const k of flags.approve ?? []) {
+    if (!APPROVABLE.has(k)) throw new VakError("bad-input", `--approve ${k}: only write and exec can be approved ahead of time`);
+    approvalPolicy[k as keyof ApprovalPolicy] = "allow";
+  }
+  let net;
+  if (flags.allowNet?.length) {
+    try {
+      net = parseNetPolicy(flags.allowNet, flags.denyNet ?? []);
+    } catch (e) {
+      if (e instanceof RuleError) throw new VakError("bad-input", e.message);
+      throw e;
+    }
+  }
+  let workspace: string;
+  try {
+    workspace = realpathSync(flags.workspace ?? process.cwd());
+  } catch (e) {
+    throw new VakError("bad-input", `--workspace ${flags.workspace}: ${(e as Error).message}`);
+  }
+  const journal = Journal.open();
+  return {
+    journal,
+    options: {
+      workspace,
+      mode: flags.mode as SessionMode,
+      grants: { read: flags.allowRead ?? [], write: flags.allowWrite ?? [], denyRead: flags.denyRead ?? [], denyWrite: flags.denyWrite ?? [], env: [] },
+      net,
+      model: model.client,
+      journal,
+      secrets: model.key ? [model.key] : [],
+      approvalPolicy,
+      approvalTimeoutMs: config.approvals.timeout_seconds ? config.approvals.timeout_seconds * 1000 : undefined,
+      maxTurns: flags.maxTurns,
+      sandbox: flags.sandbox === "reduced" ? "reduced" : "namespaces",
+    },
+  };
+}

@@ -1,0 +1,165 @@
+import { createInterface, type Interface } from "node:readline";
+import type { ApprovalGate, ApprovalRequest } from "../approvals/gate.js";
+import { HostSession, type SessionMode } from "../agent/session.js";
+import type { RunResult } from "../agent/agent.js";
+import { type AgentFlags, sessionOptions } from "./agent-options.js";
+import { printSummary, transcriptPrinter } from "./transcript.js";
+
+const EXIT_CANCELLED = 130;
+
+function exitFor(r: RunResult): number {
+  return r.outcome === "done" ? 0 : r.outcome === "cancelled" ? EXIT_CANCELLED : 1;
+}
+
+/**
+ * Answers approval requests from a terminal, one at a time. The answer
+ * carries the request's nonce, digest and generation back to the gate, which
+ * decides whether it still counts.
+ */
+class TerminalApprover {
+  private queue: ApprovalRequest[] = [];
+  private current: ApprovalRequest | undefined;
+
+  constructor(
+    private readonly gate: () => ApprovalGate,
+    private readonly out: NodeJS.WritableStream,
+  ) {}
+
+  get waiting(): boolean {
+    return this.current !== undefined;
+  }
+
+  request = (r: ApprovalRequest): void => {
+    this.queue.push(r);
+    if (!this.current) this.next();
+  };
+
+  private next(): void {
+    this.current = this.queue.shift();
+    if (!this.current) return;
+    const r = this.current;
+    this.out.write(`\n? ${r.component === "agent" ? "" : `[${r.component}] `}${r.summary}\n  allow? [y] once  [a] for this session (this exact ${r.op === "exec" ? "command" : "file"})  [n] no: `);
+  }
+
+  /** A line the user typed while a request was open. */
+  answer(line: string): void {
+    const r = this.current;
+    if (!r) return;
+    const a = line.trim().toLowerCase();
+    const answer = a === "y" || a === "yes" ? "allow" : a === "a" || a === "always" ? "allow-session" : a === "n" || a === "no" || a === "" ? "deny" : undefined;
+    if (!answer) {
+      this.out.write("  y, a or n: ");
+      return;
+    }
+    const res = this.gate().answer({ nonce: r.nonce, digest: r.digest, generation: r.generation, answer, by: "terminal" });
+    if (!res.ok) this.out.write(`  (that answer no longer counts: ${res.reason})\n`);
+    this.next();
+  }
+
+  /** Requests the gate closed by itself (timeout, cancel, policy change) leave the prompt. */
+  forget(): void {
+    const open = new Set(this.gate().pending().map((p) => p.nonce));
+    this.queue = this.queue.filter((q) => open.has(q.nonce));
+    if (this.current && !open.has(this.current.nonce)) this.next();
+  }
+}
+
+/** `vak run "…"`: one instruction, the transcript as it happens, then what was refused. */
+export async function runCommand(prompt: string, flags: AgentFlags & { json?: boolean }): Promise<number> {
+  const { options, journal } = sessionOptions(flags);
+  const interactive = Boolean(process.stdin.isTTY && process.stderr.isTTY);
+  let rl: Interface | undefined;
+  let approver: TerminalApprover | undefined;
+  let session: HostSession | undefined = undefined;
+  if (interactive) {
+    approver = new TerminalApprover(() => session!.approvals, process.stderr);
+    rl = createInterface({ input: process.stdin, terminal: false });
+    rl.on("line", (l) => approver!.answer(l));
+  }
+  session = new HostSession({ ...options, title: prompt.slice(0, 200), onEvent: transcriptPrinter(process.stdout), onApproval: approver?.request });
+  const ac = new AbortController();
+  const onSignal = () => (ac.signal.aborted ? process.exit(EXIT_CANCELLED) : ac.abort(new Error("interrupted")));
+  process.on("SIGINT", onSignal);
+  try {
+    const r = await session.run(prompt, ac.signal);
+    printSummary(process.stdout, r, session.journalSession?.id);
+    if (flags.json)
+      process.stderr.write(`${JSON.stringify({ outcome: r.outcome, turns: r.turns, toolCalls: r.toolCalls, refused: r.refused, session: session.journalSession?.id ?? null })}\n`);
+    return exitFor(r);
+  } finally {
+    process.off("SIGINT", onSignal);
+    rl?.close();
+    await session.close();
+    journal.close();
+  }
+}
+
+const HELP = `  /mode read-only | workspace-write   change the mode (revokes what runs now)
+  /status                             the mode, generation and model
+  /quit                               end the session (Ctrl-D too)
+  Ctrl-C cancels a running turn; anything else is an instruction for the agent.`;
+
+/** `vak`: an interactive session in the terminal, with approval prompts and a mode line. */
+export async function interactiveCommand(flags: AgentFlags): Promise<number> {
+  const { options, journal } = sessionOptions(flags);
+  const out = process.stdout;
+  let session: HostSession | undefined = undefined;
+  const approver = new TerminalApprover(() => session!.approvals, out);
+  session = new HostSession({
+    ...options,
+    title: "interactive session",
+    onEvent: transcriptPrinter(out),
+    onApproval: approver.request,
+    onPolicy: (p) => out.write(`\n[mode is now ${p.mode}; generation ${p.generation}: what ran under the old one was stopped]\n`),
+  });
+  const s = session;
+  const modeLine = () => `vak · ${s.mode} · generation ${s.generation} · ${options.model.provider}:${options.model.model} · ${options.workspace}`;
+  const rl = createInterface({ input: process.stdin, output: out, terminal: Boolean(process.stdin.isTTY) });
+  let running: { ac: AbortController; done: Promise<void> } | undefined;
+  const prompt = () => {
+    out.write(`\n${modeLine()}\n`);
+    rl.setPrompt("› ");
+    rl.prompt();
+  };
+  out.write(`${HELP}\n`);
+  prompt();
+  rl.on("SIGINT", () => {
+    if (running) running.ac.abort(new Error("interrupted"));
+    else rl.close();
+  });
+  const command = async (line: string): Promise<void> => {
+    const [cmd, arg] = line.trim().split(/\s+/);
+    if (cmd === "/quit" || cmd === "/exit") return void rl.close();
+    if (cmd === "/status") return void out.write(`${modeLine()}\n`);
+    if (cmd === "/mode" && (arg === "read-only" || arg === "workspace-write")) {
+      await s.setMode(arg as SessionMode);
+      approver.forget();
+      return;
+    }
+    out.write(`${HELP}\n`);
+  };
+  rl.on("line", (line) => {
+    if (approver.waiting) return approver.answer(line);
+    if (line.trim().startsWith("/")) return void command(line).then(() => !running && prompt());
+    if (!line.trim()) return prompt();
+    if (running) return void out.write("(the agent is still working; wait, or Ctrl-C to cancel it)\n");
+    const ac = new AbortController();
+    const done = s.run(line, ac.signal).then((r) => {
+      printSummary(out, r, undefined);
+      running = undefined;
+      approver.forget();
+      prompt();
+    });
+    running = { ac, done };
+  });
+  await new Promise<void>((resolve) => rl.on("close", resolve));
+  if (running) {
+    running.ac.abort(new Error("the session ended"));
+    await running.done;
+  }
+  const id = s.journalSession?.id;
+  await s.close();
+  journal.close();
+  out.write(`\nsession ended; the record: vak journal show ${id}\n`);
+  return 0;
+}

@@ -1,0 +1,39 @@
+import type { AgentEvent, RunResult } from "../agent/agent.js";
+
+/** Prints a run as it happens: the model's text, each tool call, and what came of it. */
+export function transcriptPrinter(out: NodeJS.WritableStream): (e: AgentEvent) => void {
+  let midLine = false;
+  const line = (s: string) => {
+    if (midLine) out.write("\n");
+    midLine = false;
+    out.write(`${s}\n`);
+  };
+  return (e) => {
+    const who = e.component === "agent" ? "" : `[${e.component}] `;
+    if (e.type === "text") {
+      out.write(e.delta);
+      midLine = !e.delta.endsWith("\n");
+    } else if (e.type === "tool-call") line(`${who}▸ ${e.name} ${clip(JSON.stringify(e.args) ?? "", 200)}`);
+    else if (e.ok) line(`${who}  ✓ ${firstLines(e.text)}`);
+    else line(`${who}  ✗ ${clip(e.text, 300)}`);
+  };
+}
+
+function clip(s: string, n: number): string {
+  const one = s.replace(/\s*\n\s*/g, " ⏎ ");
+  return one.length > n ? `${one.slice(0, n)}…` : one;
+}
+
+function firstLines(s: string): string {
+  const lines = s.split("\n");
+  const head = lines.slice(0, 3).join("\n    ");
+  return lines.length > 3 ? `${clip(head, 300)} … (${lines.length} lines)` : clip(head, 300);
+}
+
+/** The end of a run: what happened, and everything that was refused. */
+export function printSummary(out: NodeJS.WritableStream, r: RunResult, session: string | undefined): void {
+  out.write(`\n── ${r.outcome}: ${r.turns} model turn${r.turns === 1 ? "" : "s"}, ${r.toolCalls} tool call${r.toolCalls === 1 ? "" : "s"}, ${r.refused.length} refused\n`);
+  if (r.error) out.write(`   model error: ${r.error}\n`);
+  for (const x of r.refused) out.write(`   ✗ ${x.component === "agent" ? "" : `[${x.component}] `}${x.tool}: ${clip(x.message, 300)}\n`);
+  if (session) out.write(`   the record: vak journal show ${session}\n`);
+}

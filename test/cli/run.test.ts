@@ -1,0 +1,96 @@
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { scratch, type Scratch } from "../support/fs.js";
+import { runVak, spawnVak } from "../support/vak.js";
+
+let s: Scratch;
+beforeEach(() => {
+  s = scratch({ git: true });
+});
+afterEach(() => s.cleanup());
+
+function script(turns: unknown[]): string {
+  const file = join(s.root, "script.json");
+  writeFileSync(file, JSON.stringify({ turns }));
+  return file;
+}
+
+describe("vak run", () => {
+  it("prints the transcript and a summary of what was refused, and journals it", async () => {
+    const file = script([
+      { text: "Writing the file.", tool_calls: [{ name: "write_file", args: { path: "hello.txt", content: "hi\n" } }] },
+      { tool_calls: [{ name: "read_file", args: { path: join(s.outside, "nope") } }] },
+      { text: "All done." },
+    ]);
+    const r = await runVak(["run", "--model", `scripted:${file}`, "--approve", "write", "--json", "write hello"], { cwd: s.ws });
+    expect(r.code).toBe(0);
+    expect(readFileSync(join(s.ws, "hello.txt"), "utf8")).toBe("hi\n");
+    expect(r.stdout).toContain("▸ write_file");
+    expect(r.stdout).toContain("All done.");
+    expect(r.stdout).toMatch(/── done: 3 model turns, 2 tool calls, 1 refused/);
+    expect(r.stdout).toMatch(/✗ read_file: refused \(denied\)/);
+    const summary = JSON.parse(r.stderr.trim().split("\n").pop()!);
+    expect(summary).toMatchObject({ outcome: "done", refused: [{ tool: "read_file", code: "denied" }] });
+    const shown = await runVak(["journal", "show", summary.session], { cwd: s.ws });
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(/DENIED read/);
+    expect(shown.stdout).toMatch(/tool\.result/);
+  });
+
+  it("without a terminal or --approve, writes are refused, saying how to allow them", async () => {
+    const file = script([{ tool_calls: [{ name: "write_file", args: { path: "hello.txt", content: "hi\n" } }] }, { text: "ok" }]);
+    const r = await runVak(["run", "--model", `scripted:${file}`, "write hello"], { cwd: s.ws });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/✗ write_file: refused \(not-approved\).*--approve/);
+    expect(existsSync(join(s.ws, "hello.txt"))).toBe(false);
+  });
+
+  it("refuses to start without a model, or with an approval kind it does not know", async () => {
+    const none = await runVak(["run", "hello"], { cwd: s.ws });
+    expect(none.code).toBe(125);
+    expect(none.stderr).toMatch(/no model chosen/);
+    const bad = await runVak(["run", "--model", `scripted:${script([{ text: "x" }])}`, "--approve", "everything", "x"], { cwd: s.ws });
+    expect(bad.code).toBe(125);
+    expect(bad.stderr).toMatch(/--approve everything/);
+  });
+});
+
+describe("vak (interactive)", () => {
+  it("asks before a write, shows the mode line, and a mode change revokes", async () => {
+    const file = script([{ tool_calls: [{ name: "write_file", args: { path: "a.txt", content: "a\n" } }] }, { text: "wrote it" }, { tool_calls: [{ name: "write_file", args: { path: "b.txt", content: "b\n" } }] }, { text: "tried" }]);
+    const child = spawnVak(["--model", `scripted:${file}`], { cwd: s.ws });
+    let out = "";
+    child.stdout?.on("data", (d: Buffer) => (out += d.toString()));
+    const closed = new Promise<number | null>((r) => child.on("close", r));
+    const waitFor = async (text: string) => {
+      for (let i = 0; i < 400 && !out.includes(text); i++) await new Promise((r) => setTimeout(r, 25));
+      expect(out).toContain(text);
+    };
+    await waitFor("vak · workspace-write · generation 1");
+    child.stdin?.write("write a\n");
+    await waitFor("allow?");
+    child.stdin?.write("y\n");
+    await waitFor("wrote it");
+    expect(readFileSync(join(s.ws, "a.txt"), "utf8")).toBe("a\n");
+    child.stdin?.write("/mode read-only\n");
+    await waitFor("mode is now read-only");
+    await waitFor("vak · read-only · generation 2");
+    child.stdin?.write("write b\n");
+    await waitFor("tried");
+    expect(out).toMatch(/✗ refused \(denied\).*read-only/);
+    child.stdin?.write("/quit\n");
+    expect(await closed).toBe(0);
+    expect(existsSync(join(s.ws, "b.txt"))).toBe(false);
+  });
+});
+
+describe("vak demo", () => {
+  it("runs with no model configured and blocks every attempt it makes", async () => {
+    const r = await runVak(["demo"], { cwd: s.ws });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/9 attempted, 9 blocked/);
+    expect(r.stdout).not.toContain("NOT BLOCKED");
+    expect(r.stdout).toMatch(/egress +denied CONNECT 169\.254\.169\.254/);
+  });
+});
