@@ -5,6 +5,7 @@ import type { Journal, Session } from "../journal/journal.js";
 import type { Grants, Mode } from "../policy/grants.js";
 import type { SandboxKind } from "../policy/plan.js";
 import type { NetPolicy } from "../net/rules.js";
+import type { InjectedSecret } from "../secrets/grant.js";
 import { Redactor } from "../secrets/redact.js";
 import type { Message, ModelClient } from "../model/types.js";
 import { type AgentEvent, type RunResult, runAgent } from "./agent.js";
@@ -22,6 +23,8 @@ export interface HostSessionOptions {
   journal?: Journal | undefined;
   /** Values to redact everywhere (the provider key among them). */
   secrets?: readonly string[];
+  /** Secrets the agent's commands get, with their recipients (task sub-agents get none). */
+  inject?: readonly InjectedSecret[];
   approvalPolicy?: ApprovalPolicy;
   approvalTimeoutMs?: number;
   /** The host's approver; without one, every op that asks is denied. */
@@ -54,9 +57,10 @@ export class HostSession {
   constructor(private readonly opts: HostSessionOptions) {
     this.redactor = opts.journal?.redactor ?? new Redactor();
     for (const s of opts.secrets ?? []) this.redactor.add(s);
+    for (const s of opts.inject ?? []) this.redactor.add(s.value);
     this.journalSession = opts.journal?.startSession({ kind: "agent", title: opts.title ?? "agent session", workspace: opts.workspace });
     this.approvals = new ApprovalGate({ journal: this.journalSession, timeoutMs: opts.approvalTimeoutMs, onRequest: opts.onApproval });
-    this.broker = this.makeBroker("agent", opts.mode, opts.poolSize ?? 1);
+    this.broker = this.makeBroker("agent", opts.mode, opts.poolSize ?? 1, opts.inject);
     void this.journalSession?.append("policy.generation", { component: "host" }, 1, {
       generation: 1, mode: opts.mode, grants: opts.grants ?? {}, net: opts.net ? opts.net.allow.map((r) => r.text) : [], model: `${opts.model.provider}:${opts.model.model}`,
       approvals: opts.approvalPolicy ?? DEFAULT_APPROVAL_POLICY,
@@ -71,12 +75,13 @@ export class HostSession {
     return this.broker.policy.mode;
   }
 
-  private makeBroker(component: string, mode: SessionMode, poolSize: number): Broker {
+  private makeBroker(component: string, mode: SessionMode, poolSize: number, secrets?: readonly InjectedSecret[]): Broker {
     const b = new Broker({
       workspace: this.opts.workspace,
       mode,
       grants: this.opts.grants,
       net: this.opts.net,
+      secrets,
       component,
       journal: this.journalSession,
       generation: this.generationNow,

@@ -12,6 +12,7 @@ import type { ApprovalGate } from "../approvals/gate.js";
 import { canonicalJson, sha256 } from "../approvals/digest.js";
 import { type ApprovalPolicy, capabilityOf, needsApproval, summarizeOp } from "../approvals/policy.js";
 import type { NetPolicy } from "../net/rules.js";
+import { describeRecipient, type InjectedSecret } from "../secrets/grant.js";
 import { BrokerEgress } from "./egress.js";
 import { type Op, OpSchema, PROTOCOL_VERSION } from "./protocol.js";
 import { type GrantView, resolveTarget } from "./targets.js";
@@ -40,6 +41,8 @@ export interface BrokerOptions {
   generation?: number;
   /** Network grants for exec commands, through an egress gate the broker starts on first use. */
   net?: NetPolicy | undefined;
+  /** Secrets this component's commands get, resolved by the host (env form here; headers through the gate). */
+  secrets?: readonly InjectedSecret[] | undefined;
   /** Host-owned approvals for allowed ops that the policy says to ask about. */
   approvals?: { gate: ApprovalGate; policy: ApprovalPolicy } | undefined;
 }
@@ -244,6 +247,11 @@ export class Broker {
     try {
       if (op.kind === "exec") {
         const plan = this.plan("write", ["/bin/sh", "-c", op.command]);
+        for (const sec of this.opts.secrets ?? []) {
+          if (sec.recipient.kind !== "env") continue;
+          plan.env[sec.recipient.name] = sec.value;
+          records.push(this.record("secret.used", { name: sec.ref, recipient: describeRecipient(sec.recipient), component: this.actor.component }));
+        }
         const gate = plan.network.kind === "gate" ? await this.egress.link(plan.network.policy, generation) : undefined;
         worker = new WorkerProcess(plan, generation, gate?.link);
         if (gate) void worker.done.finally(gate.release).catch(() => {});

@@ -82,7 +82,7 @@ export async function demoCommand(): Promise<number> {
 
   const journal = Journal.open();
   const results: string[] = [];
-  const printer = transcriptPrinter(out);
+  const printer = transcriptPrinter(out, (t) => session.redactor.text(t));
   const session = new HostSession({
     workspace: ws, mode: "workspace-write", model, journal, secrets: [fakeKey], maxTurns: attempts.length + 3,
     // A grant the demo never uses: with it, commands get the egress gate, and the gate refuses the rest.

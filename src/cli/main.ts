@@ -71,6 +71,13 @@ function program(): Command {
     .option("--json", "print a one-line JSON summary on stderr at the end")
     .action(async (instruction: string, opts) => done(await (await import("./run.js")).runCommand(instruction, opts)));
   agentFlags(p).action(async (opts) => done(await (await import("./run.js")).interactiveCommand(opts)));
+  const secret = p.command("secret").description("secrets by reference: the host injects them; values are never shown");
+  secret.command("set").description("store a secret (the value is read without echo, or from stdin)").argument("<name>", "its name; refer to it as secret:NAME")
+    .action(async (name: string) => done(await (await import("./secret.js")).secretSet(name)));
+  secret.command("list").description("names, sources and who used them; never values").option("--json", "machine-readable")
+    .action(async (opts) => done((await import("./secret.js")).secretList(opts)));
+  secret.command("rm").description("remove a stored secret").argument("<name>", "its name")
+    .action(async (name: string) => done((await import("./secret.js")).secretRemove(name)));
   p.command("demo")
     .description("a scripted adversarial session on a throwaway workspace: every attack refused and shown, then the record")
     .action(async () => done(await (await import("./demo.js")).demoCommand()));

@@ -23,6 +23,7 @@ class TerminalApprover {
   constructor(
     private readonly gate: () => ApprovalGate,
     private readonly out: NodeJS.WritableStream,
+    private readonly redact: (s: string) => string,
   ) {}
 
   get waiting(): boolean {
@@ -38,7 +39,7 @@ class TerminalApprover {
     this.current = this.queue.shift();
     if (!this.current) return;
     const r = this.current;
-    this.out.write(`\n? ${r.component === "agent" ? "" : `[${r.component}] `}${r.summary}\n  allow? [y] once  [a] for this session (this exact ${r.op === "exec" ? "command" : "file"})  [n] no: `);
+    this.out.write(`\n? ${r.component === "agent" ? "" : `[${r.component}] `}${this.redact(r.summary)}\n  allow? [y] once  [a] for this session (this exact ${r.op === "exec" ? "command" : "file"})  [n] no: `);
   }
 
   /** A line the user typed while a request was open. */
@@ -72,11 +73,11 @@ export async function runCommand(prompt: string, flags: AgentFlags & { json?: bo
   let approver: TerminalApprover | undefined;
   let session: HostSession | undefined = undefined;
   if (interactive) {
-    approver = new TerminalApprover(() => session!.approvals, process.stderr);
+    approver = new TerminalApprover(() => session!.approvals, process.stderr, (t) => session!.redactor.text(t));
     rl = createInterface({ input: process.stdin, terminal: false });
     rl.on("line", (l) => approver!.answer(l));
   }
-  session = new HostSession({ ...options, title: prompt.slice(0, 200), onEvent: transcriptPrinter(process.stdout), onApproval: approver?.request });
+  session = new HostSession({ ...options, title: prompt.slice(0, 200), onEvent: transcriptPrinter(process.stdout, (t) => session!.redactor.text(t)), onApproval: approver?.request });
   const ac = new AbortController();
   const onSignal = () => (ac.signal.aborted ? process.exit(EXIT_CANCELLED) : ac.abort(new Error("interrupted")));
   process.on("SIGINT", onSignal);
@@ -104,11 +105,11 @@ export async function interactiveCommand(flags: AgentFlags): Promise<number> {
   const { options, journal } = sessionOptions(flags);
   const out = process.stdout;
   let session: HostSession | undefined = undefined;
-  const approver = new TerminalApprover(() => session!.approvals, out);
+  const approver = new TerminalApprover(() => session!.approvals, out, (t) => session!.redactor.text(t));
   session = new HostSession({
     ...options,
     title: "interactive session",
-    onEvent: transcriptPrinter(out),
+    onEvent: transcriptPrinter(out, (t) => session!.redactor.text(t)),
     onApproval: approver.request,
     onPolicy: (p) => out.write(`\n[mode is now ${p.mode}; generation ${p.generation}: what ran under the old one was stopped]\n`),
   });

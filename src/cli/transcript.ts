@@ -1,7 +1,7 @@
 import type { AgentEvent, RunResult } from "../agent/agent.js";
 
-/** Prints a run as it happens: the model's text, each tool call, and what came of it. */
-export function transcriptPrinter(out: NodeJS.WritableStream): (e: AgentEvent) => void {
+/** Prints a run as it happens: the model's text, each tool call, and what came of it; everything redacted. */
+export function transcriptPrinter(out: NodeJS.WritableStream, redact: (s: string) => string): (e: AgentEvent) => void {
   let midLine = false;
   const line = (s: string) => {
     if (midLine) out.write("\n");
@@ -11,11 +11,11 @@ export function transcriptPrinter(out: NodeJS.WritableStream): (e: AgentEvent) =
   return (e) => {
     const who = e.component === "agent" ? "" : `[${e.component}] `;
     if (e.type === "text") {
-      out.write(e.delta);
+      out.write(redact(e.delta));
       midLine = !e.delta.endsWith("\n");
-    } else if (e.type === "tool-call") line(`${who}▸ ${e.name} ${clip(JSON.stringify(e.args) ?? "", 200)}`);
-    else if (e.ok) line(`${who}  ✓ ${firstLines(e.text)}`);
-    else line(`${who}  ✗ ${clip(e.text, 300)}`);
+    } else if (e.type === "tool-call") line(`${who}▸ ${e.name} ${clip(redact(JSON.stringify(e.args) ?? ""), 200)}`);
+    else if (e.ok) line(`${who}  ✓ ${firstLines(redact(e.text))}`);
+    else line(`${who}  ✗ ${clip(redact(e.text), 300)}`);
   };
 }
 

@@ -41,6 +41,8 @@ export const UserConfigSchema = z
           .strict(),
       )
       .default({}),
+    /** Commands that print a secret (password managers), for cmd:NAME references: name = ["pass", "show", "github"]. */
+    secret_commands: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_.-]*$/), z.array(z.string().min(1)).min(1)).default({}),
     approvals: z
       .object({
         /** "ask" (the default) or "allow": whether writes inside the grant wait for a person. */

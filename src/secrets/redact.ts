@@ -24,7 +24,8 @@ const AFTER: RegExp[] = [
   /(\bBearer\s+)[A-Za-z0-9._~+/=-]{8,}/gi,
   /(\bBasic\s+)[A-Za-z0-9+/=]{8,}/gi,
   /((?:authorization|x-api-key|api[-_]?key|proxy-authorization)["']?\s*[:=]\s*["']?)[^\s"',;]{8,}/gi,
-  /((?:password|passwd|secret|token)["']?\s*[:=]\s*["']?)[^\s"',;]{6,}/gi,
+  // "secret:NAME" with nothing between is a reference to a secret, not a value: left alone.
+  /((?:password|passwd|secret|token)["']?\s*(?:=\s*|:\s+|:(?=["']))["']?)[^\s"',;]{6,}/gi,
   /(:\/\/[^/\s:@]+:)[^@\s/]{3,}(@)/g, // user:password@ in URLs
 ];
 
@@ -39,9 +40,32 @@ function encodings(value: string): string[] {
     b.toString("hex"),
     b.toString("hex").toUpperCase(),
     encodeURIComponent(value),
+    ...shiftedBase64(b),
   ]);
   return [...forms].filter((f) => f.length >= 6);
 }
+
+/**
+ * The part of base64 that a value produces whatever bytes surround it, at
+ * each of the three alignments: `env | base64` encodes a secret that starts
+ * mid-group. Characters that mix in a neighbour's bits are left out.
+ */
+function shiftedBase64(b: Buffer): string[] {
+  const out: string[] = [];
+  for (const shift of [1, 2]) {
+    const enc = Buffer.concat([Buffer.alloc(shift), b]).toString("base64");
+    const whole = Math.floor((b.length + shift) / 3) * 4;
+    const fragment = enc.slice(shift === 1 ? 2 : 3, whole);
+    if (fragment.length >= 8) out.push(fragment);
+  }
+  const whole = Math.floor(b.length / 3) * 4;
+  const aligned = b.toString("base64").slice(0, whole);
+  if (aligned.length >= 8) out.push(aligned);
+  return out;
+}
+
+/** Runs of base64 split into lines (base64 wraps at 76 columns by default). */
+const WRAPPED_BASE64 = /(?:[A-Za-z0-9+/]{16,}\r?\n)+[A-Za-z0-9+/=]{2,}/g;
 
 export class Redactor {
   private readonly known: string[] = [];
@@ -55,10 +79,19 @@ export class Redactor {
   }
 
   text(s: string): string {
-    let out = s;
-    for (const k of this.known) if (out.includes(k)) out = out.split(k).join(REDACTED);
+    let out = this.known.length ? s.replace(WRAPPED_BASE64, (run) => {
+      const joined = run.replace(/\r?\n/g, "");
+      return this.known.some((k) => joined.includes(k)) ? this.replaceKnown(joined) : run;
+    }) : s;
+    out = this.replaceKnown(out);
     for (const re of SHAPES) out = out.replace(re, REDACTED);
     for (const re of AFTER) out = out.replace(re, (_m, keep: string, tail?: string) => `${keep}${REDACTED}${typeof tail === "string" ? tail : ""}`);
+    return out;
+  }
+
+  private replaceKnown(s: string): string {
+    let out = s;
+    for (const k of this.known) if (out.includes(k)) out = out.split(k).join(REDACTED);
     return out;
   }
 

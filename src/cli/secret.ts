@@ -1,0 +1,80 @@
+import { Journal } from "../journal/journal.js";
+import { VakError } from "../policy/errors.js";
+import { loadUserConfig } from "../policy/config.js";
+import { SECRET_NAME, SecretStore } from "../secrets/store.js";
+
+/** Reads a value without echoing it: from a terminal with echo off, else all of stdin. */
+async function readValue(name: string): Promise<string> {
+  const stdin = process.stdin;
+  if (!stdin.isTTY) {
+    let data = "";
+    for await (const chunk of stdin) data += chunk;
+    return data.replace(/\r?\n$/, "");
+  }
+  process.stderr.write(`value for ${name} (not shown): `);
+  stdin.setRawMode(true);
+  stdin.resume();
+  let value = "";
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const onData = (d: Buffer) => {
+        for (const ch of d.toString("utf8")) {
+          if (ch === "\r" || ch === "\n") return (stdin.off("data", onData), resolve());
+          if (ch === "\u0003") return (stdin.off("data", onData), reject(new VakError("bad-input", "cancelled")));
+          if (ch === "\u007f") value = value.slice(0, -1);
+          else value += ch;
+        }
+      };
+      stdin.on("data", onData);
+    });
+  } finally {
+    stdin.setRawMode(false);
+    stdin.pause();
+    process.stderr.write("\n");
+  }
+  return value;
+}
+
+export async function secretSet(name: string): Promise<number> {
+  if (!SECRET_NAME.test(name)) throw new VakError("bad-input", `"${name}" is not a valid secret name (letters, digits, _ . -)`);
+  const store = new SecretStore();
+  store.set(name, await readValue(name));
+  process.stderr.write(`stored ${name} in ${store.path} (mode 0600); refer to it as secret:${name}\n`);
+  return 0;
+}
+
+export function secretRemove(name: string): number {
+  const store = new SecretStore();
+  if (!store.remove(name)) throw new VakError("bad-input", `no secret named ${name} in ${store.path}`);
+  process.stderr.write(`removed ${name}\n`);
+  return 0;
+}
+
+/** Names, where each comes from, and who used it (from the journal); never a value. */
+export function secretList(opts: { json?: boolean }): number {
+  const store = new SecretStore();
+  const config = loadUserConfig();
+  const rows = [
+    ...store.names().map((n) => ({ ref: `secret:${n}`, source: store.path })),
+    ...Object.entries(config.secret_commands).map(([n, argv]) => ({ ref: `cmd:${n}`, source: `command: ${argv[0]}` })),
+  ];
+  const uses = new Map<string, Set<string>>();
+  const journal = Journal.open();
+  try {
+    for (const r of rows)
+      for (const e of journal.search(`"${r.ref}"`, { limit: 1000 })) {
+        const p = e.payload as { name?: string; recipient?: string };
+        if (e.kind !== "secret.used" || p.name !== r.ref) continue;
+        const set = uses.get(r.ref) ?? new Set();
+        set.add(`${e.actor.component} → ${p.recipient}`);
+        uses.set(r.ref, set);
+      }
+  } finally {
+    journal.close();
+  }
+  const out = rows.map((r) => ({ ...r, usedBy: [...(uses.get(r.ref) ?? [])] }));
+  if (opts.json) process.stdout.write(`${JSON.stringify(out)}\n`);
+  else if (!out.length) process.stdout.write(`no secrets; add one with: vak secret set NAME (env:NAME references need none)\n`);
+  else for (const r of out) process.stdout.write(`${r.ref.padEnd(30)} ${r.source}${r.usedBy.length ? `\n${" ".repeat(31)}used by ${r.usedBy.join(", ")}` : ""}\n`);
+  return 0;
+}

@@ -1,0 +1,30 @@
+import { ENV_NAME } from "../policy/env.js";
+import { VakError } from "../policy/errors.js";
+
+/**
+ * A secret granted to one component, resolved by the host, with its declared
+ * recipient: an environment variable of that component's commands (for the
+ * life of each command), or an HTTP header that the egress gate puts on
+ * plain-HTTP requests to the declared hosts only, in place of a placeholder
+ * the command sees instead of the value.
+ */
+export type SecretRecipient = { kind: "env"; name: string } | { kind: "header"; header: string; hosts: readonly string[] };
+
+export interface InjectedSecret {
+  /** The reference, as granted ("secret:github"); the journal records this, never the value. */
+  ref: string;
+  value: string;
+  recipient: SecretRecipient;
+}
+
+/** Variables that describe the sandbox: a secret cannot take their place. */
+const RESERVED = new Set(["PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "TMPDIR", "LD_PRELOAD", "LD_LIBRARY_PATH", "NODE_OPTIONS", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"]);
+
+export function checkEnvRecipient(name: string): void {
+  if (!ENV_NAME.test(name)) throw new VakError("bad-input", `${name}: not an environment variable name`);
+  if (RESERVED.has(name)) throw new VakError("bad-input", `${name}: Vak sets this variable itself; give the secret another name`);
+}
+
+export function describeRecipient(r: SecretRecipient): string {
+  return r.kind === "env" ? `env ${r.name}` : `header ${r.header} for ${r.hosts.join(", ")}`;
+}

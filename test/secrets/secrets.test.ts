@@ -1,0 +1,164 @@
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { HostSession } from "../../src/agent/session.js";
+import { Journal } from "../../src/journal/journal.js";
+import { ScriptedClient } from "../../src/model/scripted.js";
+import type { InjectedSecret } from "../../src/secrets/grant.js";
+import { Redactor } from "../../src/secrets/redact.js";
+import { parseRef, resolveRef, SecretStore } from "../../src/secrets/store.js";
+import { scratch, type Scratch } from "../support/fs.js";
+import { runVak, TEST_STATE } from "../support/vak.js";
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), "vak-test-secrets-"));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("the secret store", () => {
+  it("is created 0600 and gives values back only to the host", () => {
+    const store = new SecretStore(join(dir, "cfg", "secrets.json"));
+    store.set("github", "ghp_value_0123456789");
+    expect(statSync(store.path).mode & 0o777).toBe(0o600);
+    expect(statSync(join(dir, "cfg")).mode & 0o777).toBe(0o700);
+    expect(store.names()).toEqual(["github"]);
+    expect(resolveRef(parseRef("secret:github"), { store })).toBe("ghp_value_0123456789");
+    expect(store.remove("github")).toBe(true);
+    expect(store.names()).toEqual([]);
+  });
+
+  it("refuses a store file that others can read, or a symlink, and says how to fix it", () => {
+    const store = new SecretStore(join(dir, "secrets.json"));
+    store.set("a", "value-aaaaaaaa");
+    chmodSync(store.path, 0o644);
+    expect(() => store.get("a")).toThrow(/readable by others \(mode 0644\).*chmod 600/);
+    chmodSync(store.path, 0o640);
+    expect(() => store.get("a")).toThrow(/readable by others/);
+    chmodSync(store.path, 0o600);
+    symlinkSync(store.path, join(dir, "link.json"));
+    expect(() => new SecretStore(join(dir, "link.json")).get("a")).toThrow(/symbolic link/);
+  });
+
+  it("a missing secret fails closed, naming the reference and never a value", () => {
+    const store = new SecretStore(join(dir, "secrets.json"));
+    store.set("present", "the-present-value");
+    expect(() => resolveRef(parseRef("secret:absent"), { store })).toThrow(/secret:absent: no such secret.*vak secret set absent/);
+    expect(() => resolveRef(parseRef("env:VAK_NO_SUCH_VAR"), { env: {} })).toThrow(/env:VAK_NO_SUCH_VAR/);
+    expect(() => resolveRef(parseRef("cmd:pw"), { commands: {} })).toThrow(/cmd:pw: no command named pw/);
+    expect(() => resolveRef(parseRef("cmd:pw"), { commands: { pw: ["/bin/sh", "-c", "echo the-leaked-value; exit 3"] } })).toThrow(/failed/);
+    try {
+      resolveRef(parseRef("cmd:pw"), { commands: { pw: ["/bin/sh", "-c", "echo the-leaked-value; exit 3"] } });
+    } catch (e) {
+      expect((e as Error).message).not.toContain("the-leaked-value");
+    }
+    expect(resolveRef(parseRef("cmd:pw"), { commands: { pw: ["/bin/echo", "from-a-manager"] } })).toBe("from-a-manager");
+    expect(() => parseRef("github")).toThrow(/secret:NAME, env:NAME or cmd:NAME/);
+  });
+
+  it("vak secret set reads the value from stdin without echoing it; list shows names, never values", async () => {
+    const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dir, XDG_CONFIG_HOME: join(dir, "config"), XDG_STATE_HOME: TEST_STATE, LANG: "C.UTF-8" };
+    const set = await runVak(["secret", "set", "deploy"], { cwd: dir, env, input: "s3cr3t-deploy-value\n" });
+    expect(set.code).toBe(0);
+    expect(set.stdout + set.stderr).not.toContain("s3cr3t-deploy-value");
+    const list = await runVak(["secret", "list"], { cwd: dir, env });
+    expect(list.code).toBe(0);
+    expect(list.stdout).toContain("secret:deploy");
+    expect(list.stdout).not.toContain("s3cr3t-deploy-value");
+    expect(JSON.parse(readFileSync(join(dir, "config", "vak", "secrets.json"), "utf8")).secrets.deploy.value).toBe("s3cr3t-deploy-value");
+    chmodSync(join(dir, "config", "vak", "secrets.json"), 0o644);
+    const refused = await runVak(["secret", "list"], { cwd: dir, env });
+    expect(refused.code).toBe(125);
+    expect(refused.stderr).toMatch(/readable by others/);
+  });
+});
+
+describe("redaction", () => {
+  const value = "tok-9f8e7d6c5b4a39281706";
+  const r = new Redactor();
+  r.add(value);
+  it.each([
+    ["raw", `value=${value}`],
+    ["base64", Buffer.from(value).toString("base64")],
+    ["base64 at every alignment", ["", "x", "xy"].map((p) => Buffer.from(`${p}${value}!`).toString("base64")).join(" ")],
+    ["base64 wrapped at 76 columns", Buffer.from(`${"A=1\n".repeat(20)}SECRET=${value}\n`).toString("base64").replace(/(.{76})/g, "$1\n")],
+    ["hex", Buffer.from(value).toString("hex")],
+    ["URL-encoded", encodeURIComponent(`${value}/+`)],
+  ])("hides a known value: %s", (_n, text) => {
+    const out = r.text(text);
+    expect(out).toContain("[REDACTED]");
+    expect(out).not.toContain(value);
+    expect(Buffer.from(out.replace(/\s/g, ""), "base64").toString("latin1")).not.toContain(value);
+  });
+
+  it.each([
+    ["OpenAI", "sk-proj-abcdefghijklmnopqrstuvwx0123"],
+    ["GitHub", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"],
+    ["AWS", "AKIAIOSFODNN7EXAMPLE"],
+    ["Bearer", "Authorization: Bearer abc.def.ghijklmnop"],
+  ])("hides a credential shape it was never told about: %s", (_n, text) => {
+    expect(new Redactor().text(`x ${text} y`)).toContain("[REDACTED]");
+  });
+});
+
+describe("secrets injected into one component", () => {
+  let s: Scratch;
+  let journal: Journal;
+  const value = `inj-${Math.random().toString(36).slice(2)}-${Math.random().toString(36).slice(2)}`;
+  beforeEach(() => {
+    s = scratch();
+    journal = Journal.open({ path: join(dir, "journal.db"), ingest: false });
+  });
+  afterEach(() => {
+    journal.close();
+    s.cleanup();
+  });
+
+  it("reach that component's commands only; never another's environment or /proc, the journal, or the model", async () => {
+    const inject: InjectedSecret[] = [{ ref: "secret:deploy", value, recipient: { kind: "env", name: "DEPLOY_TOKEN" } }];
+    // Component A holds the secret and keeps a command running with it.
+    const a = new HostSession({
+      workspace: s.ws, mode: "workspace-write", journal, inject, poolSize: 0, approvalPolicy: { write: "allow", exec: "allow" },
+      model: new ScriptedClient({ turns: [{ tool_calls: [{ name: "exec", args: { command: 'echo "$DEPLOY_TOKEN" > a-saw.txt; echo raw:$DEPLOY_TOKEN; printf %s "$DEPLOY_TOKEN" | base64; env | base64; touch a-started; sleep 3' } }] }, { text: "ok" }] }),
+    });
+    const b = new HostSession({
+      workspace: s.ws, mode: "workspace-write", journal, poolSize: 0, approvalPolicy: { write: "allow", exec: "allow" },
+      model: new ScriptedClient({
+        turns: [{ tool_calls: [{ name: "exec", args: { command: "while [ ! -e a-started ]; do sleep 0.05; done; (env; cat /proc/*/environ; ps -eo args) > b-saw.txt 2>&1; echo checked" } }] }, { text: "ok" }],
+      }),
+    });
+    try {
+      const [ra, rb] = await Promise.all([a.run("use the token"), b.run("look around")]);
+      expect(ra.outcome).toBe("done");
+      expect(rb.outcome).toBe("done");
+      // A's command got the value (read on the host side, unredacted).
+      expect(readFileSync(join(s.ws, "a-saw.txt"), "utf8").trim()).toBe(value);
+      // B's sandbox, running at the same time, saw nothing of it.
+      const bSaw = readFileSync(join(s.ws, "b-saw.txt"), "utf8");
+      expect(bSaw).toContain("PATH=");
+      expect(bSaw).not.toContain(value);
+      expect(bSaw).not.toContain("DEPLOY_TOKEN");
+      // What A's model was sent: the output, with the value hidden raw and base64-encoded.
+      const seen = JSON.stringify((a as unknown as { opts: { model: ScriptedClient } }).opts.model.seen);
+      expect(seen).toContain("raw:[REDACTED]");
+      expect(seen).not.toContain(value);
+      expect(seen).not.toContain(Buffer.from(value).toString("base64"));
+      // The journal names the secret and its recipient, never the value.
+      journal.flush();
+      const used = journal.events(a.journalSession!.id).filter((e) => e.kind === "secret.used");
+      expect(used[0]!.payload).toMatchObject({ name: "secret:deploy", recipient: "env DEPLOY_TOKEN", component: "agent" });
+      expect(journal.events(b.journalSession!.id).filter((e) => e.kind === "secret.used")).toEqual([]);
+      for (const f of ["journal.db", "journal.db-wal"]) {
+        try {
+          expect(readFileSync(join(dir, f)).includes(value)).toBe(false);
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+        }
+      }
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
