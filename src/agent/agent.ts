@@ -29,48 +29,77 @@ export interface RunResult {
   error?: string | undefined;
 }
 
-/** Everything one agent (the main one or a task's) runs with. None of it reaches a worker. */
+/** What a tool call came to, for the model and the record. */
+export interface ToolAnswer {
+  text: string;
+  ok: boolean;
+  code?: string | undefined;
+  target?: string | undefined;
+}
+
+/** The tools an agent has, and how a call reaches them (a broker, a sub-agent, a component). */
+export interface ToolRouter {
+  specs: ToolSpec[];
+  call(call: ToolCallRequest, signal: AbortSignal): Promise<ToolAnswer>;
+}
+
+/** Everything one agent (the main one, a task's, a workload's harness) runs with. None of it reaches a worker. */
 export interface AgentContext {
   component: string;
   model: ModelClient;
-  broker: Broker;
+  router: ToolRouter;
   journal?: Session | undefined;
   generation: () => number;
   redactor: Redactor;
   maxTurns: number;
-  /** Task sub-agents: undefined where this agent may not start any. */
-  runTask?: ((args: TaskArgs, signal: AbortSignal) => Promise<RunResult>) | undefined;
+  /** Who this agent is and what it may do, for the system prompt. */
+  role: string;
   onEvent?: ((e: AgentEvent) => void) | undefined;
 }
 
 function systemPrompt(ctx: AgentContext): string {
-  const p = ctx.broker.policy;
-  return [
-    `You are a coding agent. Your workspace is ${p.workspace}; paths are relative to it. Mode: ${p.mode}.`,
-    "You act only through the tools given. Every tool call runs in a sandbox under grants you cannot change; a refused call says why.",
-    UNTRUSTED_RULE,
-  ].join("\n");
+  return [ctx.role, "You act only through the tools given. Every tool call runs under grants you cannot change; a refused call says why.", UNTRUSTED_RULE].join("\n");
 }
 
-export function toolSpecs(withTask: boolean): ToolSpec[] {
-  const specs = TOOLS.map((t) => ({ name: t.name, description: t.description, parameters: toolJsonSchema(t) }));
-  return withTask ? [...specs, TASK_TOOL] : specs;
+export function builtinSpecs(): ToolSpec[] {
+  return TOOLS.map((t) => ({ name: t.name, description: t.description, parameters: toolJsonSchema(t) }));
 }
 
 /** The text a tool's outcome becomes for the model. */
-function outcomeText(r: OpOutcome): string {
+export function outcomeText(r: OpOutcome): string {
   if (!r.ok) return `refused (${r.code}): ${r.message}`;
-  if (r.op !== "exec") return r.output;
+  if (r.op !== "exec" && r.op !== "tool") return r.output;
   const d = r.data as { exitCode?: number | null; timedOut?: boolean } | undefined;
   return `${r.output}${r.output && !r.output.endsWith("\n") ? "\n" : ""}[exit code ${d?.exitCode ?? "none"}${d?.timedOut ? ", timed out" : ""}]`;
 }
 
+/** The built-in tools through one broker, and the task tool when a sub-agent runner is given. */
+export function brokerRouter(broker: Broker, runTask?: (args: TaskArgs, signal: AbortSignal) => Promise<RunResult>): ToolRouter {
+  return {
+    specs: runTask ? [...builtinSpecs(), TASK_TOOL] : builtinSpecs(),
+    async call(call, signal) {
+      if (call.name === TASK_TOOL.name) {
+        if (!runTask) return { text: "refused (bad-request): a task cannot start further tasks", ok: false, code: "bad-request" };
+        const args = TaskArgsSchema.safeParse(call.args);
+        if (!args.success) return { text: `refused (bad-request): task: ${args.error.issues[0]!.path.join(".")}: ${args.error.issues[0]!.message}`, ok: false, code: "bad-request" };
+        const r = await runTask(args.data, signal);
+        const ok = r.outcome === "done";
+        return { text: ok ? r.text : `the task ended: ${r.outcome}${r.error ? ` (${r.error})` : ""}\n${r.text}`, ok, code: ok ? undefined : r.outcome, target: `task: ${args.data.description}` };
+      }
+      const c = toolCallToOp(call.name, call.args);
+      if (!c.ok) return { text: `refused (bad-request): ${c.message}`, ok: false, code: "bad-request" };
+      const r = await broker.run(c.op, { signal });
+      return { text: outcomeText(r), ok: r.ok, code: r.ok ? undefined : r.code, target: r.target };
+    },
+  };
+}
+
 /**
- * The harness loop: the model's tool calls become broker ops (or task
- * sub-agents); what comes back is untrusted content with its provenance,
- * kept apart from the user's instructions in the record and in what the
- * model is sent. The loop ends when the model stops calling tools, at the
- * turn limit, on a model error, or when the run is cancelled.
+ * The harness loop: the model's tool calls go to the router (broker ops,
+ * sub-agents, components); what comes back is untrusted content with its
+ * provenance, kept apart from the user's instructions in the record and in
+ * what the model is sent. The loop ends when the model stops calling tools,
+ * at the turn limit, on a model error, or when the run is cancelled.
  */
 export async function runAgent(ctx: AgentContext, messages: Message[], prompt: string, signal: AbortSignal): Promise<RunResult> {
   const actor = { component: ctx.component };
@@ -79,7 +108,7 @@ export async function runAgent(ctx: AgentContext, messages: Message[], prompt: s
   const result: RunResult = { text: "", turns: 0, toolCalls: 0, refused: [], outcome: "done" };
   messages.push({ role: "user", text: prompt });
   await record("message", { role: "user", provenance: "user", text: prompt });
-  const tools = toolSpecs(ctx.runTask !== undefined);
+  const tools = ctx.router.specs;
   const system = systemPrompt(ctx);
 
   for (;;) {
@@ -103,9 +132,12 @@ export async function runAgent(ctx: AgentContext, messages: Message[], prompt: s
 
     for (const call of turn.toolCalls) {
       // Every call gets an answer, even after a cancel, so that the conversation stays well-formed.
-      const answer = signal.aborted
-        ? { text: "refused (cancelled): the run was cancelled", ok: false, code: "cancelled", target: undefined }
-        : await perform(ctx, call, signal);
+      let answer: ToolAnswer;
+      if (signal.aborted) answer = { text: "refused (cancelled): the run was cancelled", ok: false, code: "cancelled" };
+      else {
+        ctx.onEvent?.({ type: "tool-call", component: ctx.component, name: call.name, args: call.args });
+        answer = await ctx.router.call(call, signal);
+      }
       result.toolCalls += 1;
       if (!answer.ok) result.refused.push({ component: ctx.component, tool: call.name, code: answer.code ?? "refused", message: answer.text });
       const text = ctx.redactor.text(answer.text);
@@ -117,20 +149,4 @@ export async function runAgent(ctx: AgentContext, messages: Message[], prompt: s
       ctx.onEvent?.({ type: "tool-result", component: ctx.component, name: call.name, ok: answer.ok, code: answer.code, text, target: answer.target });
     }
   }
-}
-
-async function perform(ctx: AgentContext, call: ToolCallRequest, signal: AbortSignal): Promise<{ text: string; ok: boolean; code?: string | undefined; target?: string | undefined }> {
-  ctx.onEvent?.({ type: "tool-call", component: ctx.component, name: call.name, args: call.args });
-  if (call.name === TASK_TOOL.name) {
-    if (!ctx.runTask) return { text: "refused (bad-request): a task cannot start further tasks", ok: false, code: "bad-request" };
-    const args = TaskArgsSchema.safeParse(call.args);
-    if (!args.success) return { text: `refused (bad-request): task: ${args.error.issues[0]!.path.join(".")}: ${args.error.issues[0]!.message}`, ok: false, code: "bad-request" };
-    const r = await ctx.runTask(args.data, signal);
-    const ok = r.outcome === "done";
-    return { text: ok ? r.text : `the task ended: ${r.outcome}${r.error ? ` (${r.error})` : ""}\n${r.text}`, ok, code: ok ? undefined : r.outcome, target: `task: ${args.data.description}` };
-  }
-  const c = toolCallToOp(call.name, call.args);
-  if (!c.ok) return { text: `refused (bad-request): ${c.message}`, ok: false, code: "bad-request" };
-  const r = await ctx.broker.run(c.op, { signal });
-  return { text: outcomeText(r), ok: r.ok, code: r.ok ? undefined : r.code, target: r.target };
 }

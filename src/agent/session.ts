@@ -8,7 +8,7 @@ import type { NetPolicy } from "../net/rules.js";
 import type { InjectedSecret } from "../secrets/grant.js";
 import { Redactor } from "../secrets/redact.js";
 import type { Message, ModelClient } from "../model/types.js";
-import { type AgentEvent, type RunResult, runAgent } from "./agent.js";
+import { type AgentEvent, brokerRouter, type RunResult, runAgent } from "./agent.js";
 import type { TaskArgs } from "./task.js";
 
 export type SessionMode = Exclude<Mode, "full-access">;
@@ -93,6 +93,11 @@ export class HostSession {
     return b;
   }
 
+  private role(b: Broker): string {
+    const p = b.policy;
+    return `You are a coding agent. Your workspace is ${p.workspace}; paths are relative to it. Mode: ${p.mode}.`;
+  }
+
   /** Runs the agent on one instruction from the user, to its end. */
   async run(prompt: string, signal?: AbortSignal): Promise<RunResult> {
     const ac = new AbortController();
@@ -100,9 +105,9 @@ export class HostSession {
     signal?.addEventListener("abort", stop, { once: true });
     const run = runAgent(
       {
-        component: "agent", model: this.opts.model, broker: this.broker, journal: this.journalSession,
+        component: "agent", model: this.opts.model, router: brokerRouter(this.broker, (args, s) => this.runTask(args, s)), journal: this.journalSession,
         generation: () => this.generationNow, redactor: this.redactor, maxTurns: this.opts.maxTurns ?? 50,
-        onEvent: this.opts.onEvent, runTask: (args, s) => this.runTask(args, s),
+        onEvent: this.opts.onEvent, role: this.role(this.broker),
       },
       this.messages, prompt, ac.signal,
     );
@@ -129,8 +134,8 @@ export class HostSession {
     await this.journalSession?.append("message", { component }, this.generationNow, { role: "user", provenance: { from: "agent", tool: "task", untrusted: true }, text: args.prompt, description: args.description, mode });
     const run = runAgent(
       {
-        component, model: this.opts.model, broker, journal: this.journalSession, generation: () => this.generationNow,
-        redactor: this.redactor, maxTurns: this.opts.maxTurns ?? 50, onEvent: this.opts.onEvent,
+        component, model: this.opts.model, router: brokerRouter(broker), journal: this.journalSession, generation: () => this.generationNow,
+        redactor: this.redactor, maxTurns: this.opts.maxTurns ?? 50, onEvent: this.opts.onEvent, role: this.role(broker),
       },
       [], args.prompt, ac.signal,
     );

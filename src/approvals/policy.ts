@@ -16,12 +16,13 @@ export const DEFAULT_APPROVAL_POLICY: ApprovalPolicy = { write: "ask", exec: "as
 
 export function needsApproval(policy: ApprovalPolicy, op: Op): boolean {
   if (op.kind === "write" || op.kind === "edit") return policy.write === "ask";
-  if (op.kind === "exec") return policy.exec === "ask";
+  if (op.kind === "exec" || op.kind === "tool") return policy.exec === "ask";
   return false;
 }
 
 /** The exact capability an "allow for this session" answer covers: this op kind on this target, or this exact command. */
 export function capabilityOf(op: Op, target: string | undefined): string {
+  if (op.kind === "tool") return "tool";
   return op.kind === "exec" ? `exec\0${op.command}` : `${op.kind}\0${target ?? ""}`;
 }
 
@@ -32,6 +33,7 @@ export function summarizeOp(op: Op, target: string | undefined): string {
     case "write": return `write ${Buffer.byteLength(op.content)} bytes to ${target}`;
     case "edit": return `edit ${target}: replace "${clip(op.old, 60)}" with "${clip(op.new, 60)}"${op.replaceAll ? " (every occurrence)" : ""}`;
     case "exec": return `run: ${clip(op.command, 400)}`;
+    case "tool": return `run ${target ?? "the component's command"} with input ${clip(op.input, 200)}`;
     default: return `${op.kind} ${target ?? ""}`;
   }
 }

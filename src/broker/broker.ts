@@ -6,6 +6,7 @@ import type { Actor } from "../journal/events.js";
 import type { Session } from "../journal/journal.js";
 import type { Grants, Limits, Mode } from "../policy/grants.js";
 import { decide, type HostFacts, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
+import { isWithin } from "../policy/paths.js";
 import { hostFacts } from "../sandbox/host.js";
 import { packageRoot } from "../sandbox/launcher.js";
 import type { ApprovalGate } from "../approvals/gate.js";
@@ -41,6 +42,10 @@ export interface BrokerOptions {
   generation?: number;
   /** Network grants for exec commands, through an egress gate the broker starts on first use. */
   net?: NetPolicy | undefined;
+  /** A component's own command, for "tool" ops: run in the sandbox with the op's input on stdin. */
+  command?: readonly string[] | undefined;
+  /** Where relative op paths resolve (default: the workspace). A component's sandbox workspace may be an empty scratch directory while its paths are the project's. */
+  base?: string | undefined;
   /** Secrets this component's commands get, resolved by the host (env form here; headers through the gate). */
   secrets?: readonly InjectedSecret[] | undefined;
   /** Host-owned approvals for allowed ops that the policy says to ask about. */
@@ -118,6 +123,8 @@ export class Broker {
         mode: readOnly ? "read-only" : this.mode,
         sandbox: this.opts.sandbox ?? "namespaces",
         workspace: this.opts.workspace,
+        // Commands start where relative paths point, when the grants let them see it.
+        cwd: this.opts.base && [...(g.read ?? []), ...(g.write ?? [])].some((p) => isWithin(this.opts.base!, p)) ? this.opts.base : undefined,
         grants: {
           read: [...(g.read ?? []), ...(readOnly ? (g.write ?? []) : [])],
           write: readOnly ? [] : [...(g.write ?? [])],
@@ -205,10 +212,16 @@ export class Broker {
     // The path rules, before any worker starts.
     let resolved: Op = op;
     let target: string | undefined;
-    if (op.kind !== "exec") {
-      const raw = "path" in op && op.path ? op.path : this.opts.workspace;
+    if (op.kind === "tool" && !this.opts.command) {
+      records.push(this.record("decision", { op: op.kind, allowed: false, reason: "this component has no command" }));
+      await Promise.allSettled(records);
+      return fail("bad-request", "this component has no command to run");
+    }
+    if (op.kind !== "exec" && op.kind !== "tool") {
+      const base = this.opts.base ?? this.opts.workspace;
+      const raw = "path" in op && op.path ? op.path : base;
       const access = READS.has(op.kind) ? "read" : "write";
-      const t = resolveTarget(this.opts.workspace, this.grants, raw, access, op.kind === "write" && !existsSync(raw));
+      const t = resolveTarget(base, this.grants, raw, access, op.kind === "write" && !existsSync(raw));
       if (!t.ok) {
         records.push(this.record("decision", { op: op.kind, allowed: false, reason: t.message, rule: t.rule, asked: raw }));
         await Promise.allSettled(records);
@@ -218,7 +231,8 @@ export class Broker {
       resolved = { ...op, path: t.path } as Op;
       records.push(this.record("target.resolved", { asked: raw, resolved: t.path }));
     }
-    records.push(this.record("decision", { op: op.kind, allowed: true, reason: op.kind === "exec" ? "the command runs under the component's grants" : `inside the grant ${target}`, target }));
+    if (op.kind === "tool") target = this.opts.command!.join(" ");
+    records.push(this.record("decision", { op: op.kind, allowed: true, reason: op.kind === "exec" || op.kind === "tool" ? "the command runs under the component's grants" : `inside the grant ${target}`, target }));
 
     if (this.opts.approvals && needsApproval(this.opts.approvals.policy, resolved)) {
       const refused = await this.approve(resolved, target, generation, opts.signal);
@@ -239,14 +253,14 @@ export class Broker {
       return { ...r, op: op.kind, target, ms: Date.now() - started };
     }
     let outcome: WorkerOutcome;
-    const timeoutMs = op.kind === "exec" && op.timeoutMs ? op.timeoutMs : (this.opts.opTimeoutMs ?? 120_000);
+    const timeoutMs = op.kind === "exec" && op.timeoutMs ? op.timeoutMs : (this.opts.limits?.timeoutMs ?? this.opts.opTimeoutMs ?? 120_000);
     const timeout = AbortSignal.timeout(timeoutMs);
     const signal = opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout;
     let worker: WorkerProcess | undefined;
     let refill: PlanKey | undefined;
     try {
-      if (op.kind === "exec") {
-        const plan = this.plan("write", ["/bin/sh", "-c", op.command]);
+      if (op.kind === "exec" || op.kind === "tool") {
+        const plan = this.plan("write", op.kind === "exec" ? ["/bin/sh", "-c", op.command] : [...this.opts.command!]);
         for (const sec of this.opts.secrets ?? []) {
           if (sec.recipient.kind !== "env") continue;
           plan.env[sec.recipient.name] = sec.value;
@@ -272,8 +286,8 @@ export class Broker {
       );
       records.push(this.record("worker.spawned", { sandbox: worker.plan.sandbox, op: op.kind, mode: worker.plan.mode, pid: worker.pid, warm: refill !== undefined }));
       outcome =
-        op.kind === "exec"
-          ? await worker.runCommand(signal)
+        op.kind === "exec" || op.kind === "tool"
+          ? await worker.runCommand(signal, op.kind === "tool" ? op.input : undefined)
           : await worker.run({ v: PROTOCOL_VERSION, id: randomBytes(8).toString("hex"), op: resolved }, signal);
       if (!outcome.ok && outcome.code === "cancelled" && timeout.aborted && !opts.signal?.aborted)
         outcome = { ok: false, code: "timeout", message: `timed out after ${timeoutMs} ms; the worker and everything it started were stopped` };
@@ -370,6 +384,7 @@ export function summarize(op: Op): Record<string, unknown> {
   const digest = (s: string) => ({ bytes: Buffer.byteLength(s), sha256: createHash("sha256").update(s).digest("hex") });
   switch (op.kind) {
     case "write": return { path: op.path, content: digest(op.content) };
+    case "tool": return { input: op.input.slice(0, 500), ...digest(op.input) };
     case "edit": return { path: op.path, old: op.old.slice(0, 200), new: op.new.slice(0, 200), replaceAll: op.replaceAll ?? false };
     default: return { ...op };
   }

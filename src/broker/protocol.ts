@@ -33,6 +33,8 @@ export const OpSchema = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("write"), path: Path, content: z.string().max(MAX_REQUEST_BYTES / 2) }).strict(),
   z.object({ kind: z.literal("edit"), path: Path, old: z.string().min(1), new: z.string(), replaceAll: z.boolean().optional() }).strict(),
   z.object({ kind: z.literal("exec"), command: z.string().min(1).max(100_000), timeoutMs: z.number().int().min(1).max(3_600_000).optional() }).strict(),
+  // A component's own command (declared in its spec, never chosen by a model), given this input on stdin.
+  z.object({ kind: z.literal("tool"), input: z.string().max(MAX_REQUEST_BYTES / 2) }).strict(),
 ]);
 export type Op = z.infer<typeof OpSchema>;
 export type OpKind = Op["kind"];

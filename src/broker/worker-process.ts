@@ -131,10 +131,11 @@ export class WorkerProcess {
   }
 
   /** For exec: the command itself is the worker; its output is the result, bounded. */
-  async runCommand(signal?: AbortSignal): Promise<WorkerOutcome> {
+  async runCommand(signal?: AbortSignal, input?: string): Promise<WorkerOutcome> {
     if (this.used) throw new Error("a worker runs exactly one op");
     this.used = true;
-    this.sb.stdin?.end();
+    if (input === undefined) this.sb.stdin?.end();
+    else this.sb.stdin?.end(input);
     let overflow = false;
     const stop = () => {
       overflow = true;

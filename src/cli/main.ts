@@ -68,9 +68,16 @@ function program(): Command {
       .option("--max-turns <n>", "model turns per instruction (default 50)", positiveInt("--max-turns"))
       .addOption(new Option("--sandbox <kind>", "namespaces, or reduced where user namespaces are unavailable").choices(["namespaces", "reduced"]).default("namespaces"));
   agentFlags(p.command("run").description("run the agent on one instruction, print the transcript and what was refused").argument("<instruction>", "what the agent should do"))
+    .option("--spec <file>", "run a workload spec (its components' grants; the flags above then only set the model and mode)")
     .option("--json", "print a one-line JSON summary on stderr at the end")
     .action(async (instruction: string, opts) => done(await (await import("./run.js")).runCommand(instruction, opts)));
   agentFlags(p).action(async (opts) => done(await (await import("./run.js")).interactiveCommand(opts)));
+  p.command("check")
+    .description("validate a workload spec and print what each component can reach")
+    .argument("<spec>", "a workload spec (TOML)")
+    .addOption(new Option("--mode <mode>", "your mode: no component may exceed it").choices(["read-only", "workspace-write"]).default("workspace-write"))
+    .option("--json", "machine-readable")
+    .action(async (spec: string, opts) => done((await import("./check.js")).checkCommand(spec, opts)));
   const secret = p.command("secret").description("secrets by reference: the host injects them; values are never shown");
   secret.command("set").description("store a secret (the value is read without echo, or from stdin)").argument("<name>", "its name; refer to it as secret:NAME")
     .action(async (name: string) => done(await (await import("./secret.js")).secretSet(name)));

@@ -66,7 +66,8 @@ class TerminalApprover {
 }
 
 /** `vak run "…"`: one instruction, the transcript as it happens, then what was refused. */
-export async function runCommand(prompt: string, flags: AgentFlags & { json?: boolean }): Promise<number> {
+export async function runCommand(prompt: string, flags: AgentFlags & { json?: boolean; spec?: string }): Promise<number> {
+  if (flags.spec) return runSpec(flags.spec, prompt, flags);
   const { options, journal } = sessionOptions(flags);
   const interactive = Boolean(process.stdin.isTTY && process.stderr.isTTY);
   let rl: Interface | undefined;
@@ -163,4 +164,46 @@ export async function interactiveCommand(flags: AgentFlags): Promise<number> {
   journal.close();
   out.write(`\nsession ended; the record: vak journal show ${id}\n`);
   return 0;
+}
+
+/** `vak run --spec SPEC "…"`: a workload's harness and components, each with its own grants. */
+async function runSpec(file: string, prompt: string, flags: AgentFlags & { json?: boolean }): Promise<number> {
+  const { loadSpec } = await import("../workload/spec.js");
+  const { WorkloadSession } = await import("../workload/session.js");
+  const { resolveModel } = await import("../model/providers.js");
+  const { loadUserConfig } = await import("../policy/config.js");
+  const { Journal } = await import("../journal/journal.js");
+  const mode = flags.mode === "read-only" ? "read-only" : "workspace-write";
+  const plan = loadSpec(file, { mode });
+  const config = loadUserConfig();
+  const model = resolveModel(flags.model ?? plan.harness.model, config);
+  const journal = Journal.open();
+  const interactive = Boolean(process.stdin.isTTY && process.stderr.isTTY);
+  let session: InstanceType<typeof WorkloadSession> | undefined = undefined;
+  const approver = interactive ? new TerminalApprover(() => session!.approvals, process.stderr, (t) => session!.redactor.text(t)) : undefined;
+  const rl = approver ? createInterface({ input: process.stdin, terminal: false }) : undefined;
+  rl?.on("line", (l) => approver!.answer(l));
+  try {
+    session = new WorkloadSession(plan, {
+      model: model.client, journal, mode, secrets: model.key ? [model.key] : [], secretCommands: config.secret_commands,
+      sandbox: flags.sandbox === "reduced" ? "reduced" : "namespaces",
+      onEvent: transcriptPrinter(process.stdout, (t) => session!.redactor.text(t)), onApproval: approver?.request,
+    });
+    const ac = new AbortController();
+    const onSignal = () => (ac.signal.aborted ? process.exit(EXIT_CANCELLED) : ac.abort(new Error("interrupted")));
+    process.on("SIGINT", onSignal);
+    try {
+      const r = await session.send(prompt, ac.signal);
+      printSummary(process.stdout, r, session.journalSession?.id);
+      if (flags.json)
+        process.stderr.write(`${JSON.stringify({ outcome: r.outcome, turns: r.turns, toolCalls: r.toolCalls, refused: r.refused, session: session.journalSession?.id ?? null, workload: plan.name })}\n`);
+      return exitFor(r);
+    } finally {
+      process.off("SIGINT", onSignal);
+    }
+  } finally {
+    rl?.close();
+    await session?.close();
+    journal.close();
+  }
 }

@@ -9,7 +9,7 @@ export function transcriptPrinter(out: NodeJS.WritableStream, redact: (s: string
     out.write(`${s}\n`);
   };
   return (e) => {
-    const who = e.component === "agent" ? "" : `[${e.component}] `;
+    const who = e.component === "agent" || e.component === "harness" ? "" : `[${e.component}] `;
     if (e.type === "text") {
       out.write(redact(e.delta));
       midLine = !e.delta.endsWith("\n");
@@ -34,6 +34,6 @@ function firstLines(s: string): string {
 export function printSummary(out: NodeJS.WritableStream, r: RunResult, session: string | undefined): void {
   out.write(`\n── ${r.outcome}: ${r.turns} model turn${r.turns === 1 ? "" : "s"}, ${r.toolCalls} tool call${r.toolCalls === 1 ? "" : "s"}, ${r.refused.length} refused\n`);
   if (r.error) out.write(`   model error: ${r.error}\n`);
-  for (const x of r.refused) out.write(`   ✗ ${x.component === "agent" ? "" : `[${x.component}] `}${x.tool}: ${clip(x.message, 300)}\n`);
+  for (const x of r.refused) out.write(`   ✗ ${x.component === "agent" || x.component === "harness" ? "" : `[${x.component}] `}${x.tool}: ${clip(x.message, 300)}\n`);
   if (session) out.write(`   the record: vak journal show ${session}\n`);
 }

@@ -42,7 +42,9 @@ function perform(req: Request): OpResult {
     case "grep": return grep({ ...op, path: op.path ?? "/" });
     case "write": return write(op);
     case "edit": return edit(op);
-    case "exec": return { error: { code: "bad-request", message: "exec is run by the launcher, not by a worker" } };
+    case "exec":
+    case "tool":
+      return { error: { code: "bad-request", message: `${op.kind} is run by the launcher, not by a worker` } };
   }
 }
 

@@ -1,0 +1,8 @@
+// Vak as a library: build agents whose every effect goes through the host.
+export { createHost, type Host, type HostEvent, type HostOptions, type AgentSessionHandle } from "./workload/host.js";
+export { checkSpec, loadSpec, type WorkloadPlan, type WorkloadSpecInput, type ComponentPlan } from "./workload/spec.js";
+export type { RunResult, AgentEvent } from "./agent/agent.js";
+export type { ModelClient, ModelRequest, ModelTurn, Message } from "./model/types.js";
+export { ScriptedClient, type Script } from "./model/scripted.js";
+export { OpenAIChatClient } from "./model/openai.js";
+export { AnthropicClient } from "./model/anthropic.js";

@@ -1,0 +1,110 @@
+import type { AgentEvent, RunResult } from "../agent/agent.js";
+import type { ApprovalRequest } from "../approvals/gate.js";
+import { Journal } from "../journal/journal.js";
+import { resolveModel } from "../model/providers.js";
+import type { ModelClient } from "../model/types.js";
+import { loadUserConfig } from "../policy/config.js";
+import type { SandboxKind } from "../policy/plan.js";
+import type { SecretStore } from "../secrets/store.js";
+import { checkSpec, loadSpec, type WorkloadPlan, type WorkloadSpecInput } from "./spec.js";
+import { WorkloadSession } from "./session.js";
+
+/** What an embedding application sees of a session as it runs. */
+export type HostEvent =
+  | AgentEvent
+  | { type: "approval"; component: string; summary: string; op: string; target?: string | undefined; answer: "allow" | "deny" }
+  | { type: "denial"; component: string; name: string; code: string; text: string };
+
+export interface HostOptions {
+  /** A model client, or "provider:model" resolved from the user's config and environment. */
+  model?: ModelClient | string;
+  /** The user's mode: no component may exceed it (default workspace-write). */
+  mode?: "read-only" | "workspace-write";
+  /**
+   * Decides each approval a component's policy asks for. It can say yes or no;
+   * it can never widen a grant (ops outside a grant are refused before anyone
+   * is asked). Without it, every op that asks is denied.
+   */
+  onApproval?: (request: { component: string; summary: string; op: string; target?: string | undefined }) => boolean | Promise<boolean>;
+  onEvent?: (e: HostEvent) => void;
+  /** The journal file (default: Vak's own, in the user's state directory). */
+  journalPath?: string;
+  sandbox?: SandboxKind;
+  storesDir?: string;
+  secretStore?: SecretStore;
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface Host {
+  readonly spec: WorkloadPlan;
+  /** A new session of this workload. */
+  session(): AgentSessionHandle;
+  close(): Promise<void>;
+}
+
+export interface AgentSessionHandle {
+  readonly id: string | undefined;
+  /** Sends a message to the harness; resolves when the harness is done with it. */
+  send(message: string, opts?: { signal?: AbortSignal }): Promise<RunResult>;
+  close(): Promise<void>;
+}
+
+/**
+ * The library: a host for one workload spec (a TOML file's path, or the same
+ * shape as an object). Sessions run the harness against the spec's
+ * components, each with exactly its grants; everything is journaled.
+ */
+export function createHost(spec: WorkloadSpecInput | string, opts: HostOptions = {}): Host {
+  const plan = typeof spec === "string" ? loadSpec(spec, { mode: opts.mode }) : checkSpec(spec, { mode: opts.mode });
+  const config = loadUserConfig();
+  const resolved = typeof opts.model === "object" ? { client: opts.model, key: undefined } : resolveModel(opts.model ?? plan.harness.model, config, opts.env);
+  const journal = Journal.open(opts.journalPath ? { path: opts.journalPath } : {});
+  const sessions = new Set<WorkloadSession>();
+  return {
+    spec: plan,
+    session(): AgentSessionHandle {
+      const ws: WorkloadSession = new WorkloadSession(plan, {
+        model: resolved.client,
+        journal,
+        mode: opts.mode,
+        sandbox: opts.sandbox,
+        storesDir: opts.storesDir,
+        secretStore: opts.secretStore,
+        secretCommands: config.secret_commands,
+        env: opts.env,
+        secrets: resolved.key ? [resolved.key] : [],
+        onEvent: (e) => {
+          opts.onEvent?.(e);
+          if (e.type === "tool-result" && !e.ok) opts.onEvent?.({ type: "denial", component: e.component, name: e.name, code: e.code ?? "refused", text: e.text });
+        },
+        onApproval: (r: ApprovalRequest) => {
+          void (async () => {
+            let yes = false;
+            try {
+              yes = (await opts.onApproval?.({ component: r.component, summary: ws.redactor.text(r.summary), op: r.op, target: r.target })) === true;
+            } catch {
+              yes = false;
+            }
+            opts.onEvent?.({ type: "approval", component: r.component, summary: ws.redactor.text(r.summary), op: r.op, target: r.target, answer: yes ? "allow" : "deny" });
+            // The answer carries the request's own binding; the gate decides whether it still counts.
+            ws.approvals.answer({ nonce: r.nonce, digest: r.digest, generation: r.generation, answer: yes ? "allow" : "deny", by: "library" });
+          })();
+        },
+      });
+      sessions.add(ws);
+      return {
+        id: ws.journalSession?.id,
+        send: (message, o = {}) => ws.send(message, o.signal),
+        close: async () => {
+          sessions.delete(ws);
+          await ws.close();
+        },
+      };
+    },
+    async close() {
+      for (const s of [...sessions]) await s.close();
+      sessions.clear();
+      journal.close();
+    },
+  };
+}

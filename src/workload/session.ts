@@ -1,0 +1,325 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { z } from "zod";
+import { type AgentEvent, outcomeText, type RunResult, runAgent, type ToolAnswer, type ToolRouter } from "../agent/agent.js";
+import { ApprovalGate, type ApprovalRequest } from "../approvals/gate.js";
+import { Broker } from "../broker/broker.js";
+import { findTool, toolCallToOp, toolJsonSchema } from "../broker/registry.js";
+import type { Journal, Session } from "../journal/journal.js";
+import type { Message, ModelClient, ToolSpec } from "../model/types.js";
+import type { SandboxKind } from "../policy/plan.js";
+import { hostFacts } from "../sandbox/host.js";
+import type { InjectedSecret } from "../secrets/grant.js";
+import { Redactor } from "../secrets/redact.js";
+import { resolveRef, parseRef, type SecretCommands, type SecretStore } from "../secrets/store.js";
+import { KvStores } from "../stores/kv.js";
+import { type ComponentPlan, loadSpec, type WorkloadPlan } from "./spec.js";
+
+export interface WorkloadSessionOptions {
+  model: ModelClient;
+  journal?: Journal | undefined;
+  /** The host's approver; without one, every op that asks is denied. */
+  onApproval?: ((r: ApprovalRequest) => void) | undefined;
+  onEvent?: ((e: AgentEvent) => void) | undefined;
+  approvalTimeoutMs?: number;
+  sandbox?: SandboxKind;
+  /** Where stores live (default: Vak's state directory). */
+  storesDir?: string;
+  secretStore?: SecretStore;
+  secretCommands?: SecretCommands;
+  env?: NodeJS.ProcessEnv;
+  /** Values to redact everywhere (the provider key). */
+  secrets?: readonly string[];
+  /** The user's mode: no component may exceed it. */
+  mode?: "read-only" | "workspace-write";
+}
+
+const SEP = "__";
+const StoreArgs = z
+  .object({
+    action: z.enum(["get", "put", "list", "delete"]),
+    store: z.string(),
+    key: z.string().max(512).optional(),
+    value: z.string().optional(),
+    prefix: z.string().max(512).optional(),
+  })
+  .strict();
+const SearchArgs = z.object({ query: z.string().min(1).max(500) }).strict();
+
+interface Live {
+  plan: ComponentPlan;
+  broker: Broker;
+  scratch: string;
+  /** For a command tool: its declared input, as a validator. */
+  input?: z.ZodType | undefined;
+}
+
+/**
+ * A session of a workload: the harness (the model, holding no grant) and one
+ * broker per tool component, each with exactly that component's grants,
+ * secrets and stores. The harness can only ask a component to use its grant.
+ * Stores and session_search are broker-owned capabilities run on the host.
+ */
+export class WorkloadSession {
+  readonly approvals: ApprovalGate;
+  readonly journalSession: Session | undefined;
+  readonly redactor: Redactor;
+  private live: Live[] = [];
+  private plan: WorkloadPlan;
+  private generationNow = 1;
+  private readonly messages: Message[] = [];
+  private readonly stores: KvStores;
+  /** Spec hashes the user refused, so that one refusal is not asked again. */
+  private readonly refusedSpecs = new Set<string>();
+
+  constructor(plan: WorkloadPlan, private readonly opts: WorkloadSessionOptions) {
+    this.plan = plan;
+    this.redactor = opts.journal?.redactor ?? new Redactor();
+    for (const s of opts.secrets ?? []) this.redactor.add(s);
+    this.journalSession = opts.journal?.startSession({ kind: `workload:${plan.id}`, title: `workload ${plan.name}`, workspace: plan.workspace });
+    this.approvals = new ApprovalGate({ journal: this.journalSession, timeoutMs: opts.approvalTimeoutMs, onRequest: opts.onApproval });
+    this.stores = new KvStores(plan.id, opts.storesDir);
+    try {
+      this.live = this.start(plan);
+    } catch (e) {
+      this.stores.close();
+      throw e;
+    }
+    void this.journalSession?.append("policy.generation", { component: "host" }, 1, { generation: 1, spec: plan.source, hash: plan.hash, components: describe(plan) });
+  }
+
+  get generation(): number {
+    return this.generationNow;
+  }
+
+  get spec(): WorkloadPlan {
+    return this.plan;
+  }
+
+  /** Resolves every component's secrets and starts its broker; a missing secret stops everything before it starts. */
+  private start(plan: WorkloadPlan): Live[] {
+    const resolved = plan.components.map((c) =>
+      c.secrets.map((s): InjectedSecret => ({ ref: s.ref, recipient: s.recipient, value: resolveRef(parseRef(s.ref), { store: this.opts.secretStore, commands: this.opts.secretCommands, env: this.opts.env }) })),
+    );
+    for (const list of resolved) for (const s of list) this.redactor.add(s.value);
+    return plan.components.map((c, i) => {
+      // The component's sandbox workspace is an empty scratch folder: it starts with nothing but its grants.
+      const scratch = mkdtempSync(join(tmpdir(), `vak-component-${c.name}-`));
+      const broker = new Broker({
+        workspace: scratch,
+        base: plan.workspace,
+        mode: "workspace-write",
+        grants: { read: c.read, write: c.write, denyRead: c.denyRead, denyWrite: c.denyWrite, env: c.env },
+        net: c.net,
+        secrets: resolved[i],
+        command: c.command,
+        limits: c.limits,
+        component: c.name,
+        journal: this.journalSession,
+        generation: this.generationNow,
+        sandbox: this.opts.sandbox,
+        host: this.opts.env ? hostFacts(this.opts.env) : undefined,
+        approvals: { gate: this.approvals, policy: c.approval },
+      });
+      let input: z.ZodType | undefined;
+      if (c.input) input = z.fromJSONSchema(c.input as Parameters<typeof z.fromJSONSchema>[0]);
+      return { plan: c, broker, scratch, input };
+    });
+  }
+
+  private async stop(live: Live[]): Promise<void> {
+    for (const l of live) {
+      await l.broker.close();
+      rmSync(l.scratch, { recursive: true, force: true });
+    }
+  }
+
+  /** The tools the harness sees: each component's, named component__tool; stores; session_search. */
+  private router(): ToolRouter {
+    const specs: ToolSpec[] = [];
+    const routes = new Map<string, (args: unknown, signal: AbortSignal) => Promise<ToolAnswer>>();
+    for (const l of this.live) {
+      const c = l.plan;
+      for (const name of c.builtin) {
+        const def = findTool(name)!;
+        specs.push({ name: `${c.name}${SEP}${name}`, description: `[${c.name}] ${def.description}`, parameters: toolJsonSchema(def) });
+        routes.set(`${c.name}${SEP}${name}`, async (args, signal) => {
+          const op = toolCallToOp(name, args);
+          if (!op.ok) return { text: `refused (bad-request): ${op.message}`, ok: false, code: "bad-request" };
+          const r = await l.broker.run(op.op, { signal });
+          return { text: outcomeText(r), ok: r.ok, code: r.ok ? undefined : r.code, target: r.target };
+        });
+      }
+      if (c.command) {
+        specs.push({ name: c.name, description: c.description, parameters: c.input ?? { type: "object" } });
+        routes.set(c.name, async (args, signal) => {
+          const checked = l.input?.safeParse(args);
+          if (checked && !checked.success) return { text: `refused (bad-request): ${c.name}: ${checked.error.issues[0]!.path.join(".")}: ${checked.error.issues[0]!.message}`, ok: false, code: "bad-request" };
+          const r = await l.broker.run({ kind: "tool", input: JSON.stringify(args) }, { signal });
+          return { text: outcomeText(r), ok: r.ok, code: r.ok ? undefined : r.code, target: r.target };
+        });
+      }
+      if (c.stores.length) {
+        specs.push({
+          name: `${c.name}${SEP}store`,
+          description: `[${c.name}] Key-value stores this component holds (${c.stores.join(", ")}): get, put, list, delete.`,
+          parameters: z.toJSONSchema(StoreArgs, { target: "draft-7" }) as Record<string, unknown>,
+        });
+        routes.set(`${c.name}${SEP}store`, (args) => this.store(c, args));
+      }
+    }
+    specs.push({ name: "session_search", description: "Search the record of this workload's own past sessions.", parameters: z.toJSONSchema(SearchArgs, { target: "draft-7" }) as Record<string, unknown> });
+    routes.set("session_search", (args) => this.search(args));
+    return {
+      specs,
+      call: async (call, signal) => {
+        const route = routes.get(call.name);
+        if (!route) return { text: `refused (bad-request): there is no tool named ${JSON.stringify(call.name)}; the tools are ${[...routes.keys()].join(", ")}`, ok: false, code: "bad-request" };
+        return route(call.args, signal);
+      },
+    };
+  }
+
+  /** A store op, checked against the component's grant, run by the host. */
+  private async store(c: ComponentPlan, raw: unknown): Promise<ToolAnswer> {
+    const actor = { component: c.name };
+    const record = (kind: "op.requested" | "decision" | "tool.result", payload: Record<string, unknown>) =>
+      this.journalSession?.append(kind, actor, this.generationNow, payload);
+    const a = StoreArgs.safeParse(raw);
+    if (!a.success) return { text: `refused (bad-request): store: ${a.error.issues[0]!.path.join(".")}: ${a.error.issues[0]!.message}`, ok: false, code: "bad-request" };
+    const { action, store, key, value, prefix } = a.data;
+    await record("op.requested", { op: `store.${action}`, args: { store, key: key ?? null } });
+    if (!c.stores.includes(store)) {
+      const reason = `${c.name} holds no grant for the store "${store}"; its stores are ${c.stores.join(", ") || "none"}`;
+      await record("decision", { op: `store.${action}`, allowed: false, reason, target: store });
+      return { text: `refused (denied): ${reason}`, ok: false, code: "denied", target: `store:${store}` };
+    }
+    await record("decision", { op: `store.${action}`, allowed: true, reason: `the store grant ${store}`, target: store });
+    try {
+      let text: string;
+      if (action === "list") text = this.stores.list(store, prefix ?? "").join("\n");
+      else if (!key) return { text: "refused (bad-request): store: this action needs a key", ok: false, code: "bad-request" };
+      else if (action === "get") text = this.stores.get(store, key) ?? "(no such key)";
+      else if (action === "delete") text = this.stores.delete(store, key) ? "deleted" : "(no such key)";
+      else {
+        if (value === undefined) return { text: "refused (bad-request): store put needs a value", ok: false, code: "bad-request" };
+        this.stores.put(store, key, value);
+        text = "stored";
+      }
+      await record("tool.result", { op: `store.${action}`, ok: true, bytes: Buffer.byteLength(text) });
+      return { text, ok: true, target: `store:${store}` };
+    } catch (e) {
+      await record("tool.result", { op: `store.${action}`, ok: false, message: (e as Error).message });
+      return { text: `refused (bad-request): ${(e as Error).message}`, ok: false, code: "bad-request", target: `store:${store}` };
+    }
+  }
+
+  /** session_search: this workload's own sessions, and nothing else in the journal. */
+  private async search(raw: unknown): Promise<ToolAnswer> {
+    const a = SearchArgs.safeParse(raw);
+    if (!a.success) return { text: `refused (bad-request): session_search: ${a.error.issues[0]!.message}`, ok: false, code: "bad-request" };
+    const journal = this.opts.journal;
+    if (!journal) return { text: "no record is kept in this session", ok: true };
+    journal.flush();
+    const mine = journal.sessions().filter((s) => s.kind === `workload:${this.plan.id}`);
+    const hits = mine.flatMap((s) => journal.search(a.data.query, { session: s.id, limit: 20 }).map((e) => ({ s, e })));
+    const text = hits
+      .slice(0, 50)
+      .map(({ s, e }) => `${s.id} ${e.time} ${e.actor.component} ${e.kind}: ${JSON.stringify(e.payload).slice(0, 300)}`)
+      .join("\n");
+    return { text: text || "(nothing found)", ok: true, target: `journal: workload ${this.plan.name}` };
+  }
+
+  /**
+   * Checks the spec file for edits. A changed spec takes effect only once the
+   * user approves it (bound to its content hash), as a new generation: every
+   * component's broker is stopped and started anew with the new grants.
+   */
+  async reviewSpec(): Promise<"unchanged" | "applied" | "refused"> {
+    if (this.plan.source === "(library)") return "unchanged";
+    let next: WorkloadPlan;
+    try {
+      next = loadSpec(this.plan.source, { mode: this.opts.mode });
+    } catch (e) {
+      await this.journalSession?.append("decision", { component: "host" }, this.generationNow, { op: "spec", allowed: false, reason: `the edited spec is refused: ${(e as Error).message}` });
+      return "refused";
+    }
+    if (next.hash === this.plan.hash) return "unchanged";
+    if (this.refusedSpecs.has(next.hash)) return "refused";
+    const outcome = await this.approvals.ask({ digest: next.hash, generation: this.generationNow, component: "host", op: "spec", target: next.source, summary: `the workload spec ${next.source} changed; apply it? (${summarizeChange(this.plan, next)})` });
+    if (outcome.answer === "deny") {
+      this.refusedSpecs.add(next.hash);
+      return "refused";
+    }
+    const generation = ++this.generationNow;
+    this.approvals.setGeneration(generation);
+    const old = this.live;
+    this.live = [];
+    await this.stop(old);
+    this.plan = next;
+    // The new brokers are born in the new generation; the old ones are gone.
+    this.live = this.start(next);
+    await this.journalSession?.append("policy.generation", { component: "host" }, generation, { generation, spec: next.source, hash: next.hash, components: describe(next), reason: "the user approved the edited spec" });
+    return "applied";
+  }
+
+  /** Sends the user's message to the harness and runs it to its end. */
+  async send(message: string, signal?: AbortSignal): Promise<RunResult> {
+    await this.reviewSpec();
+    const h = this.plan.harness;
+    return runAgent(
+      {
+        component: "harness",
+        model: this.opts.model,
+        router: this.router(),
+        journal: this.journalSession,
+        generation: () => this.generationNow,
+        redactor: this.redactor,
+        maxTurns: h.maxTurns ?? 50,
+        onEvent: this.opts.onEvent,
+        role: `${h.instructions ? `${h.instructions}\n` : ""}You are the harness of the workload "${this.plan.name}". You hold no access yourself: each tool belongs to a component with its own grants (tool names are component${SEP}tool), and you can only ask a component to use its grant.`,
+      },
+      this.messages,
+      message,
+      signal ?? new AbortController().signal,
+    );
+  }
+
+  async close(outcome = "ended"): Promise<void> {
+    this.approvals.setGeneration(this.generationNow + 1);
+    await this.stop(this.live);
+    this.live = [];
+    this.stores.close();
+    if (this.journalSession) {
+      this.opts.journal?.flush();
+      this.journalSession.end(outcome);
+    }
+  }
+}
+
+/** What each component can reach, for the record and for `vak check`. */
+export function describe(plan: WorkloadPlan): Record<string, unknown>[] {
+  return plan.components.map((c) => ({
+    component: c.name,
+    tools: c.command ? [c.name] : c.builtin,
+    command: c.command ?? null,
+    read: c.read,
+    write: c.write,
+    denyRead: c.denyRead,
+    denyWrite: c.denyWrite,
+    net: c.netText,
+    env: c.env,
+    secrets: c.secrets.map((s) => ({ ref: s.ref, to: s.recipient.kind === "env" ? `env ${s.recipient.name}` : `header ${s.recipient.header} for ${s.recipient.hosts.join(", ")}` })),
+    stores: c.stores,
+    limits: c.limits,
+    approval: c.approval,
+  }));
+}
+
+function summarizeChange(a: WorkloadPlan, b: WorkloadPlan): string {
+  const before = new Map(describe(a).map((d) => [d.component as string, JSON.stringify(d)]));
+  const after = new Map(describe(b).map((d) => [d.component as string, JSON.stringify(d)]));
+  const changed = [...new Set([...before.keys(), ...after.keys()])].filter((k) => before.get(k) !== after.get(k));
+  return changed.length ? `components changed: ${changed.join(", ")}` : "no change in grants";
+}

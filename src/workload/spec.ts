@@ -1,0 +1,280 @@
+import { readFileSync, realpathSync, statSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, isAbsolute, resolve } from "node:path";
+import { parse } from "smol-toml";
+import { z } from "zod";
+import { TOOLS } from "../broker/registry.js";
+import { parseNetPolicy, RuleError, type NetPolicy } from "../net/rules.js";
+import { checkEnvRecipient, type SecretRecipient } from "../secrets/grant.js";
+import { parseRef } from "../secrets/store.js";
+import { STORE_NAME } from "../stores/kv.js";
+import { canonicalJson, sha256 } from "../approvals/digest.js";
+import { ENV_NAME } from "../policy/env.js";
+import { VakError } from "../policy/errors.js";
+import type { Limits } from "../policy/grants.js";
+import { isWithin } from "../policy/paths.js";
+import { vakStateDirs } from "../policy/state.js";
+
+/**
+ * A workload spec: the harness (a model and its instructions, holding no
+ * grant) and tool components, each with its own grants. Every component
+ * starts with nothing; each grant is a deliberate addition. The same shape is
+ * accepted as TOML (`vak run --spec`, `vak check`) and as an object
+ * (`createHost`). A spec that cannot be held exactly is refused, naming the
+ * file, line and field, before anything starts.
+ */
+const BUILTINS = TOOLS.map((t) => t.name) as [string, ...string[]];
+const GRANT_KEYS = ["read", "write", "deny_read", "deny_write", "net", "deny_net", "env", "secrets", "stores", "builtin", "command"];
+
+const Secret = z.union([
+  z.object({ ref: z.string(), env: z.string() }).strict(),
+  z.object({ ref: z.string(), header: z.string().regex(/^[A-Za-z0-9-]+$/, "a header name"), hosts: z.array(z.string()).min(1) }).strict(),
+]);
+
+const Component = z
+  .object({
+    description: z.string().max(1000).optional(),
+    builtin: z.array(z.enum(BUILTINS)).min(1).optional(),
+    command: z.array(z.string().min(1)).min(1).optional(),
+    /** JSON Schema of a command tool's input (an object). */
+    input: z.record(z.string(), z.unknown()).optional(),
+    read: z.array(z.string()).default([]),
+    write: z.array(z.string()).default([]),
+    deny_read: z.array(z.string()).default([]),
+    deny_write: z.array(z.string()).default([]),
+    net: z.array(z.string()).default([]),
+    deny_net: z.array(z.string()).default([]),
+    env: z.array(z.string().regex(ENV_NAME, "an environment variable name")).default([]),
+    secrets: z.array(Secret).default([]),
+    stores: z.array(z.string().regex(STORE_NAME, "a store name (lower-case letters, digits, - and _)")).default([]),
+    limits: z
+      .object({
+        timeout_seconds: z.number().int().positive().optional(),
+        max_output: z.number().int().positive().optional(),
+        max_procs: z.number().int().positive().optional(),
+        max_memory: z.number().int().positive().optional(),
+        max_file_size: z.number().int().positive().optional(),
+      })
+      .strict()
+      .optional(),
+    approval: z.object({ write: z.enum(["ask", "allow"]).optional(), exec: z.enum(["ask", "allow"]).optional() }).strict().optional(),
+  })
+  .strict();
+
+export const WorkloadSpecSchema = z
+  .object({
+    version: z.literal(1),
+    name: z.string().regex(/^[a-z][a-z0-9_-]{0,63}$/, "a workload name (lower-case letters, digits, - and _)"),
+    /** The project the components' paths are relative to; relative to the spec file. */
+    workspace: z.string().default("."),
+    harness: z
+      .object({
+        model: z.string().optional(),
+        instructions: z.string().max(100_000).default(""),
+        max_turns: z.number().int().positive().max(1000).optional(),
+      })
+      .strict()
+      .default({ instructions: "" }),
+    tools: z.record(z.string().regex(/^[a-z][a-z0-9-]{0,30}$/, "a component name (lower-case letters, digits and -)"), Component),
+  })
+  .strict();
+export type WorkloadSpecInput = z.input<typeof WorkloadSpecSchema>;
+
+export interface ComponentPlan {
+  name: string;
+  description: string;
+  builtin: string[];
+  command?: string[] | undefined;
+  input?: Record<string, unknown> | undefined;
+  /** Canonical paths. */
+  read: string[];
+  write: string[];
+  denyRead: string[];
+  denyWrite: string[];
+  env: string[];
+  net?: NetPolicy | undefined;
+  netText: string[];
+  secrets: { ref: string; recipient: SecretRecipient }[];
+  stores: string[];
+  limits: Limits;
+  approval: { write: "ask" | "allow"; exec: "ask" | "allow" };
+}
+
+export interface WorkloadPlan {
+  name: string;
+  /** The stores' namespace: the name and where the spec lives, so two workloads never share one. */
+  id: string;
+  source: string;
+  workspace: string;
+  harness: { model?: string | undefined; instructions: string; maxTurns?: number | undefined };
+  components: ComponentPlan[];
+  /** The spec's content hash: an approval of the spec is bound to it. */
+  hash: string;
+}
+
+type Where = (path: (string | number)[]) => string;
+
+/** The line a field is on, found by walking the TOML's tables and keys. */
+function lineFinder(file: string, text: string): Where {
+  const lines = text.split("\n");
+  return (path) => {
+    const [first, second, third] = path.map(String);
+    const table = first === "tools" && second ? `tools.${second}` : path.length > 1 ? first : "";
+    const key = first === "tools" && second ? third : path.length > 1 ? second : first;
+    let current = "";
+    let tableLine: number | undefined;
+    for (let i = 0; i < lines.length; i++) {
+      const header = /^\s*\[([^\]]+)\]\s*(#.*)?$/.exec(lines[i]!);
+      if (header) {
+        current = header[1]!.replace(/["'\s]/g, "");
+        if (current === table) tableLine = i + 1;
+        continue;
+      }
+      if (current === table && key && new RegExp(`^\\s*["']?${key.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}["']?\\s*=`).test(lines[i]!)) return `${file}:${i + 1}`;
+    }
+    return tableLine ? `${file}:${tableLine}` : file;
+  };
+}
+
+function fail(where: Where, path: (string | number)[], message: string): never {
+  throw new VakError("bad-input", `${where(path)}: ${path.join(".")}: ${message}`);
+}
+
+/** Reads and checks a spec file (TOML). */
+export function loadSpec(file: string, opts: { mode?: "read-only" | "workspace-write" } = {}): WorkloadPlan {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (e) {
+    throw new VakError("bad-input", `${file}: cannot be read (${(e as Error).message})`);
+  }
+  let data: unknown;
+  try {
+    data = parse(text);
+  } catch (e) {
+    throw new VakError("bad-input", `${file}: not valid TOML: ${(e as Error).message.split("\n")[0]}`);
+  }
+  return checkSpec(data, { ...opts, source: realpathSync(file), where: lineFinder(file, text), base: dirname(realpathSync(file)), text });
+}
+
+/**
+ * Checks a spec (from a file or an object) against the user's mode and turns
+ * it into exact, canonical grants per component.
+ */
+export function checkSpec(
+  data: unknown,
+  opts: { mode?: "read-only" | "workspace-write"; source?: string; where?: Where; base?: string; text?: string } = {},
+): WorkloadPlan {
+  const where: Where = opts.where ?? (() => opts.source ?? "spec");
+  const harness = (data as { harness?: Record<string, unknown> } | undefined)?.harness;
+  if (harness && typeof harness === "object")
+    for (const k of Object.keys(harness))
+      if (GRANT_KEYS.includes(k)) fail(where, ["harness", k], "the harness holds no grant; give it to a tool component, which the harness can only ask to use it");
+  const r = WorkloadSpecSchema.safeParse(data);
+  if (!r.success) {
+    const i = r.error.issues[0]!;
+    const path = i.path as (string | number)[];
+    const keys = (i as { keys?: string[] }).keys;
+    fail(where, keys?.length ? [...path, keys[0]!] : path, i.message);
+  }
+  const spec = r.data;
+  const mode = opts.mode ?? "workspace-write";
+  const base = opts.base ?? process.cwd();
+  const workspace = canonical(isAbsolute(spec.workspace) ? spec.workspace : resolve(base, spec.workspace), where, ["workspace"], true);
+  if (Object.keys(spec.tools).length === 0) fail(where, ["tools"], "a workload needs at least one tool component");
+
+  const components: ComponentPlan[] = [];
+  for (const [name, c] of Object.entries(spec.tools)) {
+    const at = (...p: (string | number)[]) => ["tools", name, ...p];
+    if (!c.builtin === !c.command) fail(where, at(), "give exactly one of builtin (a list of built-in tools) or command (an external command)");
+    if (c.command && !c.input) fail(where, at("input"), "a command tool needs the JSON Schema of its input");
+    if (c.input && c.input.type !== "object") fail(where, at("input"), 'the input schema must be of type "object"');
+    const paths = (list: string[], field: string, mustExist: boolean) =>
+      list.map((p, i) => {
+        if (p.includes("*")) fail(where, at(field, i), `${p}: wildcards are not grants; name the folder`);
+        const abs = isAbsolute(p) ? p : p.startsWith("~/") ? resolve(homedir(), p.slice(2)) : resolve(workspace, p);
+        const real = canonical(abs, where, at(field, i), mustExist);
+        if (real === "/" || real === homedir()) fail(where, at(field, i), `${p} would grant ${real === "/" ? "the whole file system" : "your whole home directory"}; name a narrower folder`);
+        for (const s of vakStateDirs()) if (isWithin(real, s) || isWithin(s, real)) fail(where, at(field, i), `${p} covers Vak's own state (${s}); no component may be granted it`);
+        return real;
+      });
+    const read = paths(c.read, "read", true);
+    const write = paths(c.write, "write", true);
+    if (write.length && mode === "read-only") fail(where, at("write"), "the session is read-only; this component's write grant is wider than your mode allows");
+    const writesTools = (c.builtin ?? []).filter((t) => t === "write_file" || t === "edit_file");
+    if (writesTools.length && !write.length) fail(where, at("builtin"), `${writesTools.join(", ")} needs a write grant to be of any use; add write = [...] or drop it`);
+    let net: NetPolicy | undefined;
+    try {
+      net = c.net.length ? parseNetPolicy(c.net, c.deny_net) : undefined;
+    } catch (e) {
+      if (e instanceof RuleError) fail(where, at("net"), e.message);
+      throw e;
+    }
+    const secrets = c.secrets.map((s, i) => {
+      let ref;
+      try {
+        ref = parseRef(s.ref);
+      } catch (e) {
+        fail(where, at("secrets", i, "ref"), (e as Error).message);
+      }
+      if ("env" in s) {
+        try {
+          checkEnvRecipient(s.env);
+        } catch (e) {
+          fail(where, at("secrets", i, "env"), (e as Error).message);
+        }
+        return { ref: ref.text, recipient: { kind: "env" as const, name: s.env } };
+      }
+      for (const h of s.hosts) if (!c.net.some((n) => n.replace(/^read:/, "").split(":")[0] === h)) fail(where, at("secrets", i, "hosts"), `${h} is not in this component's net grants; a header can only go where the component may go`);
+      return { ref: ref.text, recipient: { kind: "header" as const, header: s.header, hosts: s.hosts } };
+    });
+    const l = c.limits ?? {};
+    components.push({
+      name,
+      description: c.description ?? (c.command ? `the ${name} tool` : `${name}: ${c.builtin!.join(", ")}`),
+      builtin: c.builtin ?? [],
+      command: c.command,
+      input: c.input,
+      read, write,
+      denyRead: paths(c.deny_read, "deny_read", false),
+      denyWrite: paths(c.deny_write, "deny_write", false),
+      env: c.env,
+      net, netText: c.net,
+      secrets,
+      stores: c.stores,
+      limits: {
+        ...(l.timeout_seconds ? { timeoutMs: l.timeout_seconds * 1000 } : {}),
+        ...(l.max_output ? { maxOutputBytes: l.max_output } : {}),
+        ...(l.max_procs ? { maxProcs: l.max_procs } : {}),
+        ...(l.max_memory ? { maxMemoryBytes: l.max_memory } : {}),
+        ...(l.max_file_size ? { maxFileBytes: l.max_file_size } : {}),
+      },
+      approval: { write: c.approval?.write ?? "ask", exec: c.approval?.exec ?? "ask" },
+    });
+  }
+  const source = opts.source ?? "(library)";
+  return {
+    name: spec.name,
+    id: `${spec.name}-${sha256(`${spec.name}\0${source}`).slice(0, 12)}`,
+    source,
+    workspace,
+    harness: { model: spec.harness.model, instructions: spec.harness.instructions, maxTurns: spec.harness.max_turns },
+    components,
+    hash: sha256(opts.text ?? canonicalJson(data)),
+  };
+}
+
+function canonical(path: string, where: Where, at: (string | number)[], mustExist: boolean): string {
+  try {
+    const real = realpathSync(path);
+    if (mustExist) statSync(real);
+    return real;
+  } catch (e) {
+    if (!mustExist && (e as NodeJS.ErrnoException).code === "ENOENT") {
+      // A deny rule for what does not exist yet: its existing parent, canonical, plus the rest.
+      const parent = canonical(dirname(path), where, at, true);
+      return resolve(parent, path.slice(dirname(path).length + 1));
+    }
+    fail(where, at, `${path} cannot be resolved (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); grants name paths that exist`);
+  }
+}
