@@ -14,6 +14,19 @@ function positiveInt(flag: string) {
   };
 }
 
+/** The grant flags `vak exec`, `vak run` and `vak` share. */
+function grantFlags(c: Command): Command {
+  return c
+    .option("--workspace <dir>", "the workspace (default: the current directory)")
+    .option("--allow-read <paths>", "also readable (repeat or comma-separate)", list)
+    .option("--allow-write <paths>", "also writable", list)
+    .option("--deny-read <paths>", "never readable, even inside a grant", list)
+    .option("--deny-write <paths>", "never writable, even inside a grant", list)
+    .option("--allow-net <hosts>", "reachable through the egress gate: host, host:port, host:*, *.suffix, an IP; read:host for GET/HEAD/OPTIONS only", list)
+    .option("--deny-net <hosts>", "never reachable, even if an --allow-net covers it", list)
+    .addOption(new Option("--sandbox <kind>", "namespaces, or reduced where user namespaces are unavailable").choices(["namespaces", "reduced"]).default("namespaces"));
+}
+
 function program(): Command {
   const p = new Command("vak")
     .description("Run AI agents and their tools with deny-by-default grants, on the record.")
@@ -22,18 +35,11 @@ function program(): Command {
     .showSuggestionAfterError(true)
     .enablePositionalOptions();
 
-  p.command("exec")
+  grantFlags(p.command("exec")
     .description("run a command in the sandbox: vak exec [options] -- CMD [ARGS...]")
     .argument("<command...>", "the command and its arguments")
     .addOption(new Option("--mode <mode>", "read-only or workspace-write").choices(["read-only", "workspace-write", "full-access"]).default("workspace-write"))
-    .option("--full-access", "run WITHOUT a sandbox: an explicit trust decision, never a fallback")
-    .option("--workspace <dir>", "the workspace (default: the current directory)")
-    .option("--allow-read <paths>", "also readable (repeat or comma-separate)", list)
-    .option("--allow-write <paths>", "also writable", list)
-    .option("--deny-read <paths>", "never readable, even inside a grant", list)
-    .option("--deny-write <paths>", "never writable, even inside a grant", list)
-    .option("--allow-net <hosts>", "reachable through the egress gate: host, host:port, host:*, *.suffix, an IP; read:host for GET/HEAD/OPTIONS only", list)
-    .option("--deny-net <hosts>", "never reachable, even if an --allow-net covers it", list)
+    .option("--full-access", "run WITHOUT a sandbox: an explicit trust decision, never a fallback"))
     .option("--allow-env <names>", "host environment variables to pass", list)
     .option("--secret <name=ref>", "a secret for the command's environment (not available yet)", list)
     .option("--timeout <seconds>", "stop the whole sandbox after this long (exit 124)", positiveInt("--timeout"))
@@ -42,7 +48,6 @@ function program(): Command {
     .option("--max-memory <bytes>", "memory for the whole sandbox", positiveInt("--max-memory"))
     .option("--max-file-size <bytes>", "largest file the command may write", positiveInt("--max-file-size"))
     .option("--max-cpu <seconds>", "CPU time per process", positiveInt("--max-cpu"))
-    .addOption(new Option("--sandbox <kind>", "namespaces, or reduced where user namespaces are unavailable").choices(["namespaces", "reduced"]).default("namespaces"))
     .option("--json", "print a one-line JSON summary on stderr at the end")
     .passThroughOptions()
     .action(async (command: string[], opts) => {
@@ -54,19 +59,13 @@ function program(): Command {
 
   // The agent: `vak run "…"` and `vak` share their flags.
   const agentFlags = (c: Command) =>
-    c
-      .option("--model <provider:model>", "the model: openai:…, anthropic:…, ollama:…, a [providers.NAME] of your config, or scripted:FILE")
-      .addOption(new Option("--mode <mode>", "read-only or workspace-write").choices(["read-only", "workspace-write"]).default("workspace-write"))
-      .option("--workspace <dir>", "the workspace (default: the current directory)")
-      .option("--allow-read <paths>", "also readable", list)
-      .option("--allow-write <paths>", "also writable", list)
-      .option("--deny-read <paths>", "never readable, even inside a grant", list)
-      .option("--deny-write <paths>", "never writable, even inside a grant", list)
-      .option("--allow-net <hosts>", "reachable by the agent's commands through the egress gate", list)
-      .option("--deny-net <hosts>", "never reachable", list)
+    grantFlags(
+      c
+        .option("--model <provider:model>", "the model: openai:…, anthropic:…, ollama:…, a [providers.NAME] of your config, or scripted:FILE")
+        .addOption(new Option("--mode <mode>", "read-only or workspace-write").choices(["read-only", "workspace-write"]).default("workspace-write")),
+    )
       .option("--approve <kinds>", "approve these ahead of time: write, exec (inside the grants only)", list)
-      .option("--max-turns <n>", "model turns per instruction (default 50)", positiveInt("--max-turns"))
-      .addOption(new Option("--sandbox <kind>", "namespaces, or reduced where user namespaces are unavailable").choices(["namespaces", "reduced"]).default("namespaces"));
+      .option("--max-turns <n>", "model turns per instruction (default 50)", positiveInt("--max-turns"));
   agentFlags(p.command("run").description("run the agent on one instruction, print the transcript and what was refused").argument("<instruction>", "what the agent should do"))
     .option("--spec <file>", "run a workload spec (its components' grants; the flags above then only set the model and mode)")
     .option("--json", "print a one-line JSON summary on stderr at the end")

@@ -1,7 +1,8 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { parseArgs } from "./openai.js";
 import { toolResultText } from "./untrusted.js";
-import { ModelError, type ModelClient, type ModelRequest, type ModelTurn } from "./types.js";
+import { describeSdkError } from "./errors.js";
+import { type ModelClient, type ModelRequest, type ModelTurn } from "./types.js";
 
 export interface AnthropicConfig {
   provider: string;
@@ -89,7 +90,7 @@ export class AnthropicClient implements ModelClient {
         }
       }
     } catch (e) {
-      throw describe(e, this.cfg);
+      throw describeSdkError(Anthropic, e, this.cfg);
     }
     const toolCalls = [...blocks.entries()].sort(([a], [b]) => a - b).map(([, b]) => ({ id: b.id, name: b.name, args: parseArgs(b.json) }));
     return {
@@ -104,17 +105,4 @@ export class AnthropicClient implements ModelClient {
 function withoutSchemaKey(s: Record<string, unknown>): Record<string, unknown> {
   const { $schema: _, ...rest } = s;
   return rest;
-}
-
-function describe(e: unknown, cfg: AnthropicConfig): ModelError {
-  const where = `${cfg.provider} (${cfg.baseURL})`;
-  if (e instanceof Anthropic.APIUserAbortError) return new ModelError("cancelled", `${where}: the call was cancelled`);
-  if (e instanceof Anthropic.AuthenticationError || e instanceof Anthropic.PermissionDeniedError)
-    return new ModelError("auth", `${where} refused the API key (${e.status}); set the key in the environment variable named by [providers.${cfg.provider}] api_key_env in ~/.config/vak/config.toml`);
-  if (e instanceof Anthropic.RateLimitError) return new ModelError("rate-limit", `${where} is rate-limiting (429) and retries did not help; wait and try again`);
-  if (e instanceof Anthropic.NotFoundError) return new ModelError("not-found", `${where} answered 404: check the model name (${cfg.model}) and base_url`);
-  if (e instanceof Anthropic.APIConnectionError) return new ModelError("connection", `cannot reach ${where}: ${e.message}; check base_url`);
-  if (e instanceof Anthropic.BadRequestError) return new ModelError("bad-request", `${where} refused the request (400): ${e.message}`);
-  if (e instanceof Anthropic.APIError) return new ModelError("server", `${where} failed (${e.status ?? "no status"}): ${e.message}`);
-  return new ModelError("server", `${where}: ${(e as Error).message}`);
 }

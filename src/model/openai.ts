@@ -1,6 +1,7 @@
 import OpenAI from "openai";
 import { toolResultText } from "./untrusted.js";
-import { ModelError, type ModelClient, type ModelRequest, type ModelTurn, type ToolCallRequest } from "./types.js";
+import { describeSdkError } from "./errors.js";
+import { type ModelClient, type ModelRequest, type ModelTurn, type ToolCallRequest } from "./types.js";
 
 export interface OpenAIConfig {
   /** The name this provider has in the user's config ("openai", "ollama", ...). */
@@ -96,7 +97,7 @@ export class OpenAIChatClient implements ModelClient {
         if (choice.finish_reason) finish = choice.finish_reason;
       }
     } catch (e) {
-      throw describe(e, this.cfg);
+      throw describeSdkError(OpenAI, e, this.cfg);
     }
     const toolCalls: ToolCallRequest[] = [...calls.entries()]
       .sort(([a], [b]) => a - b)
@@ -104,17 +105,4 @@ export class OpenAIChatClient implements ModelClient {
     const stop = finish === "tool_calls" || toolCalls.length ? "tool_use" : finish === "length" ? "length" : finish === "stop" ? "end" : "other";
     return { text, toolCalls, stop, usage };
   }
-}
-
-function describe(e: unknown, cfg: OpenAIConfig): ModelError {
-  const where = `${cfg.provider} (${cfg.baseURL})`;
-  if (e instanceof OpenAI.APIUserAbortError) return new ModelError("cancelled", `${where}: the call was cancelled`);
-  if (e instanceof OpenAI.AuthenticationError || e instanceof OpenAI.PermissionDeniedError)
-    return new ModelError("auth", `${where} refused the API key (${e.status}); set the key in the environment variable named by [providers.${cfg.provider}] api_key_env in ~/.config/vak/config.toml`);
-  if (e instanceof OpenAI.RateLimitError) return new ModelError("rate-limit", `${where} is rate-limiting (429) and retries did not help; wait and try again`);
-  if (e instanceof OpenAI.NotFoundError) return new ModelError("not-found", `${where} answered 404: check the model name (${cfg.model}) and that base_url ends where the API begins (often /v1)`);
-  if (e instanceof OpenAI.APIConnectionError) return new ModelError("connection", `cannot reach ${where}: ${e.message}; check base_url`);
-  if (e instanceof OpenAI.BadRequestError) return new ModelError("bad-request", `${where} refused the request (400): ${e.message}`);
-  if (e instanceof OpenAI.APIError) return new ModelError("server", `${where} failed (${e.status ?? "no status"}): ${e.message}`);
-  return new ModelError("server", `${where}: ${(e as Error).message}`);
 }

@@ -1,4 +1,4 @@
-import { closeSync, constants, lstatSync, mkdirSync, openSync } from "node:fs";
+import { closeSync, constants, lstatSync, mkdirSync, openSync, readSync } from "node:fs";
 
 /** O_PATH is not in Node's fs.constants; this is Linux's value. */
 const O_PATH = 0o10000000;
@@ -84,4 +84,16 @@ export function openNoFollow(path: string, flags: number, mode = 0o666): number 
 /** mkdir -p of a canonical absolute path, never through a symlink. */
 export function mkdirNoFollow(path: string): void {
   walkDirs(path, components(path), true, () => undefined);
+}
+
+/** Reads size bytes from an open file (fewer if it shrank meanwhile). */
+export function readAll(fd: number, size: number): Buffer {
+  const buf = Buffer.alloc(size);
+  let got = 0;
+  while (got < size) {
+    const n = readSync(fd, buf, got, size - got, got);
+    if (n === 0) break;
+    got += n;
+  }
+  return buf.subarray(0, got);
 }

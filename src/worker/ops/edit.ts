@@ -1,5 +1,5 @@
-import { closeSync, constants, fstatSync, ftruncateSync, readSync, writeSync } from "node:fs";
-import { openNoFollow } from "../fsx.js";
+import { closeSync, constants, fstatSync, ftruncateSync, writeSync } from "node:fs";
+import { openNoFollow, readAll } from "../fsx.js";
 import type { OpResult } from "./result.js";
 
 const MAX_FILE = 16 * 1024 * 1024;
@@ -12,14 +12,7 @@ export function edit(op: { path: string; old: string; new: string; replaceAll?: 
     const st = fstatSync(rfd);
     if (!st.isFile()) return { error: { code: "bad-request", message: `${op.path} is not a regular file` } };
     if (st.size > MAX_FILE) return { error: { code: "too-large", message: `${op.path} is too large to edit (${st.size} bytes)` } };
-    const buf = Buffer.alloc(st.size);
-    let got = 0;
-    while (got < st.size) {
-      const n = readSync(rfd, buf, got, st.size - got, got);
-      if (n === 0) break;
-      got += n;
-    }
-    text = buf.subarray(0, got).toString("utf8");
+    text = readAll(rfd, st.size).toString("utf8");
   } finally {
     closeSync(rfd);
   }

@@ -1,5 +1,5 @@
-import { closeSync, constants, fstatSync, readSync } from "node:fs";
-import { openNoFollow } from "../fsx.js";
+import { closeSync, constants, fstatSync } from "node:fs";
+import { openNoFollow, readAll } from "../fsx.js";
 import type { OpResult } from "./result.js";
 import { cut } from "./result.js";
 
@@ -14,14 +14,8 @@ export function read(op: { path: string; offset?: number | undefined; limit?: nu
     if (st.isDirectory()) return { error: { code: "bad-request", message: `${op.path} is a directory; use list` } };
     if (!st.isFile()) return { error: { code: "bad-request", message: `${op.path} is not a regular file` } };
     if (st.size > MAX_FILE) return { error: { code: "too-large", message: `${op.path} is ${st.size} bytes; read it in parts with offset and limit on a smaller copy` } };
-    const buf = Buffer.alloc(st.size);
-    let got = 0;
-    while (got < st.size) {
-      const n = readSync(fd, buf, got, st.size - got, got);
-      if (n === 0) break;
-      got += n;
-    }
-    const data = buf.subarray(0, got);
+    const data = readAll(fd, st.size);
+    const got = data.length;
     if (data.subarray(0, 8192).includes(0)) return { output: `(binary file, ${got} bytes)`, truncated: false, data: { bytes: got, binary: true } };
     const lines = data.toString("utf8").split("\n");
     const start = (op.offset ?? 1) - 1;
