@@ -29,6 +29,23 @@ export interface RunResult {
   error?: string | undefined;
 }
 
+/** Arguments nested deeper than this are refused before anything (the record, the transcript, a parser) walks them. */
+const MAX_ARGS_DEPTH = 32;
+
+/** How deep a JSON-like value nests, counted without recursion. */
+function depthOf(v: unknown): number {
+  let max = 0;
+  const stack: [unknown, number][] = [[v, 0]];
+  while (stack.length) {
+    const [x, d] = stack.pop()!;
+    if (!x || typeof x !== "object") continue;
+    if (d + 1 > max) max = d + 1;
+    if (max > MAX_ARGS_DEPTH) return max;
+    for (const y of Object.values(x as object)) stack.push([y, d + 1]);
+  }
+  return max;
+}
+
 /** What a tool call came to, for the model and the record. */
 export interface ToolAnswer {
   text: string;
@@ -119,6 +136,8 @@ export async function runAgent(ctx: AgentContext, messages: Message[], prompt: s
     let turn;
     try {
       turn = await ctx.model.complete({ system, messages, tools, signal, onText: (delta) => ctx.onEvent?.({ type: "text", component: ctx.component, delta }) });
+      // A model's arguments nested absurdly deep are replaced before anything walks them.
+      for (const c of turn.toolCalls) if (depthOf(c.args) > MAX_ARGS_DEPTH) c.args = { refused: `arguments nested deeper than ${MAX_ARGS_DEPTH} levels` };
     } catch (e) {
       const cancelled = signal.aborted || (e instanceof ModelError && e.kind === "cancelled");
       await record("model.call", { provider: ctx.model.provider, model: ctx.model.model, ms: Date.now() - started, ok: false, error: (e as Error).message });

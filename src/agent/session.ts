@@ -64,7 +64,7 @@ export class HostSession {
     void this.journalSession?.append("policy.generation", { component: "host" }, 1, {
       generation: 1, mode: opts.mode, grants: opts.grants ?? {}, net: opts.net ? opts.net.allow.map((r) => r.text) : [], model: `${opts.model.provider}:${opts.model.model}`,
       approvals: opts.approvalPolicy ?? DEFAULT_APPROVAL_POLICY,
-    });
+    }).catch(() => {});
   }
 
   get generation(): number {

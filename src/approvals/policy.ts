@@ -30,9 +30,9 @@ export function capabilityOf(op: Op, target: string | undefined): string {
 export function summarizeOp(op: Op, target: string | undefined): string {
   const clip = (s: string, n = 120) => (s.length > n ? `${s.slice(0, n)}…` : s).replace(/\n/g, "⏎");
   switch (op.kind) {
-    case "write": return `write ${Buffer.byteLength(op.content)} bytes to ${target}`;
-    case "edit": return `edit ${target}: replace "${clip(op.old, 60)}" with "${clip(op.new, 60)}"${op.replaceAll ? " (every occurrence)" : ""}`;
-    case "exec": return `run: ${clip(op.command, 400)}`;
+    case "write": return `write ${Buffer.byteLength(op.content)} bytes to ${target}, beginning "${clip(op.content, 300)}"`;
+    case "edit": return `edit ${target}: replace "${clip(op.old, 300)}" with "${clip(op.new, 300)}"${op.replaceAll ? " (every occurrence)" : ""}`;
+    case "exec": return `run: ${clip(op.command, 2000)}`;
     case "tool": return `run ${target ?? "the component's command"} with input ${clip(op.input, 200)}`;
     default: return `${op.kind} ${target ?? ""}`;
   }

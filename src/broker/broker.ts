@@ -117,7 +117,8 @@ export class Broker {
     const cached = !command && this.plans.get(key);
     if (cached) return cached;
     const g = this.grantInput;
-    const readOnly = key === "read";
+    // Reads run read-only whatever the mode; in read-only mode nothing is written, explicit write grants included.
+    const readOnly = key === "read" || this.mode === "read-only";
     const plan = decide(
       {
         mode: readOnly ? "read-only" : this.mode,
@@ -185,10 +186,13 @@ export class Broker {
 
   private record(kind: Parameters<Session["append"]>[0], payload: Record<string, unknown>): Promise<unknown> {
     if (!this.opts.journal) return Promise.resolve();
-    return this.opts.journal.append(kind, this.actor, this.generationNow, payload).catch((e: Error) => {
+    const p = this.opts.journal.append(kind, this.actor, this.generationNow, payload).catch((e: Error) => {
       this.journalFailure ??= e;
       throw e;
     });
+    // Awaited later (with allSettled); until then a failure must not count as unhandled and kill the host.
+    p.catch(() => {});
+    return p;
   }
 
   /** Runs one op; never throws for the op's own failures, which come back as outcomes. */
@@ -221,7 +225,7 @@ export class Broker {
       const base = this.opts.base ?? this.opts.workspace;
       const raw = "path" in op && op.path ? op.path : base;
       const access = READS.has(op.kind) ? "read" : "write";
-      const t = resolveTarget(base, this.grants, raw, access, op.kind === "write" && !existsSync(raw));
+      const t = resolveTarget(base, this.grants, raw, access, op.kind === "write");
       if (!t.ok) {
         records.push(this.record("decision", { op: op.kind, allowed: false, reason: t.message, rule: t.rule, asked: raw }));
         await Promise.allSettled(records);

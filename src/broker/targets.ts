@@ -47,17 +47,20 @@ function canonicalParent(dir: string): string | undefined {
 
 /**
  * Resolves a path an op names (relative to the workspace) to the file it
- * would touch, and checks it against the grants. access "write" also covers
- * creating the file, and applies the protected paths.
+ * would touch, and checks it against the grants. access "write" applies the
+ * protected paths too; mayCreate says the op would create the file if it is
+ * missing (a protected name is then refused as an entry, existing or not).
  */
-export function resolveTarget(workspace: string, grants: GrantView, raw: string, access: "read" | "write", creating = false): Target {
+export function resolveTarget(workspace: string, grants: GrantView, raw: string, access: "read" | "write", mayCreate = false): Target {
   const abs = isAbsolute(raw) ? resolve(raw) : resolve(workspace, raw);
   const parent = canonicalParent(dirname(abs));
   if (!parent) return { ok: false, rule: "unresolvable", message: `${raw}: its directory cannot be resolved` };
   let target = abs === "/" ? "/" : join(parent, basename(abs));
   let isLink = false;
+  let exists = false;
   try {
     isLink = lstatSync(target).isSymbolicLink();
+    exists = true;
   } catch {
     // does not exist (yet)
   }
@@ -85,7 +88,7 @@ export function resolveTarget(workspace: string, grants: GrantView, raw: string,
   const nestedRead = grants.read.find((r) => isWithin(target, r) && (!writeRoot || r.length > writeRoot.length));
   if (!writeRoot || nestedRead || grants.denyWrite.some((d) => isWithin(target, d)))
     return { ok: false, rule: "read-only", message: `${target} is granted read-only; grant it with --allow-write ${target}` };
-  const p = protectedMatch(target, { rootDepth: depth(writeRoot), entry: creating });
+  const p = protectedMatch(target, { rootDepth: depth(writeRoot), entry: mayCreate && !exists });
   if (p) return { ok: false, rule: `protected:${p.pattern}`, message: `${target} is a protected path (${p.pattern}: ${p.why})` };
   return { ok: true, path: target, root: writeRoot };
 }

@@ -30,6 +30,8 @@ const APPROVABLE = new Set(["write", "exec"]);
 export function sessionOptions(flags: AgentFlags): { options: HostSessionOptions; journal: Journal } {
   if (flags.fullAccess || flags.mode === "full-access")
     throw new VakError("unsupported", "an agent session always runs its tools in the sandbox; full access is for `vak exec --full-access` only");
+  if (flags.mode === "read-only" && flags.allowWrite?.length)
+    throw new VakError("bad-input", "--allow-write with --mode read-only: a read-only session writes nothing; use --mode workspace-write with --deny-write to narrow it");
   const config = loadUserConfig();
   const model = resolveModel(flags.model, config);
   const approvalPolicy: ApprovalPolicy = { write: config.approvals.write ?? "ask", exec: config.approvals.exec ?? "ask" };

@@ -24,6 +24,8 @@ export function checkCommand(file: string, opts: { json?: boolean; mode?: "read-
     list("stores", c.stores as string[]);
     list("limits", Object.entries(c.limits as object).map(([k, v]) => `${k} ${v}`));
     out.write(`  ${"approval".padEnd(10)} write: ${(c.approval as { write: string }).write}, commands: ${(c.approval as { exec: string }).exec}\n`);
+    if ((c.tools as string[]).includes("exec") && (c.secrets as unknown[]).length)
+      out.write(`  note: this component runs model-written commands and holds secrets; a command can print a secret disguised (reversed, split), and redaction cannot catch every disguise\n`);
   }
   return 0;
 }

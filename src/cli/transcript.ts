@@ -1,7 +1,9 @@
 import type { AgentEvent, RunResult } from "../agent/agent.js";
+import { visible } from "./visible.js";
 
 /** Prints a run as it happens: the model's text, each tool call, and what came of it; everything redacted. */
-export function transcriptPrinter(out: NodeJS.WritableStream, redact: (s: string) => string): (e: AgentEvent) => void {
+export function transcriptPrinter(out: NodeJS.WritableStream, redactText: (s: string) => string): (e: AgentEvent) => void {
+  const redact = (s: string) => visible(redactText(s));
   let midLine = false;
   const line = (s: string) => {
     if (midLine) out.write("\n");
@@ -33,7 +35,7 @@ function firstLines(s: string): string {
 /** The end of a run: what happened, and everything that was refused. */
 export function printSummary(out: NodeJS.WritableStream, r: RunResult, session: string | undefined): void {
   out.write(`\n── ${r.outcome}: ${r.turns} model turn${r.turns === 1 ? "" : "s"}, ${r.toolCalls} tool call${r.toolCalls === 1 ? "" : "s"}, ${r.refused.length} refused\n`);
-  if (r.error) out.write(`   model error: ${r.error}\n`);
-  for (const x of r.refused) out.write(`   ✗ ${x.component === "agent" || x.component === "harness" ? "" : `[${x.component}] `}${x.tool}: ${clip(x.message, 300)}\n`);
+  if (r.error) out.write(`   model error: ${visible(r.error)}\n`);
+  for (const x of r.refused) out.write(`   ✗ ${x.component === "agent" || x.component === "harness" ? "" : `[${x.component}] `}${visible(x.tool)}: ${visible(clip(x.message, 300))}\n`);
   if (session) out.write(`   the record: vak journal show ${session}\n`);
 }

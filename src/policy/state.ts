@@ -1,6 +1,6 @@
-import { mkdirSync } from "node:fs";
+import { mkdirSync, realpathSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 
 /** Where Vak keeps its own config, state and caches (XDG). None of it is ever
  *  reachable from a sandbox, whatever a grant says. */
@@ -18,9 +18,31 @@ export function vakDirs(env: NodeJS.ProcessEnv = process.env, home: string = hom
   };
 }
 
+/**
+ * Vak's own directories, as written and as they resolve: a HOME or XDG path
+ * through a symlink (/home -> /var/home) must not let a grant of the real
+ * path reach them, so both spellings are held back.
+ */
 export function vakStateDirs(env: NodeJS.ProcessEnv = process.env, home: string = homedir()): string[] {
   const d = vakDirs(env, home);
-  return [d.config, d.state, d.data, d.cache, ...(d.runtime ? [d.runtime] : [])];
+  const dirs = [d.config, d.state, d.data, d.cache, ...(d.runtime ? [d.runtime] : [])];
+  return [...new Set([...dirs, ...dirs.map(resolveExisting)])];
+}
+
+/** realpath of the longest existing prefix, with the rest appended. */
+export function resolveExisting(path: string): string {
+  const rest: string[] = [];
+  let cur = path;
+  for (;;) {
+    try {
+      return join(realpathSync(cur), ...rest.reverse());
+    } catch {
+      const up = dirname(cur);
+      if (up === cur) return path;
+      rest.push(basename(cur));
+      cur = up;
+    }
+  }
 }
 
 /**

@@ -17,7 +17,6 @@ const SHAPES: RegExp[] = [
   /\bAIza[0-9A-Za-z_-]{35}\b/g, // Google API keys
   /\bnpm_[A-Za-z0-9]{36}\b/g,
   /\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g, // JWTs
-  /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----/g,
 ];
 /** Credentials that follow a keyword: keep the keyword, hide the value. */
 const AFTER: RegExp[] = [
@@ -64,8 +63,58 @@ function shiftedBase64(b: Buffer): string[] {
   return out;
 }
 
-/** Runs of base64 split into lines (base64 wraps at 76 columns by default). */
-const WRAPPED_BASE64 = /(?:[A-Za-z0-9+/]{16,}\r?\n)+[A-Za-z0-9+/=]{2,}/g;
+/**
+ * PEM private keys, found with indexOf: each BEGIN is matched with the next
+ * END at most once, so a text full of BEGINs stays linear.
+ */
+function privateKeys(s: string): string {
+  const BEGIN = /-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----/g;
+  const END = /-----END [A-Z ]{0,40}PRIVATE KEY-----/g;
+  let out = "";
+  let at = 0;
+  for (let m = BEGIN.exec(s); m; m = BEGIN.exec(s)) {
+    if (m.index < at) continue;
+    END.lastIndex = m.index + m[0].length;
+    const e = END.exec(s);
+    if (!e) break;
+    out += s.slice(at, m.index) + REDACTED;
+    at = e.index + e[0].length;
+    BEGIN.lastIndex = at;
+  }
+  return at === 0 ? s : out + s.slice(at);
+}
+
+const BASE64_LINE = /^[A-Za-z0-9+/]+={0,2}\r?$/;
+
+/**
+ * Runs of base64 split into lines (base64 wraps at 76 columns by default),
+ * found line by line: a regular expression over the whole text would
+ * backtrack quadratically on one long line.
+ */
+function wrappedBase64Runs(s: string, f: (joined: string) => string | undefined): string {
+  const lines = s.split("\n");
+  let changed = false;
+  for (let i = 0; i < lines.length; ) {
+    let j = i;
+    while (j < lines.length && lines[j]!.length >= 16 && BASE64_LINE.test(lines[j]!)) j++;
+    if (j - i >= 2 || (j - i === 1 && j < lines.length && BASE64_LINE.test(lines[j]!))) {
+      const end = j - i >= 2 ? j : j + 1;
+      const joined = lines.slice(i, end).map((l) => l.replace(/\r$/, "")).join("");
+      const replaced = f(joined);
+      if (replaced !== undefined) {
+        lines.splice(i, end - i, replaced);
+        changed = true;
+        i += 1;
+        continue;
+      }
+      i = end;
+    } else i = Math.max(j, i + 1);
+  }
+  return changed ? lines.join("\n") : s;
+}
+
+/** How deep redaction follows a JSON-like value; deeper parts are replaced, not walked (or stringified). */
+const MAX_DEPTH = 32;
 
 export class Redactor {
   private readonly known: string[] = [];
@@ -79,11 +128,8 @@ export class Redactor {
   }
 
   text(s: string): string {
-    let out = this.known.length ? s.replace(WRAPPED_BASE64, (run) => {
-      const joined = run.replace(/\r?\n/g, "");
-      return this.known.some((k) => joined.includes(k)) ? this.replaceKnown(joined) : run;
-    }) : s;
-    out = this.replaceKnown(out);
+    let out = this.known.length ? wrappedBase64Runs(s, (joined) => (this.known.some((k) => joined.includes(k)) ? this.replaceKnown(joined) : undefined)) : s;
+    out = privateKeys(this.replaceKnown(out));
     for (const re of SHAPES) out = out.replace(re, REDACTED);
     for (const re of AFTER) out = out.replace(re, (_m, keep: string, tail?: string) => `${keep}${REDACTED}${typeof tail === "string" ? tail : ""}`);
     return out;
@@ -95,13 +141,14 @@ export class Redactor {
     return out;
   }
 
-  /** Redacts every string (and key) inside a JSON-like value. */
-  value<T>(v: T): T {
+  /** Redacts every string (and key) inside a JSON-like value; anything nested deeper than MAX_DEPTH becomes a marker. */
+  value<T>(v: T, depth = 0): T {
     if (typeof v === "string") return this.text(v) as T;
-    if (Array.isArray(v)) return v.map((x) => this.value(x)) as T;
+    if (v && typeof v === "object" && depth >= MAX_DEPTH) return "[nested too deep; not recorded]" as T;
+    if (Array.isArray(v)) return v.map((x) => this.value(x, depth + 1)) as T;
     if (v && typeof v === "object") {
       const o: Record<string, unknown> = {};
-      for (const [k, x] of Object.entries(v as Record<string, unknown>)) o[this.text(k)] = this.value(x);
+      for (const [k, x] of Object.entries(v as Record<string, unknown>)) o[this.text(k)] = this.value(x, depth + 1);
       return o as T;
     }
     return v;

@@ -86,7 +86,7 @@ export class WorkloadSession {
       this.stores.close();
       throw e;
     }
-    void this.journalSession?.append("policy.generation", { component: "host" }, 1, { generation: 1, spec: plan.source, hash: plan.hash, components: describe(plan) });
+    void this.journalSession?.append("policy.generation", { component: "host" }, 1, { generation: 1, spec: plan.source, hash: plan.hash, components: describe(plan) }).catch(() => {});
   }
 
   get generation(): number {

@@ -13,7 +13,7 @@ import { ENV_NAME } from "../policy/env.js";
 import { VakError } from "../policy/errors.js";
 import type { Limits } from "../policy/grants.js";
 import { isWithin } from "../policy/paths.js";
-import { vakStateDirs } from "../policy/state.js";
+import { resolveExisting, vakStateDirs } from "../policy/state.js";
 
 /**
  * A workload spec: the harness (a model and its instructions, holding no
@@ -194,7 +194,7 @@ export function checkSpec(
         if (p.includes("*")) fail(where, at(field, i), `${p}: wildcards are not grants; name the folder`);
         const abs = isAbsolute(p) ? p : p.startsWith("~/") ? resolve(homedir(), p.slice(2)) : resolve(workspace, p);
         const real = canonical(abs, where, at(field, i), mustExist);
-        if (real === "/" || real === homedir()) fail(where, at(field, i), `${p} would grant ${real === "/" ? "the whole file system" : "your whole home directory"}; name a narrower folder`);
+        if (real === "/" || real === homedir() || real === resolveExisting(homedir())) fail(where, at(field, i), `${p} would grant ${real === "/" ? "the whole file system" : "your whole home directory"}; name a narrower folder`);
         for (const s of vakStateDirs()) if (isWithin(real, s) || isWithin(s, real)) fail(where, at(field, i), `${p} covers Vak's own state (${s}); no component may be granted it`);
         return real;
       });
@@ -255,7 +255,8 @@ export function checkSpec(
   const source = opts.source ?? "(library)";
   return {
     name: spec.name,
-    id: `${spec.name}-${sha256(`${spec.name}\0${source}`).slice(0, 12)}`,
+    // A file's workload is its name and path; an object's, its name and workspace: two apps that share a name do not share stores.
+    id: `${spec.name}-${sha256(`${spec.name}\0${opts.source ?? `library:${workspace}`}`).slice(0, 12)}`,
     source,
     workspace,
     harness: { model: spec.harness.model, instructions: spec.harness.instructions, maxTurns: spec.harness.max_turns },

@@ -262,6 +262,20 @@ describe("an agent session", () => {
   });
 });
 
+describe("a hostile model's arguments", () => {
+  it("nested absurdly deep are refused, and the journal and the next op survive", async () => {
+    let deep: unknown = "x";
+    for (let i = 0; i < 20_000; i++) deep = { a: deep };
+    const t = session({ turns: [{ tool_calls: [{ name: "read_file", args: deep }] }, { tool_calls: [{ name: "read_file", args: { path: "notes.txt" } }] }, { text: "ok" }] });
+    const r = await t.host.run("go");
+    expect(r.outcome).toBe("done");
+    expect(r.refused[0]).toMatchObject({ code: "bad-request" });
+    expect(t.model.seen[2]!.messages.filter((m) => m.role === "tool").map((m) => m.role === "tool" && m.text)).toEqual([expect.stringMatching(/^refused \(bad-request\)/), "alpha\n"]);
+    expect(t.events().filter((e) => e.kind === "tool.result").length).toBeGreaterThanOrEqual(1);
+    expect(journal.verify()).toMatchObject({ ok: true });
+  });
+});
+
 describe("provider keys stay with the host", () => {
   it("never reach a worker's environment, a tool's output, the model-visible text or the journal", async () => {
     const key = `sk-live-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;

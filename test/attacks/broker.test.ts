@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PROTOCOL_VERSION } from "../../src/broker/protocol.js";
@@ -396,6 +396,50 @@ describe("policy generations", () => {
       const spawned = b.events().filter((e) => e.kind === "worker.spawned").map((e) => (e.payload as { pid: number }).pid);
       expect(new Set(spawned).size).toBe(spawned.length);
       expect(b.events().filter((e) => e.kind === "worker.spawned" && (e.payload as { warm: boolean }).warm).length).toBeGreaterThan(2);
+    } finally {
+      await b.close();
+    }
+  });
+});
+
+describe("Vak's state behind a symlinked HOME", () => {
+  it("stays out of reach when the workspace is the real directory the link points to", async () => {
+    const real = join(s.root, "realhome");
+    const link = join(s.root, "home");
+    mkdirSync(join(real, ".config", "vak"), { recursive: true });
+    mkdirSync(join(real, ".local", "state", "vak"), { recursive: true });
+    writeFileSync(join(real, ".config", "vak", "secrets.json"), '{"version":1,"secrets":{"x":{"value":"plain-store-value","created":"now"}}}');
+    writeFileSync(join(real, ".local", "state", "vak", "journal.db"), "journal");
+    symlinkSync(real, link);
+    const env = { ...process.env, XDG_CONFIG_HOME: join(link, ".config"), XDG_STATE_HOME: join(link, ".local", "state") };
+    const b = testBroker(real, { host: hostFacts(env) });
+    try {
+      for (const path of [".config/vak/secrets.json", join(real, ".config/vak/secrets.json"), ".local/state/vak/journal.db"])
+        expect(await b.broker.run({ kind: "read", path })).toMatchObject({ ok: false, code: "denied", message: expect.stringContaining("Vak's own state") });
+      expect(await b.broker.run({ kind: "list", path: ".local/state/vak" })).toMatchObject({ ok: false, code: "denied" });
+      expect(await b.broker.run({ kind: "write", path: ".config/vak/config.toml", content: '[approvals]\nexec = "allow"\n' })).toMatchObject({ ok: false, code: "denied" });
+      const r = await b.broker.run({ kind: "exec", command: "cat .config/vak/secrets.json; ls -A .local/state/vak; echo x > .config/vak/config.toml; echo done" });
+      expect(r.ok && r.output).toContain("done");
+      expect(JSON.stringify(r)).not.toContain("plain-store-value");
+      expect(JSON.stringify(r)).not.toContain("journal.db");
+      expect(existsSync(join(real, ".config", "vak", "config.toml"))).toBe(false);
+    } finally {
+      await b.close();
+    }
+  });
+});
+
+describe("read-only means nothing is written", () => {
+  it("drops explicit write grants too, on a downgrade and for a read-only broker", async () => {
+    mkdirSync(join(s.ws, "extra"));
+    const b = testBroker(s.ws, { grants: { write: ["extra"] } });
+    try {
+      expect(await b.broker.run({ kind: "write", path: "extra/one.txt", content: "1" })).toMatchObject({ ok: true });
+      await b.broker.setGeneration(2, "test: downgrade", { mode: "read-only" });
+      expect(await b.broker.run({ kind: "write", path: "extra/two.txt", content: "2" })).toMatchObject({ ok: false, code: "denied" });
+      const ex = await b.broker.run({ kind: "exec", command: "echo 3 > extra/three.txt; echo done" });
+      expect(ex.ok && ex.output).toContain("done");
+      expect(existsSync(join(s.ws, "extra", "two.txt")) || existsSync(join(s.ws, "extra", "three.txt"))).toBe(false);
     } finally {
       await b.close();
     }

@@ -56,6 +56,21 @@ describe("vak run", () => {
   });
 });
 
+describe("the terminal shows hostile text, it does not obey it", () => {
+  it("escape sequences in commands, file contents and the model's text are shown escaped", async () => {
+    writeFileSync(join(s.ws, "README.md"), "hidden: \u001b[8mINVISIBLE\u001b[0m title: \u001b]0;pwned\u0007 \u202eevil\n");
+    const file = script([
+      { text: "about to \u001b[2Kclean up", tool_calls: [{ name: "read_file", args: { path: "README.md" } }, { name: "exec", args: { command: "touch EVIL; rm -rf x # \r\u001b[2K? run: npm test" } }] },
+      { text: "ok" },
+    ]);
+    const r = await runVak(["run", "--model", `scripted:${file}`, "--approve", "exec", "x"], { cwd: s.ws });
+    expect(r.code).toBe(0);
+    expect(r.stdout).not.toMatch(/[\u001b\u0007\u202e\r]/);
+    expect(r.stdout).toContain("\\u{1b}[8mINVISIBLE");
+    expect(r.stdout).toContain("\\u{202e}evil");
+  });
+});
+
 describe("vak (interactive)", () => {
   it("asks before a write, shows the mode line, and a mode change revokes", async () => {
     const file = script([{ tool_calls: [{ name: "write_file", args: { path: "a.txt", content: "a\n" } }] }, { text: "wrote it" }, { tool_calls: [{ name: "write_file", args: { path: "b.txt", content: "b\n" } }] }, { text: "tried" }]);

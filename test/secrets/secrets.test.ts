@@ -92,6 +92,15 @@ describe("redaction", () => {
     expect(Buffer.from(out.replace(/\s/g, ""), "base64").toString("latin1")).not.toContain(value);
   });
 
+  // These took minutes (quadratic backtracking) before; now they are linear. The test's own timeout is the bound.
+  it("stays linear on hostile input: one 1 MiB line, thousands of BEGIN markers", { timeout: 20_000 }, () => {
+    const long = "A".repeat(1 << 20);
+    expect(r.text(long)).toBe(long);
+    const begins = "-----BEGIN PRIVATE KEY-----".repeat(40_000);
+    expect(r.text(begins)).toBe(begins);
+    expect(r.text("k: -----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY----- end")).toBe("k: [REDACTED] end");
+  });
+
   it.each([
     ["OpenAI", "sk-proj-abcdefghijklmnopqrstuvwx0123"],
     ["GitHub", "ghp_abcdefghijklmnopqrstuvwxyz0123456789"],

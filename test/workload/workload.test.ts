@@ -9,7 +9,7 @@ import { Journal } from "../../src/journal/journal.js";
 import { ScriptedClient, type Script } from "../../src/model/scripted.js";
 import { SecretStore } from "../../src/secrets/store.js";
 import { WorkloadSession } from "../../src/workload/session.js";
-import { loadSpec } from "../../src/workload/spec.js";
+import { checkSpec, loadSpec } from "../../src/workload/spec.js";
 import { ROOT } from "../support/paths.js";
 import { runVak, TEST_STATE } from "../support/vak.js";
 
@@ -289,6 +289,16 @@ describe("editing the spec during a session", () => {
 });
 
 describe("the library", () => {
+  it("two object specs with the same name but other workspaces do not share stores", () => {
+    const spec = (workspace: string) => ({ version: 1 as const, name: "assistant", workspace, tools: { t: { builtin: ["read_file" as const], read: ["."], stores: ["s"] } } });
+    const other = mkdtempSync(join(tmpdir(), "vak-test-other-ws-"));
+    try {
+      expect(checkSpec(spec(ws)).id).not.toBe(checkSpec(spec(other)).id);
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
+  });
+
   it("the example in examples/ runs with the scripted provider", async () => {
     const out = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
       const c = spawn(process.execPath, [join(ROOT, "examples", "library.mjs")], { env: { PATH: process.env.PATH ?? "", HOME: root, XDG_STATE_HOME: TEST_STATE }, cwd: ROOT });
