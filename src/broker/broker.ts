@@ -54,6 +54,9 @@ export interface BrokerOptions {
 
 export type OpOutcome = (WorkerOutcome & { op: Op["kind"]; target?: string | undefined; ms: number });
 
+/** How long a command may run when its component sets no limit. */
+const COMMAND_TIMEOUT_MS = 10 * 60_000;
+
 /** Ops that only read run in a read-only sandbox, whatever the session's mode. */
 const READS = new Set<Op["kind"]>(["read", "list", "glob", "grep"]);
 
@@ -257,7 +260,10 @@ export class Broker {
       return { ...r, op: op.kind, target, ms: Date.now() - started };
     }
     let outcome: WorkerOutcome;
-    const timeoutMs = op.kind === "exec" && op.timeoutMs ? op.timeoutMs : (this.opts.limits?.timeoutMs ?? this.opts.opTimeoutMs ?? 120_000);
+    // A model may ask for less time than the component's limit, never more. Commands may run longer than file ops by default.
+    const commands = op.kind === "exec" || op.kind === "tool";
+    const limitMs = this.opts.limits?.timeoutMs ?? (commands ? COMMAND_TIMEOUT_MS : (this.opts.opTimeoutMs ?? 120_000));
+    const timeoutMs = op.kind === "exec" && op.timeoutMs ? Math.min(op.timeoutMs, limitMs) : limitMs;
     const timeout = AbortSignal.timeout(timeoutMs);
     const signal = opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout;
     let worker: WorkerProcess | undefined;
@@ -273,8 +279,7 @@ export class Broker {
         const gate = plan.network.kind === "gate" ? await this.egress.link(plan.network.policy, generation) : undefined;
         worker = new WorkerProcess(plan, generation, gate?.link);
         if (gate) void worker.done.finally(gate.release).catch(() => {});
-      }
-      else {
+      } else {
         const key = READS.has(op.kind) ? "read" : "write";
         const taken = this.takeWorker(key);
         worker = taken.worker;
