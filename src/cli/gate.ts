@@ -22,11 +22,11 @@ export async function startGate(policy: NetPolicy, onEvent: (e: EgressEvent) => 
   const gate = new EgressGate({ dir, onEvent });
   await gate.listen();
   const token = gate.register({ component: "exec", generation: 1, policy });
+  let closed: Promise<void> | undefined;
   return {
     link: { dir, token },
-    close: async () => {
-      await gate.close();
-      rmSync(dir, { recursive: true, force: true });
-    },
+    // Once: the run closes the gate as soon as the sandbox is gone, and again on its way out.
+    close: () =>
+      (closed ??= gate.close().then(() => rmSync(dir, { recursive: true, force: true }))),
   };
 }

@@ -1,12 +1,12 @@
 import { createHash, randomBytes } from "node:crypto";
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, unlinkSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, renameSync, unlinkSync } from "node:fs";
 import { dirname, join } from "node:path";
 import Database from "better-sqlite3";
 import { VakError } from "../policy/errors.js";
 import { vakDirs } from "../policy/state.js";
 import { Redactor } from "../secrets/redact.js";
 import { type Actor, checkEvent, type EventKind, type NewEvent, type Payload, type StoredEvent } from "./events.js";
-import { OPEN_SUFFIX, pendingSpools, type SpoolHeader, type SpoolLine, spoolDir } from "./spool.js";
+import { MAX_SPOOL_LINE, OPEN_SUFFIX, pendingSpools, type SpoolHeader, type SpoolLine, spoolDir, spoolLines, type SpoolText } from "./spool.js";
 
 /**
  * The journal: an append-only, hash-chained record in SQLite (WAL). Every event
@@ -259,6 +259,11 @@ export class Journal {
    * each, and removes their files. A file is claimed by renaming it, so that two
    * ingesters never take the same run twice; a run whose session is already in
    * the journal (an ingester died between commit and unlink) is only removed.
+   * Files are read a line at a time. A line that cannot be taken (damaged, not
+   * an event, or over MAX_SPOOL_LINE) is recorded in its place as a refused
+   * "journal.ingest" decision, the rest of the run is taken in, the file is kept
+   * beside the spool as .partial, and a message says so: one bad file never
+   * stops the journal.
    */
   ingestSpools(dir: string = spoolDir()): number {
     let taken = 0;
@@ -270,39 +275,65 @@ export class Journal {
       } catch {
         continue; // another ingester has it
       }
-      const lines = readFileSync(claimed, "utf8").split("\n").filter((l) => l !== "");
-      let header: SpoolHeader;
+      const lines = spoolLines(claimed);
+      let header: SpoolHeader | undefined;
       try {
-        header = (JSON.parse(lines[0] ?? "") as { header: SpoolHeader }).header;
+        header = (JSON.parse(lines.next().value?.text ?? "") as { header: SpoolHeader }).header;
         if (!header?.session) throw new Error("no header");
       } catch {
+        lines.return(undefined);
         renameSync(claimed, `${file}.unreadable`);
+        process.stderr.write(`vak: journal: ${file} has no readable header; it is kept as ${file}.unreadable\n`);
         continue;
       }
-      const events: SpoolLine[] = [];
-      for (const [i, l] of lines.slice(1).entries()) {
-        try {
-          events.push(JSON.parse(l) as SpoolLine);
-        } catch {
-          if (i !== lines.length - 2) throw new VakError("journal", `${file}: line ${i + 2} is damaged; the file is kept as ${claimed}`);
-          // A torn last line: its write never returned, so it was never acknowledged.
-        }
+      const problems: string[] = [];
+      const kept = `${file}.partial`;
+      try {
+        this.takeRun(header, lines, file.endsWith(OPEN_SUFFIX), problems, kept);
+      } finally {
+        lines.return(undefined); // closes the file, whether or not every line was read
       }
-      const interrupted = file.endsWith(OPEN_SUFFIX) && events[events.length - 1]?.kind !== "session.ended";
-      if (interrupted)
-        events.push({ kind: "session.ended", actor: { component: "host" }, generation: 0, time: new Date().toISOString(), payload: { outcome: "interrupted: vak stopped before the run ended" } });
-      this.db.transaction(() => {
-        if (this.db.prepare("SELECT 1 FROM sessions WHERE id = ?").get(header.session)) return;
-        this.insertSession.run(header.session, header.kind, header.started, header.title, header.workspace);
-        this.chain(events.map((e, i) => ({
-          session: header.session, session_seq: i + 1, time: e.time, kind: e.kind, actor: JSON.stringify(e.actor),
-          generation: e.generation, payload: JSON.stringify(e.payload),
-        })));
-      }).immediate();
-      unlinkSync(claimed);
+      if (problems.length) {
+        renameSync(claimed, kept);
+        const shown = problems.slice(0, 3).join("; ") + (problems.length > 3 ? `; and ${problems.length - 3} more` : "");
+        process.stderr.write(`vak: journal: took in ${file} in part: ${shown}; each is recorded in its place, and the file is kept as ${kept}\n`);
+      } else unlinkSync(claimed);
       taken += 1;
     }
     return taken;
+  }
+
+  /** One spooled run into the chain, in one commit. */
+  private takeRun(header: SpoolHeader, lines: Iterable<SpoolText>, open: boolean, problems: string[], kept: string): void {
+    this.db.transaction(() => {
+      if (this.db.prepare("SELECT 1 FROM sessions WHERE id = ?").get(header.session)) return;
+      this.insertSession.run(header.session, header.kind, header.started, header.title, header.workspace);
+      let batch: SpoolLine[] = [];
+      let count = 0;
+      let last: EventKind | undefined;
+      const add = (e: SpoolLine) => {
+        batch.push(e);
+        last = e.kind;
+        if (batch.length >= 1000) flush();
+      };
+      const flush = () => {
+        this.chain(batch.map((e) => ({
+          session: header.session, session_seq: ++count, time: e.time, kind: e.kind, actor: JSON.stringify(e.actor),
+          generation: e.generation, payload: JSON.stringify(e.payload),
+        })));
+        batch = [];
+      };
+      for (const l of lines) {
+        if (l.bytes === 0) continue;
+        const e = l.text === undefined ? undefined : spoolEvent(l.text);
+        if (e) add(e);
+        // A torn last line: its write never returned, so it was never acknowledged.
+        else if (l.terminated) add(placeholder(l, problems, kept));
+      }
+      if (open && last !== "session.ended")
+        add({ kind: "session.ended", actor: { component: "host" }, generation: 0, time: new Date().toISOString(), payload: { outcome: "interrupted: vak stopped before the run ended" } });
+      flush();
+    }).immediate();
   }
 
   // ---- readers ----
@@ -399,6 +430,27 @@ export class Journal {
     s.end("ok");
     return { events, sessions, throughSeq: through };
   }
+}
+
+/** A spool line as an event the chain can hold, or undefined. */
+function spoolEvent(text: string): SpoolLine | undefined {
+  try {
+    const e = JSON.parse(text) as SpoolLine;
+    checkEvent(e);
+    return typeof e.time === "string" ? e : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What the chain holds where a spool line could not be taken in. */
+function placeholder(l: SpoolText, problems: string[], kept: string): SpoolLine {
+  const problem = `line ${l.line} ${l.text === undefined ? `is ${l.bytes} bytes, over the ${MAX_SPOOL_LINE}-byte limit` : "is not a readable event"}`;
+  problems.push(problem);
+  return {
+    kind: "decision", actor: { component: "journal" }, generation: 0, time: new Date().toISOString(),
+    payload: { op: "journal.ingest", allowed: false, reason: `${problem}; not taken in (the spool file is kept as ${kept})`, line: l.line, bytes: l.bytes },
+  };
 }
 
 function toStored(r: Row): StoredEvent {

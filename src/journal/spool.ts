@@ -1,4 +1,4 @@
-import { closeSync, constants, fdatasyncSync, mkdirSync, openSync, readdirSync, renameSync, writeSync } from "node:fs";
+import { closeSync, constants, fdatasyncSync, mkdirSync, openSync, readdirSync, readSync, renameSync, writeSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { Redactor } from "../secrets/redact.js";
 import { VakError } from "../policy/errors.js";
@@ -134,4 +134,52 @@ export function pendingSpools(dir: string = spoolDir()): string[] {
     )
     .sort()
     .map((n) => join(dir, n));
+}
+
+/** The longest spool line taken in whole: far above any real event, far below what a string can hold. */
+export const MAX_SPOOL_LINE = 16 * 1024 * 1024;
+
+export interface SpoolText {
+  /** 1-based. */
+  line: number;
+  /** The line, or undefined when it is longer than the limit (its bytes are skipped, not held). */
+  text: string | undefined;
+  bytes: number;
+  /** False for a last line with no newline: a write that never finished. */
+  terminated: boolean;
+}
+
+/** A spool file's lines, read a piece at a time: the file is never held whole, however large. */
+export function* spoolLines(path: string, max = MAX_SPOOL_LINE): Generator<SpoolText> {
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  const buf = Buffer.alloc(1 << 20);
+  let parts: Buffer[] = [];
+  let bytes = 0;
+  let line = 0;
+  const add = (piece: Buffer) => {
+    bytes += piece.length;
+    if (bytes <= max) parts.push(Buffer.from(piece)); // a copy: buf is reused
+    else parts = [];
+  };
+  const end = (terminated: boolean): SpoolText => {
+    const text = bytes <= max ? Buffer.concat(parts).toString("utf8") : undefined;
+    const t = { line: ++line, text, bytes, terminated };
+    parts = [];
+    bytes = 0;
+    return t;
+  };
+  try {
+    for (let got; (got = readSync(fd, buf, 0, buf.length, null)) > 0; ) {
+      const chunk = buf.subarray(0, got);
+      let start = 0;
+      for (let nl; (nl = chunk.indexOf(10, start)) >= 0; start = nl + 1) {
+        add(chunk.subarray(start, nl));
+        yield end(true);
+      }
+      add(chunk.subarray(start));
+    }
+    if (bytes > 0) yield end(false);
+  } finally {
+    closeSync(fd);
+  }
 }

@@ -160,6 +160,8 @@ const V6_RANGES: [string, AddressClass][] = [
   ["::/128", "unspecified"], ["::1/128", "loopback"], ["fe80::/10", "link-local"], ["fec0::/10", "site-local"],
   ["fc00::/7", "unique-local"], ["ff00::/8", "multicast"], ["2001:db8::/32", "documentation"], ["100::/64", "reserved"],
   ["2001:2::/48", "benchmarking"], ["2001::/23", "reserved"],
+  // Local-use NAT64 (RFC 8215): where the IPv4 address sits depends on the site's prefix length.
+  ["64:ff9b:1::/48", "reserved"],
 ];
 
 /**
@@ -181,10 +183,12 @@ function rangeClass(ip: string): AddressClass {
   }
   const v6 = a as ipaddr.IPv6;
   const p = v6.parts;
-  // 6to4 (2002:AABB:CCDD::) and NAT64 (64:ff9b::/96) carry an IPv4 address.
+  // 6to4 (2002:AABB:CCDD::), NAT64 (64:ff9b::/96), IPv4-mapped and
+  // IPv4-translated (::ffff:0:a.b.c.d) addresses carry an IPv4 address.
   const embedded = (hi: number, lo: number) => `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`;
   if (p[0] === 0x2002) return classify(embedded(p[1]!, p[2]!));
-  if (v6.match(ipaddr.parseCIDR("64:ff9b::/96"))) return classify(embedded(p[6]!, p[7]!));
+  for (const cidr of ["64:ff9b::/96", "::ffff:0:0/96", "::ffff:0:0:0/96"])
+    if (v6.match(ipaddr.parseCIDR(cidr))) return classify(embedded(p[6]!, p[7]!));
   for (const [cidr, cls] of V6_RANGES) if (v6.match(ipaddr.parseCIDR(cidr))) return cls;
   return "public";
 }

@@ -1,12 +1,12 @@
-import { lookup } from "node:dns/promises";
 import { networkInterfaces } from "node:os";
 import { type AddressClass, canonicalHost, classify, type Host, hostText } from "./address.js";
-import { namesLiteral, type NetPolicy } from "./rules.js";
+import { dnsResolver, type Resolver } from "./dns.js";
+import { deniesAddress, namesLiteral, type NetPolicy } from "./rules.js";
 
-/** Looks a name up on the host. Injected in tests so that no real resolver is asked. */
-export type Resolver = (name: string) => Promise<string[]>;
+export type { Resolver } from "./dns.js";
 
-export const systemResolver: Resolver = async (name) => (await lookup(name, { all: true, verbatim: true })).map((a) => a.address);
+/** The host's own resolver: its hosts file, then its DNS servers (see dns.ts). */
+export const systemResolver: Resolver = dnsResolver();
 
 /** The host's own interface addresses: reachable only by naming them exactly. */
 export function hostAddresses(): Set<string> {
@@ -25,27 +25,31 @@ export function hostAddresses(): Set<string> {
 
 export type Resolution =
   | { ok: true; address: string; family: 4 | 6; resolved: string[] }
-  | { ok: false; reason: string; resolved: string[] };
+  | { ok: false; code: "dns" | "not-reachable"; reason: string; resolved: string[] };
 
 /**
  * Resolves a destination on the host, once, and picks the address to connect
  * to. Loopback, private, link-local, metadata and the host's own addresses are
- * refused unless a grant names that exact literal. The caller connects to the
- * returned address and never looks the name up again.
+ * refused unless a grant for this method names that exact literal; an address
+ * a deny rule names literally is never used, whatever name led to it. The
+ * caller connects to the returned address and never looks the name up again.
  */
-export async function resolveDestination(host: Host, port: number, policy: NetPolicy, resolver: Resolver, own: ReadonlySet<string>): Promise<Resolution> {
+export async function resolveDestination(host: Host, port: number, policy: NetPolicy, resolver: Resolver, own: ReadonlySet<string>, method: string): Promise<Resolution> {
   let candidates: string[];
   if (host.kind === "ip") candidates = [host.ip];
   else {
     try {
       candidates = await resolver(host.name);
     } catch (e) {
-      return { ok: false, reason: `DNS lookup of ${host.name} failed (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`, resolved: [] };
+      const err = e as NodeJS.ErrnoException;
+      const reason = err.code === "ETIMEOUT" ? err.message : `DNS lookup of ${host.name} failed (${err.code ?? err.message})`;
+      return { ok: false, code: "dns", reason, resolved: [] };
     }
-    if (candidates.length === 0) return { ok: false, reason: `${host.name} has no addresses`, resolved: [] };
+    if (candidates.length === 0) return { ok: false, code: "dns", reason: `${host.name} has no addresses`, resolved: [] };
   }
   const resolved: string[] = [];
   const refused: string[] = [];
+  let nonPublic = false;
   for (const raw of candidates) {
     let ip: Host;
     try {
@@ -55,14 +59,21 @@ export async function resolveDestination(host: Host, port: number, policy: NetPo
     }
     if (ip.kind !== "ip") continue;
     resolved.push(ip.ip);
+    const denied = deniesAddress(policy, ip.ip, port);
+    if (denied) {
+      refused.push(`${ip.ip} (denied by --deny-net ${denied.text})`);
+      continue;
+    }
     const cls: AddressClass = classify(ip.ip, own);
-    if (cls === "public" || namesLiteral(policy, ip.ip, port)) return { ok: true, address: ip.ip, family: ip.family, resolved };
+    if (cls === "public" || namesLiteral(policy, ip.ip, port, method)) return { ok: true, address: ip.ip, family: ip.family, resolved };
     refused.push(`${ip.ip} (${cls})`);
+    nonPublic = true;
   }
   const what = host.kind === "ip" ? `${hostText(host)} is` : `${host.name} resolves only to`;
   return {
     ok: false,
-    reason: `${what} ${refused.join(", ") || "nothing usable"}; only a grant naming that exact address can reach it`,
+    code: "not-reachable",
+    reason: `${what} ${refused.join(", ") || "nothing usable"}${nonPublic ? "; only a grant naming that exact address can reach it" : ""}`,
     resolved,
   };
 }

@@ -3,7 +3,7 @@ import { connect as tlsConnect } from "node:tls";
 import { Agent, request } from "undici";
 import { AddressError, type Host, hostText, parseAuthority } from "./address.js";
 import { hostAddresses, type Resolver, resolveDestination, systemResolver } from "./destination.js";
-import type { EgressEvent } from "./gate.js";
+import { capped, type EgressEvent } from "./egress-log.js";
 import { decideDestination, type NetPolicy } from "./rules.js";
 
 /**
@@ -53,7 +53,9 @@ export class WebFetchError extends Error {
 }
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
-const CREDENTIAL_HEADERS = ["authorization", "cookie", "proxy-authorization"];
+/** All that follows a redirect to another origin: credentials come in too many names (X-Api-Key, Private-Token, ...) to list. */
+const CROSS_ORIGIN_SAFE = new Set(["accept", "accept-encoding", "accept-language", "cache-control", "pragma", "user-agent"]);
+const BODY_HEADERS = new Set(["content-type", "content-language"]);
 
 function defaultConnect(address: string, port: number, tls: { servername?: string } | undefined): Socket {
   if (!tls) return netConnect({ host: address, port });
@@ -78,7 +80,7 @@ export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebF
   const own = opts.ownAddresses ?? hostAddresses();
   const open = opts.connect ?? defaultConnect;
   const emit = (e: Omit<EgressEvent, "time" | "component" | "generation">) =>
-    opts.onEvent?.({ time: new Date().toISOString(), component: opts.component ?? "host", generation: opts.generation ?? 0, ...e });
+    opts.onEvent?.(capped({ time: new Date().toISOString(), component: opts.component ?? "host", generation: opts.generation ?? 0, ...e }));
   let method = (opts.method ?? "GET").toUpperCase();
   let body = opts.body;
   let headers: Record<string, string> = { ...opts.headers };
@@ -99,7 +101,12 @@ export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebF
       emit({ method, asked: current, canonical, decision: "denied", reason: d.reason });
       throw new WebFetchError(`refused ${method} ${current}: ${d.reason}`, hops);
     }
-    const r = await resolveDestination(t.host, t.port, opts.policy, resolver, own);
+    if (d.rule.methods === "read" && body !== undefined) {
+      const reason = `the grant ${d.rule.text} is read-only: it allows no request body`;
+      emit({ method, asked: current, canonical, decision: "denied", code: "read-only", reason });
+      throw new WebFetchError(`refused ${method} ${current}: ${reason}`, hops);
+    }
+    const r = await resolveDestination(t.host, t.port, opts.policy, resolver, own, method);
     if (!r.ok) {
       emit({ method, asked: current, canonical, resolved: r.resolved, decision: "denied", reason: r.reason });
       throw new WebFetchError(`refused ${method} ${current}: ${r.reason}`, hops);
@@ -136,7 +143,7 @@ export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebF
         body = undefined;
       }
       if (new URL(next).origin !== new URL(current).origin)
-        headers = Object.fromEntries(Object.entries(headers).filter(([k]) => !CREDENTIAL_HEADERS.includes(k.toLowerCase())));
+        headers = Object.fromEntries(Object.entries(headers).filter(([k]) => CROSS_ORIGIN_SAFE.has(k.toLowerCase()) || (body !== undefined && BODY_HEADERS.has(k.toLowerCase()))));
       current = next;
       continue;
     }

@@ -3,9 +3,10 @@ import { AddressError, canonicalHost, type Host, hostText, parseIPv4 } from "./a
 /**
  * Network grants. A destination is `host`, `*.suffix` (subdomains only: never
  * the apex, never an IP), or an exact IP literal (any spelling); with `:port`,
- * `:*` for any port, or nothing for the web ports 80 and 443. A `read:` prefix
- * limits the grant to GET, HEAD and OPTIONS. Deny rules beat allow rules, and
- * an empty list reaches nothing.
+ * `:*` for any port, or nothing: for a grant the web ports 80 and 443, for a
+ * deny rule every port. A `read:` prefix limits the grant to GET, HEAD and
+ * OPTIONS. Deny rules beat allow rules (a deny rule on an IP literal also
+ * covers names that resolve to it), and an empty list reaches nothing.
  */
 export type MethodClass = "read" | "any";
 
@@ -65,7 +66,8 @@ export function parseNetRule(text: string, opts: { deny?: boolean } = {}): NetRu
     rest = rest.slice("read:".length);
   }
   const [hostPart, portPart] = splitPort(rest);
-  let ports: NetRule["ports"] = "web";
+  // Deny broadly: a deny rule without a port must not leave 8080 or 22 open.
+  let ports: NetRule["ports"] = opts.deny ? "any" : "web";
   if (portPart === "*") ports = "any";
   else if (portPart !== undefined) {
     if (!/^[0-9]{1,5}$/.test(portPart) || Number(portPart) < 1 || Number(portPart) > 65535)
@@ -119,7 +121,7 @@ function portMatches(rule: NetRule, port: number): boolean {
   return rule.ports === "any" || (rule.ports === "web" ? port === 80 || port === 443 : rule.ports === port);
 }
 
-export type Decision = { allowed: true; rule: NetRule } | { allowed: false; reason: string };
+export type Decision = { allowed: true; rule: NetRule } | { allowed: false; code: "denied" | "no-grant" | "read-only"; reason: string };
 
 /**
  * Decides a request before anything is resolved or connected. method is the
@@ -129,15 +131,15 @@ export type Decision = { allowed: true; rule: NetRule } | { allowed: false; reas
 export function decideDestination(policy: NetPolicy, host: Host, port: number, method: string): Decision {
   const dest = `${hostText(host)}:${port}`;
   const denied = policy.deny.find((r) => hostMatches(r.host, host) && portMatches(r, port));
-  if (denied) return { allowed: false, reason: `${dest} is denied by --deny-net ${denied.text}` };
+  if (denied) return { allowed: false, code: "denied", reason: `${dest} is denied by --deny-net ${denied.text}` };
   const matching = policy.allow.filter((r) => hostMatches(r.host, host) && portMatches(r, port));
-  if (matching.length === 0) return { allowed: false, reason: `no grant names ${dest}; grant it with --allow-net ${grantHint(host, port)}` };
+  if (matching.length === 0) return { allowed: false, code: "no-grant", reason: `no grant names ${dest}; grant it with --allow-net ${grantHint(host, port)}` };
   const any = matching.find((r) => r.methods === "any");
   if (any) return { allowed: true, rule: any };
   if (method === "CONNECT")
-    return { allowed: false, reason: `the grant read:${matching[0]!.text.replace(/^read:/, "")} allows only GET, HEAD and OPTIONS, which cannot be checked inside an HTTPS tunnel; grant ${grantHint(host, port)} for every method` };
+    return { allowed: false, code: "read-only", reason: `the grant read:${matching[0]!.text.replace(/^read:/, "")} allows only GET, HEAD and OPTIONS, which cannot be checked inside an HTTPS tunnel; grant ${grantHint(host, port)} for every method` };
   if (isReadMethod(method)) return { allowed: true, rule: matching[0]! };
-  return { allowed: false, reason: `${method} is a write; the grant ${matching[0]!.text} allows only GET, HEAD and OPTIONS` };
+  return { allowed: false, code: "read-only", reason: `${method} is a write; the grant ${matching[0]!.text} allows only GET, HEAD and OPTIONS` };
 }
 
 function grantHint(host: Host, port: number): string {
@@ -145,8 +147,18 @@ function grantHint(host: Host, port: number): string {
   return port === 80 || port === 443 ? h : `${h}:${port}`;
 }
 
-/** True when a rule names this exact IP literal (the only way to reach a non-public address). */
-export function namesLiteral(policy: NetPolicy, ip: string, port: number): boolean {
+function methodMatches(rule: NetRule, method: string): boolean {
+  return rule.methods === "any" || (method !== "CONNECT" && isReadMethod(method));
+}
+
+/** True when a grant for this method names this exact IP literal (the only way to reach a non-public address). */
+export function namesLiteral(policy: NetPolicy, ip: string, port: number, method: string): boolean {
   const canon = parseIPv4(ip) ?? ip;
-  return policy.allow.some((r) => r.host.kind === "ip" && r.host.ip === canon && portMatches(r, port));
+  return policy.allow.some((r) => r.host.kind === "ip" && r.host.ip === canon && portMatches(r, port) && methodMatches(r, method));
+}
+
+/** The deny rule naming this exact IP literal, if any: it applies to resolved addresses too. */
+export function deniesAddress(policy: NetPolicy, ip: string, port: number): NetRule | undefined {
+  const canon = parseIPv4(ip) ?? ip;
+  return policy.deny.find((r) => r.host.kind === "ip" && r.host.ip === canon && portMatches(r, port));
 }

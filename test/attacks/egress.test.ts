@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testInternet, type TestInternet } from "../support/netns.js";
@@ -17,10 +18,11 @@ describe("egress through the gate", () => {
     "loop.test": "127.0.0.1",
     "meta.test": "169.254.169.254",
     "private.test": "10.1.2.3",
+    "evil.test": "11.0.0.2",
   };
 
   beforeAll(async () => {
-    net = await testInternet(hosts, [80, 8080]);
+    net = await testInternet(hosts, [80, 8080], [9091]);
     mkdirSync(join(net.dir, "ws"));
     mkdirSync(join(net.dir, "www"));
     const repo = join(net.dir, "www", "repo.git");
@@ -128,6 +130,85 @@ except OSError as e: print('no dns')
 "`);
     expect(r.stdout).toContain("refused 13");
     expect(r.stdout).toContain("no dns");
+  });
+
+  /** Python in the sandbox, talking to the relay directly: what curl would not send. */
+  const py = (grants: string[], code: string, env?: Record<string, string>) =>
+    net.vak(["exec", "--json", ...grants.flatMap((g) => ["--allow-net", g]), "--", "python3", "-c", `import socket\n${code}`], env);
+  const RAW = `
+def raw(data, shut=False):
+    s = socket.create_connection(("127.0.0.1", 3128)); s.settimeout(10); s.sendall(data)
+    if shut: s.shutdown(socket.SHUT_WR)
+    out = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d: break
+            out += d
+    except Exception as e: out += b" EXC " + str(e).encode()
+    s.close()
+    return out.decode("latin1")
+`;
+
+  it("a second Host header in another case cannot send the request to another virtual host", async () => {
+    const r = await py(["granted.test"], `${RAW}
+print(raw(b"GET http://granted.test/echo/smuggled HTTP/1.1\\r\\nHost: granted.test\\r\\nhOST: evil.test\\r\\n\\r\\n").split("\\r\\n")[0])`);
+    expect(r.stdout).toContain("HTTP/1.1 400 Bad Request");
+    expect(net.log().join("\n")).not.toContain("smuggled");
+  });
+
+  it("a client that shuts down its sending side after the request still gets the answer", async () => {
+    const r = await py(["granted.test"], `${RAW}
+print(raw(b"GET http://granted.test/echo/half HTTP/1.1\\r\\nHost: granted.test\\r\\n\\r\\n", shut=True))`);
+    expect(r.stdout).toContain("HTTP/1.1 200 OK");
+    expect(r.stdout).toContain("echo GET /echo/half host=granted.test");
+  });
+
+  it("a client that gives up on a server that never answers is on the record all the same", async () => {
+    const r = await net.vak(["exec", "--json", "--allow-net", "granted.test:9091", "--", "/bin/sh", "-c", `${curl("http://granted.test:9091/gave-up")} --max-time 1; true`]);
+    expect(net.silentLog()).toContain("9091 GET /gave-up HTTP/1.1");
+    const egress = (JSON.parse(r.stderr.trim().split("\n").pop()!) as { egress: Record<string, unknown>[] }).egress.filter((e) => String(e.asked).endsWith("/gave-up"));
+    // Recorded when it was allowed, before the server was reached; and how it ended, when the run did.
+    expect(egress).toEqual([
+      expect.objectContaining({ decision: "allowed", address: "11.0.0.2" }),
+      expect.objectContaining({ decision: "allowed", outcome: "the client connection closed" }),
+    ]);
+    expect(egress[0]).not.toHaveProperty("outcome");
+  });
+
+  it("names whose DNS server never answers hold up neither other requests nor the run", async () => {
+    const slow = Array.from({ length: 8 }, (_, i) => `${curl(`http://x${i}.slow.test/`).replace("--max-time 10", "--max-time 30")} &`).join(" ");
+    const r = await run(["granted.test", "*.slow.test"], `${slow} sleep 1; ${curl("http://granted.test/echo/during-dns-stall").replace("--max-time 10", "--max-time 4")}; wait`);
+    expect(net.silentLog().filter((l) => l === "dns").length).toBeGreaterThanOrEqual(8);
+    expect(r.stdout).toContain("echo GET /echo/during-dns-stall host=granted.test status=200");
+    // The eight answers arrive together and their lines may interleave: count each part.
+    expect(r.stdout.match(/DNS lookup of x\d\.slow\.test timed out after 5000 ms/g)?.length).toBe(8);
+    expect(r.stdout.match(/status=403/g)?.length).toBe(8);
+  });
+
+  it("a flood of refused requests with 15 KB URLs leaves a bounded record that still counts every one", async () => {
+    const state = mkdtempSync(join(tmpdir(), "vak-flood-state-"));
+    const env = { XDG_STATE_HOME: state };
+    const r = await py(["granted.test"], `${RAW}
+for i in range(400): raw(b"GET http://notgranted.test/" + b"a" * 15000 + b" HTTP/1.1\\r\\nHost: notgranted.test\\r\\n\\r\\n")
+print("sent")`, env);
+    expect(r.stdout).toContain("sent");
+    expect(r.stderr).toContain("… and 395 more egress refusals");
+    const [session] = JSON.parse((await net.vak(["journal", "list", "--json"], env)).stdout) as { id: string }[];
+    const shown = JSON.parse((await net.vak(["journal", "show", session!.id, "--json"], env)).stdout) as { events: { kind: string; payload: { count?: number; asked: string } }[] };
+    const egress = shown.events.filter((e) => e.kind === "egress");
+    expect(egress.length).toBeLessThan(60);
+    expect(egress.reduce((n, e) => n + (e.payload.count ?? 1), 0)).toBe(400);
+    for (const e of egress) expect(e.payload.asked.length).toBeLessThan(400);
+  });
+
+  it("more connections than a run may hold are refused with a message that says so", async () => {
+    const r = await py(["granted.test"], `import time
+socks = [socket.create_connection(("127.0.0.1", 3128)) for _ in range(260)]
+time.sleep(1)
+print("held", len(socks))`);
+    expect(r.stdout).toContain("held 260");
+    expect(r.stderr).toContain("vak: refused a connection: more than 256 connections at once");
   });
 
   it("--json reports every attempt with the destination as asked, canonical, resolved, and why", async () => {

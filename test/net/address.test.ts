@@ -88,6 +88,10 @@ describe("address classes", () => {
     ["fc00::1", "unique-local"],
     ["2002:7f00:1::", "loopback"],
     ["64:ff9b::a9fe:a9fe", "metadata"],
+    ["64:ff9b:1::a9fe:a9fe", "reserved"],
+    ["::ffff:7f00:1", "loopback"],
+    ["::ffff:0:7f00:1", "loopback"],
+    ["::ffff:0:a9fe:a9fe", "metadata"],
     ["2606:4700::1111", "public"],
   ])("%s is %s", (ip, cls) => {
     expect(classify(ip)).toBe(cls);

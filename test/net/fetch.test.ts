@@ -17,6 +17,8 @@ describe("webFetch: the host's own fetches under the gate's rules", () => {
       if (req.url === "/to-site") return { status: 307, headers: { location: `http://site.test:${up.port}/landed` } };
       if (req.url === "/big") return { status: 200, body: "x".repeat(100_000) };
       if (req.url === "/echo-auth") return { status: 200, body: String(req.headers.authorization ?? "none") };
+      if (req.url === "/echo-headers") return { status: 200, body: JSON.stringify(req.headers) };
+      if (req.url === "/cross-headers") return { status: 302, headers: { location: `http://127.0.0.1:${up.port}/echo-headers` } };
       if (req.url === "/cross") return { status: 302, headers: { location: `http://127.0.0.1:${up.port}/echo-auth` } };
       return undefined;
     });
@@ -61,6 +63,14 @@ describe("webFetch: the host's own fetches under the gate's rules", () => {
     expect(r.body.toString()).toBe("none");
   });
 
+  it("sends only plainly safe headers across origins: every credential name (X-Api-Key, Private-Token, ...) stays home", async () => {
+    const headers = { Authorization: "Bearer a", "X-Api-Key": "SECRET-KEY", "Private-Token": "GL-TOKEN", "X-Custom-Auth": "c", Accept: "text/plain", "User-Agent": "vak-test" };
+    const r = await webFetch(`http://site.test:${up.port}/cross-headers`, { policy: policy(), resolver, connect: loopbackOnly().fn, ownAddresses: new Set(), headers });
+    const got = JSON.parse(r.body.toString()) as Record<string, string>;
+    expect(got).toMatchObject({ accept: "text/plain", "user-agent": "vak-test" });
+    for (const h of ["authorization", "x-api-key", "private-token", "x-custom-auth"]) expect(got).not.toHaveProperty(h);
+  });
+
   it("bounds the body", async () => {
     const r = await webFetch(`http://site.test:${up.port}/big`, { policy: policy(), resolver, connect: loopbackOnly().fn, ownAddresses: new Set(), maxBytes: 1000 });
     expect(r.body.length).toBe(1000);
@@ -80,6 +90,8 @@ describe("webFetch: the host's own fetches under the gate's rules", () => {
     expect((await webFetch(`http://site.test:${up.port}/r`, { policy: read, resolver, connect: hook.fn, ownAddresses: new Set() })).status).toBe(200);
     const err = await webFetch(`http://site.test:${up.port}/w`, { policy: read, resolver, connect: hook.fn, ownAddresses: new Set(), method: "POST", body: "x" }).catch((e: unknown) => e);
     expect(String(err)).toContain("POST is a write");
+    const withBody = await webFetch(`http://site.test:${up.port}/g`, { policy: read, resolver, connect: hook.fn, ownAddresses: new Set(), method: "GET", body: "data" }).catch((e: unknown) => e);
+    expect(String(withBody)).toContain("allows no request body");
     expect(hook.calls).toHaveLength(1);
   });
 

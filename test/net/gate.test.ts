@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EgressGate, type EgressEvent } from "../../src/net/gate.js";
 import { parseNetPolicy } from "../../src/net/rules.js";
-import { loopbackOnly, rawGate, statusOf, upstream, type Upstream } from "../support/net.js";
+import { loopbackOnly, rawGate, statusOf, testGate, until, upstream, type Upstream } from "../support/net.js";
 
 // The gate in-process, driven over its unix socket exactly as the relay does.
 // Names resolve through a table, and the upstream connector refuses anything
@@ -235,13 +235,88 @@ describe("egress gate", () => {
     });
   });
 
+  describe("names and addresses", () => {
+    it("a deny rule on an IP literal also refuses a granted name that resolves to it", async () => {
+      const t = await testGate([`granted.test:${up.port}`, `127.0.0.1:${up.port}`], { deny: ["127.0.0.1:*"], names: { "granted.test": ["127.0.0.1"] } });
+      try {
+        const r = await rawGate(t.gate.socketPath, t.token, `GET http://granted.test:${up.port}/ HTTP/1.1\r\nHost: granted.test:${up.port}\r\nConnection: close\r\n\r\n`);
+        expect(statusOf(r)).toBe(403);
+        expect(r).toContain("127.0.0.1 (denied by --deny-net 127.0.0.1:*)");
+        expect(t.hook.calls).toEqual([]);
+      } finally {
+        await t.close();
+      }
+    });
+
+    it("a read-only grant of an address does not open a tunnel to a name that resolves to it", async () => {
+      const t = await testGate([`read:127.0.0.1:${up.port}`, `loop.test:${up.port}`], { names: { "loop.test": ["127.0.0.1"] } });
+      try {
+        const r = await rawGate(t.gate.socketPath, t.token, `CONNECT loop.test:${up.port} HTTP/1.1\r\n\r\n`);
+        expect(statusOf(r)).toBe(403);
+        expect(r).toContain("127.0.0.1 (loopback)");
+        // A read through the name is what the read grant allows.
+        const read = await rawGate(t.gate.socketPath, t.token, `GET http://loop.test:${up.port}/ HTTP/1.1\r\nHost: loop.test:${up.port}\r\nConnection: close\r\n\r\n`);
+        expect(statusOf(read)).toBe(200);
+      } finally {
+        await t.close();
+      }
+    });
+
+    it("a lookup that never answers is refused at the lookup deadline", async () => {
+      const t = await testGate(["stuck.test:*"], { resolver: () => new Promise(() => {}), limits: { lookupMs: 200 } });
+      try {
+        const r = await rawGate(t.gate.socketPath, t.token, `CONNECT stuck.test:443 HTTP/1.1\r\n\r\n`);
+        expect(statusOf(r)).toBe(403);
+        expect(r).toContain("DNS lookup of stuck.test timed out");
+      } finally {
+        await t.close();
+      }
+    });
+
+    it("more lookups at once than a worker may run are refused, not queued", async () => {
+      let started = 0;
+      const t = await testGate(["*.stuck.test:*"], { resolver: () => ((started += 1), new Promise(() => {})), limits: { lookupsPerWorker: 2, lookupMs: 60_000 } });
+      try {
+        for (const i of [1, 2]) void rawGate(t.gate.socketPath, t.token, `CONNECT a${i}.stuck.test:443 HTTP/1.1\r\n\r\n`, { waitMs: 60_000 }).catch(() => "");
+        await until(() => started === 2, "two lookups started");
+        const r = await rawGate(t.gate.socketPath, t.token, `CONNECT a3.stuck.test:443 HTTP/1.1\r\n\r\n`);
+        expect(statusOf(r)).toBe(503);
+        expect(r).toContain("more than 2 DNS lookups at once");
+      } finally {
+        await t.close();
+      }
+    });
+  });
+
+  describe("the record under a flood", () => {
+    it("thousands of refused requests with 15 KB URLs leave a bounded record that still counts them all", async () => {
+      const t = await testGate([]);
+      try {
+        const one = `GET http://notgranted.test/${"a".repeat(15_000)} HTTP/1.1\r\nHost: notgranted.test\r\n\r\n`;
+        // 20 pipelined on each connection, as the red team sent them; each refusal closes its connection.
+        for (let c = 0; c < 100; c++) await rawGate(t.gate.socketPath, t.token, one.repeat(20));
+        await t.gate.close();
+        const refused = t.events.filter((e) => e.decision === "denied");
+        expect(refused.reduce((n, e) => n + (e.count ?? 1), 0)).toBe(100);
+        expect(refused.length).toBeLessThan(60);
+        for (const e of refused) expect(JSON.stringify(e).length).toBeLessThan(2000);
+        expect(refused.at(-1)).toMatchObject({ code: "no-grant", count: 50 });
+      } finally {
+        await t.close();
+      }
+    });
+  });
+
   it("every attempt is an event with component, destination as asked, canonical destination and reason", () => {
     const spelled = events.find((e) => e.asked === "http://2852039166/latest/meta-data/");
     expect(spelled).toMatchObject({ component: "web", generation: 1, decision: "denied", canonical: "169.254.169.254:80" });
     const resolved = events.find((e) => e.asked === "http://meta.test/");
     expect(resolved).toMatchObject({ decision: "denied", canonical: "meta.test:80", resolved: ["169.254.169.254"] });
     expect(resolved?.reason).toContain("169.254.169.254 (metadata)");
-    const allowed = events.find((e) => e.decision === "allowed" && e.asked.endsWith("/hello"));
-    expect(allowed).toMatchObject({ canonical: `granted.test:${up.port}`, address: "127.0.0.1", status: 200 });
+    // An allowed request is recorded twice: when it is allowed, before anything connects, and when it ends.
+    const [allowed, ended] = events.filter((e) => e.decision === "allowed" && e.asked.endsWith("/hello"));
+    expect(allowed).toMatchObject({ canonical: `granted.test:${up.port}`, address: "127.0.0.1", reason: `granted by granted.test:${up.port}` });
+    expect(allowed).not.toHaveProperty("outcome");
+    expect(ended).toMatchObject({ canonical: `granted.test:${up.port}`, address: "127.0.0.1", status: 200, outcome: "completed" });
   });
 });

@@ -35,6 +35,10 @@ describe("network grants", () => {
     [["read:example.com"], [], "example.com", 80, "DELETE", false],
     [["read:example.com"], [], "example.com", 443, "CONNECT", false],
     [["read:example.com", "example.com"], [], "example.com", 443, "CONNECT", true],
+    // A deny rule without a port covers every port, not just the web ports.
+    [["example.com:*"], ["example.com"], "example.com", 8080, "GET", false],
+    [["example.com:*"], ["example.com"], "example.com", 22, "CONNECT", false],
+    [["198.51.99.7:*"], ["198.51.99.7"], "198.51.99.7", 9000, "GET", false],
   ] as const)("allow %j deny %j: %s %s:%d → %s", (allow, deny, host, port, method, allowed) => {
     expect(decide([...allow], [...deny], host, port, method).allowed).toBe(allowed);
   });

@@ -1,5 +1,10 @@
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import { connect, type Socket } from "node:net";
+import { connect, createServer as createNetServer, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { EgressGate, type EgressEvent, type GateLimits } from "../../src/net/gate.js";
+import { parseNetPolicy } from "../../src/net/rules.js";
 
 /** A loopback HTTP server that records what reached it. */
 export interface Upstream {
@@ -38,7 +43,7 @@ export function loopbackOnly() {
   const fn = (address: string, port: number): Socket => {
     calls.push(`${address}:${port}`);
     if (address !== "127.0.0.1" && address !== "::1") throw new Error(`test connect hook: refusing ${address}:${port}`);
-    return connect({ host: address, port });
+    return connect({ host: address, port, allowHalfOpen: true });
   };
   return { calls, fn };
 }
@@ -67,3 +72,112 @@ export function rawGate(socketPath: string, token: string | null, payload: strin
 }
 
 export const statusOf = (response: string): number => Number(/^HTTP\/1\.1 (\d{3})/.exec(response)?.[1] ?? 0);
+
+/**
+ * A loopback TCP server that speaks no HTTP of its own: it records every
+ * connection and every byte, and answers what answer() returns for the bytes
+ * so far. With read: false it never reads, so whatever is sent to it piles up
+ * in front of it.
+ */
+export interface RawUpstream {
+  port: number;
+  /** Every byte received, all connections, in order (latin1). */
+  received(): string;
+  connections: number;
+  open: number;
+  close(): Promise<void>;
+}
+
+export async function rawUpstream(opts: { answer?: (soFar: string, s: Socket) => string | undefined; read?: boolean } = {}): Promise<RawUpstream> {
+  let all = "";
+  const sockets = new Set<Socket>();
+  const state = { connections: 0, open: 0 };
+  const server = createNetServer({ pauseOnConnect: opts.read === false, allowHalfOpen: true }, (s) => {
+    state.connections += 1;
+    state.open += 1;
+    sockets.add(s);
+    s.on("close", () => ((state.open -= 1), sockets.delete(s)));
+    s.on("error", () => {});
+    let soFar = "";
+    s.on("data", (d: Buffer) => {
+      soFar += d.toString("latin1");
+      all += d.toString("latin1");
+      const reply = opts.answer?.(soFar, s);
+      if (reply !== undefined) s.write(reply, "latin1");
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  return {
+    port: (server.address() as { port: number }).port,
+    received: () => all,
+    get connections() {
+      return state.connections;
+    },
+    get open() {
+      return state.open;
+    },
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise((r) => server.close(() => r()));
+    },
+  };
+}
+
+/** Waits for a condition the system under test must reach; fails, naming it, if it never does. */
+export async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
+  for (let waited = 0; !cond(); waited += 10) {
+    if (waited >= ms) throw new Error(`never happened: ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** A gate on a fresh private directory, with names from a table and loopback-only upstreams. */
+export async function testGate(
+  allow: string[],
+  opts: { deny?: string[]; names?: Record<string, string[]>; resolver?: (name: string) => Promise<string[]>; limits?: Partial<GateLimits>; onEvent?: (e: EgressEvent) => void } = {},
+) {
+  const dir = mkdtempSync(join(tmpdir(), "vak-gate-test-"));
+  const events: EgressEvent[] = [];
+  const hook = loopbackOnly();
+  const names = opts.names ?? {};
+  const gate = new EgressGate({
+    dir: join(dir, "s"),
+    resolver: opts.resolver ?? (async (name) => names[name] ?? Promise.reject(Object.assign(new Error("not found"), { code: "ENOTFOUND" }))),
+    connect: hook.fn,
+    ownAddresses: new Set(),
+    onEvent: (e) => {
+      events.push(e);
+      opts.onEvent?.(e);
+    },
+    limits: opts.limits,
+  });
+  await gate.listen();
+  const token = gate.register({ component: "test", generation: 1, policy: parseNetPolicy(allow, opts.deny ?? []) });
+  return {
+    gate,
+    token,
+    events,
+    hook,
+    close: async () => {
+      await gate.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A client connection to a gate, past the preamble. */
+export async function gateClient(socketPath: string, token: string): Promise<Socket> {
+  const s = connect({ path: socketPath, allowHalfOpen: true });
+  s.on("error", () => {});
+  await new Promise((r) => s.once("connect", r));
+  s.write(`VAK-TOKEN ${token}\r\n`);
+  return s;
+}
+
+/** Everything a socket receives until the other side ends it (or it closes). */
+export function collect(s: Socket): { text(): string; closed: Promise<void> } {
+  let out = "";
+  s.on("data", (d: Buffer) => (out += d.toString("latin1")));
+  const closed = new Promise<void>((r) => (s.once("end", () => r()), s.once("close", () => r())));
+  return { text: () => out, closed };
+}

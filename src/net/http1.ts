@@ -1,0 +1,153 @@
+/**
+ * Strict HTTP/1.1 request framing for the egress gate. The gate reads requests
+ * itself rather than through Node's HTTP server, so that it alone decides when
+ * bytes are taken from a client (one request at a time, with backpressure,
+ * every byte counted). It refuses whatever two parsers could read differently:
+ * a bare CR or LF, a folded header or a space before the colon, Content-Length
+ * together with Transfer-Encoding, a transfer coding other than chunked, a
+ * repeated length header.
+ */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    /** Stable, for the record: refusals are counted by it. */
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = "HttpError";
+  }
+}
+
+/** Header fields in the order and spelling received; never an object keyed by name. */
+export type HeaderList = [name: string, value: string][];
+
+export interface RequestHead {
+  method: string;
+  target: string;
+  version: "1.0" | "1.1";
+  headers: HeaderList;
+}
+
+export type Framing = { kind: "none" } | { kind: "length"; length: number } | { kind: "chunked" };
+
+/** Where bytes come from: the gate's reader over a client socket. */
+export interface ByteSource {
+  /** Up to max bytes; null at the end of the stream. */
+  read(max?: number): Promise<Buffer | null>;
+  /** One CRLF-terminated line, without the CRLF. */
+  readLine(max: number): Promise<string>;
+}
+
+const METHOD = /^[A-Z]{1,20}$/;
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const TARGET = /^[\x21-\x7e]+$/;
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+const MAX_HEADERS = 100;
+const MAX_CHUNK_LINE = 1024;
+const MAX_TRAILERS = 32;
+
+const bad = (message: string) => new HttpError(400, "bad-request", message);
+
+/** The offset just past the blank line that ends a head in buf, or -1. A head
+ *  ending in bare LFs ends here too, so that it is refused rather than waited for. */
+export function headEnd(buf: Buffer): number {
+  const crlf = buf.indexOf("\n\r\n");
+  const lf = buf.indexOf("\n\n");
+  if (crlf < 0 && lf < 0) return -1;
+  return crlf >= 0 && (lf < 0 || crlf < lf) ? crlf + 3 : lf + 2;
+}
+
+/** Parses a request head, blank line included, as headEnd found it. */
+export function parseRequestHead(raw: Buffer): RequestHead {
+  const text = raw.toString("latin1");
+  if (!text.endsWith("\r\n\r\n")) throw bad("a line of the request head ends in a bare LF");
+  const lines = text.slice(0, -4).split("\r\n");
+  if (lines.some((l) => l.includes("\r") || l.includes("\n"))) throw bad("a bare CR or LF in the request head");
+  const m = /^([^ ]+) ([^ ]+) HTTP\/1\.([01])$/.exec(lines[0]!);
+  if (!m || !METHOD.test(m[1]!) || !TARGET.test(m[2]!)) throw bad("a malformed request line");
+  const headers: HeaderList = [];
+  for (const line of lines.slice(1)) {
+    const colon = line.indexOf(":");
+    const name = line.slice(0, Math.max(colon, 0));
+    // A leading space (obsolete folding) or a space before the colon fails the token test.
+    if (!TOKEN.test(name)) throw bad("a malformed header line");
+    const value = line.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, "");
+    if (!FIELD_VALUE.test(value)) throw bad(`control characters in the ${name} header`);
+    headers.push([name, value]);
+  }
+  if (headers.length > MAX_HEADERS) throw new HttpError(431, "head-too-large", `more than ${MAX_HEADERS} header fields`);
+  return { method: m[1]!, target: m[2]!, version: m[3] === "1" ? "1.1" : "1.0", headers };
+}
+
+/** Every value of a header, matched without regard to case. */
+export function headerValues(headers: HeaderList, name: string): string[] {
+  const lower = name.toLowerCase();
+  return headers.filter(([n]) => n.toLowerCase() === lower).map(([, v]) => v);
+}
+
+/** The header names a Connection header nominates, lower-cased. */
+export function connectionTokens(headers: HeaderList): Set<string> {
+  return new Set(headerValues(headers, "connection").flatMap((v) => v.split(",")).map((t) => t.trim().toLowerCase()).filter(Boolean));
+}
+
+/** How a request's body is delimited; refuses every ambiguous combination. */
+export function requestFraming(headers: HeaderList): Framing {
+  const te = headerValues(headers, "transfer-encoding");
+  const cl = headerValues(headers, "content-length");
+  if (te.length && cl.length) throw bad("both Content-Length and Transfer-Encoding");
+  if (te.length) {
+    if (te.length !== 1 || te[0]!.toLowerCase() !== "chunked")
+      throw new HttpError(501, "bad-framing", "only Transfer-Encoding: chunked is accepted for a request body");
+    return { kind: "chunked" };
+  }
+  if (cl.length) {
+    if (cl.length !== 1 || !/^[0-9]{1,15}$/.test(cl[0]!)) throw bad("a malformed or repeated Content-Length");
+    const length = Number(cl[0]);
+    return length === 0 ? { kind: "none" } : { kind: "length", length };
+  }
+  return { kind: "none" };
+}
+
+/** The body's bytes, decoded from its framing; throws on a malformed chunk or an early end. */
+export async function* bodyPieces(src: ByteSource, framing: Framing): AsyncGenerator<Buffer> {
+  if (framing.kind === "none") return;
+  if (framing.kind === "length") return yield* exactly(src, framing.length);
+  for (;;) {
+    const line = await src.readLine(MAX_CHUNK_LINE);
+    const m = /^([0-9A-Fa-f]{1,12})(?:[ \t]*;[\t\x20-\x7e]*)?$/.exec(line);
+    if (!m) throw bad("a malformed chunk size line");
+    const size = parseInt(m[1]!, 16);
+    if (size === 0) {
+      // Trailer fields are read and dropped: nothing after the body is forwarded.
+      for (let n = 0; (await src.readLine(MAX_CHUNK_LINE)) !== ""; n++) if (n >= MAX_TRAILERS) throw bad("too many trailer fields");
+      return;
+    }
+    yield* exactly(src, size);
+    if ((await src.readLine(0)) !== "") throw bad("chunk data longer than its size");
+  }
+}
+
+async function* exactly(src: ByteSource, length: number): AsyncGenerator<Buffer> {
+  for (let left = length; left > 0; ) {
+    const b = await src.read(left);
+    if (!b) throw new HttpError(400, "incomplete", "the client closed the connection in the middle of a request body");
+    left -= b.length;
+    yield b;
+  }
+}
+
+/** One chunk of a chunked body. */
+export function chunk(data: Buffer): Buffer[] {
+  return [Buffer.from(`${data.length.toString(16)}\r\n`), data, Buffer.from("\r\n")];
+}
+
+/** A response head as bytes; names and values go out exactly as given (latin1). */
+export function responseHead(status: number, reason: string, headers: HeaderList): Buffer {
+  return Buffer.from(`HTTP/1.1 ${status} ${reason}\r\n${headers.map(([n, v]) => `${n}: ${v}\r\n`).join("")}\r\n`, "latin1");
+}
+
+/** A reason phrase from an upstream, or none when it holds anything odd. */
+export function safeReason(text: string | undefined): string {
+  return text !== undefined && FIELD_VALUE.test(text) && text.length <= 200 ? text : "";
+}
