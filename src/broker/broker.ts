@@ -13,7 +13,8 @@ import type { ApprovalGate } from "../approvals/gate.js";
 import { canonicalJson, sha256 } from "../approvals/digest.js";
 import { type ApprovalPolicy, capabilityOf, needsApproval, summarizeOp } from "../approvals/policy.js";
 import type { NetPolicy } from "../net/rules.js";
-import { describeRecipient, type InjectedSecret } from "../secrets/grant.js";
+import type { HeaderSecret } from "../net/gate.js";
+import { describeRecipient, type InjectedSecret, placeholderFor } from "../secrets/grant.js";
 import { BrokerEgress } from "./egress.js";
 import { type Op, OpSchema, PROTOCOL_VERSION } from "./protocol.js";
 import { type GrantView, resolveTarget } from "./targets.js";
@@ -93,9 +94,16 @@ export class Broker {
     this.runtime = join(packageRoot(), "dist", "runtime");
     if (!existsSync(join(this.runtime, "worker.cjs"))) throw new Error(`the worker bundle is missing (${this.runtime}); run npm ci`);
     this.actor = { component: opts.component ?? "tools" };
-    this.egress = new BrokerEgress(this.actor.component, (e) =>
-      void this.record("egress", { method: e.method, asked: e.asked, decision: e.decision, reason: e.reason, canonical: e.canonical ?? null, address: e.address ?? null, status: e.status ?? null, component: e.component }).catch(() => {}),
-    );
+    // Egress is recorded durably before the gate connects anything; if it cannot be, the gate refuses the request.
+    this.egress = new BrokerEgress(this.actor.component, (e) => {
+      const { time: _t, generation, ...fields } = e;
+      this.opts.journal?.appendNow("egress", this.actor, generation, fields);
+      if (e.decision === "allowed" && !e.outcome)
+        for (const ref of e.secrets ?? []) {
+          const sec = this.opts.secrets?.find((x) => x.ref === ref);
+          if (sec) this.opts.journal?.appendNow("secret.used", this.actor, generation, { name: ref, recipient: `${describeRecipient(sec.recipient)} (${e.canonical})`, component: this.actor.component });
+        }
+    });
     if (opts.sandbox === "reduced") {
       const root = mkdtempSync(join(tmpdir(), "vak-scratch-"));
       mkdirSync(join(root, "tmp"), { mode: 0o700 });
@@ -271,12 +279,18 @@ export class Broker {
     try {
       if (op.kind === "exec" || op.kind === "tool") {
         const plan = this.plan("write", op.kind === "exec" ? ["/bin/sh", "-c", op.command] : [...this.opts.command!]);
+        const headers: HeaderSecret[] = [];
         for (const sec of this.opts.secrets ?? []) {
-          if (sec.recipient.kind !== "env") continue;
-          plan.env[sec.recipient.name] = sec.value;
-          records.push(this.record("secret.used", { name: sec.ref, recipient: describeRecipient(sec.recipient), component: this.actor.component }));
+          if (sec.recipient.kind === "env") {
+            plan.env[sec.recipient.name] = sec.value;
+            records.push(this.record("secret.used", { name: sec.ref, recipient: describeRecipient(sec.recipient), component: this.actor.component }));
+          } else {
+            // The gate adds the value on the way out; the command sees at most a placeholder. Its use is recorded by the gate.
+            headers.push({ ref: sec.ref, header: sec.recipient.header, value: sec.value, hosts: sec.recipient.hosts });
+            if (sec.recipient.placeholderEnv) plan.env[sec.recipient.placeholderEnv] = placeholderFor(sec.ref);
+          }
         }
-        const gate = plan.network.kind === "gate" ? await this.egress.link(plan.network.policy, generation) : undefined;
+        const gate = plan.network.kind === "gate" ? await this.egress.link(plan.network.policy, generation, headers) : undefined;
         worker = new WorkerProcess(plan, generation, gate?.link);
         if (gate) void worker.done.finally(gate.release).catch(() => {});
       } else {

@@ -1,5 +1,5 @@
 import { rmSync } from "node:fs";
-import { EgressGate, type EgressEvent } from "../net/gate.js";
+import { EgressGate, type EgressEvent, type HeaderSecret } from "../net/gate.js";
 import type { NetPolicy } from "../net/rules.js";
 import { gateSocketDir } from "../policy/state.js";
 import type { GateLink } from "../sandbox/launcher.js";
@@ -28,9 +28,9 @@ export class BrokerEgress {
   }
 
   /** A token for one command; release() forgets it and closes its connections. */
-  async link(policy: NetPolicy, generation: number): Promise<{ link: GateLink; release(): void }> {
+  async link(policy: NetPolicy, generation: number, headers: readonly HeaderSecret[] = []): Promise<{ link: GateLink; release(): void }> {
     const { gate, dir } = await this.start();
-    const token = gate.register({ component: this.component, generation, policy });
+    const token = gate.register({ component: this.component, generation, policy, headers });
     return { link: { dir, token }, release: () => gate.unregister(token) };
   }
 

@@ -7,6 +7,12 @@ import type { EgressEvent } from "../net/gate.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { type LaunchResult, packageRoot } from "../sandbox/launcher.js";
 
+/** A secret given to the command, by reference: never its value. */
+export interface SecretUse {
+  ref: string;
+  recipient: string;
+}
+
 /** Runs waiting in the spool before a background `vak journal ingest` is started. */
 const INGEST_AT = 16;
 
@@ -26,7 +32,7 @@ export class ExecRecord {
     private readonly actor: Actor,
   ) {}
 
-  static start(plan: LaunchPlan): ExecRecord {
+  static start(plan: LaunchPlan, secrets: readonly SecretUse[] = []): ExecRecord {
     const spool = Spool.start({ kind: "exec", title: plan.command.join(" "), workspace: plan.workspace });
     const actor: Actor = { component: "exec", identity: userInfo().username };
     spool.append("session.started", actor, 0, { kind: "exec", title: plan.command.join(" "), command: plan.command, cwd: plan.cwd, mode: plan.mode, sandbox: plan.sandbox }, false);
@@ -35,6 +41,7 @@ export class ExecRecord {
       network: plan.network.kind === "gate" ? { allow: plan.network.policy.allow.map((r) => r.text), deny: plan.network.policy.deny.map((r) => r.text) } : "none",
       trust: plan.mode === "full-access" ? "explicit --full-access: no sandbox" : null,
     }, false);
+    for (const x of secrets) spool.append("secret.used", actor, 1, { name: x.ref, recipient: x.recipient, component: "exec" }, false);
     spool.append("worker.spawned", actor, 1, {
       sandbox: plan.sandbox, command: plan.command, cwd: plan.cwd,
       mounts: plan.mounts.map((m) => `${m.kind} ${m.path}`), protect: plan.protect.length, env: Object.keys(plan.env).sort(),

@@ -10,7 +10,7 @@ import { hostFacts } from "../sandbox/host.js";
 import { launch, type GateLink, type LaunchResult } from "../sandbox/launcher.js";
 import type { NetPolicy } from "../net/rules.js";
 import type { EgressEvent } from "../net/gate.js";
-import { ExecRecord } from "./exec-record.js";
+import { ExecRecord, type SecretUse } from "./exec-record.js";
 import { EXIT_REFUSED, EXIT_TIMEOUT } from "./exit.js";
 
 export interface ExecOptions {
@@ -39,6 +39,16 @@ export interface ExecOptions {
 const STOP_SIGNALS: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
 const KILL_AFTER_MS = 2000;
 const MAX_DENIAL_LINES = 5;
+/** Egress events kept in memory for the summary; all of them are in the journal. */
+const MAX_EGRESS_KEPT = 1000;
+
+/** The run's egress events as the summary shows them: the first MAX_EGRESS_KEPT, and counts. */
+interface EgressSeen {
+  kept: EgressEvent[];
+  omitted: number;
+  /** Refusals, counting those a summary event stands for. */
+  refused: number;
+}
 
 function modeOf(opts: ExecOptions): Mode {
   if (opts.mode === "full-access" && !opts.fullAccess)
@@ -57,8 +67,25 @@ function limitsOf(opts: ExecOptions): Limits {
   return l;
 }
 
+/** --secret NAME=REF: resolved on the host now; a missing one stops the run before anything starts. */
+async function secretsOf(opts: ExecOptions): Promise<{ name: string; ref: string; value: string }[]> {
+  if (!opts.secret?.length) return [];
+  const { parseRef, resolveRef } = await import("../secrets/store.js");
+  const { checkEnvRecipient } = await import("../secrets/grant.js");
+  const { loadUserConfig } = await import("../policy/config.js");
+  const commands = loadUserConfig().secret_commands;
+  return opts.secret.map((spec) => {
+    const eq = spec.indexOf("=");
+    if (eq <= 0) throw new VakError("bad-input", `--secret ${spec}: write it as NAME=REF (e.g. GITHUB_TOKEN=secret:github)`);
+    const name = spec.slice(0, eq);
+    checkEnvRecipient(name);
+    const ref = parseRef(spec.slice(eq + 1));
+    return { name, ref: ref.text, value: resolveRef(ref, { commands }) };
+  });
+}
+
 export async function execCommand(command: string[], opts: ExecOptions): Promise<number> {
-  if (opts.secret?.length) throw new VakError("unsupported", "--secret: secret injection is not built yet");
+  const secrets = await secretsOf(opts);
   const mode = modeOf(opts);
   for (const name of opts.allowEnv ?? [])
     if (!ENV_NAME.test(name)) throw new VakError("bad-input", `--allow-env ${name}: not an environment variable name (letters, digits and _)`);
@@ -91,15 +118,18 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
       { mode, sandbox, workspace: opts.workspace ?? process.cwd(), cwd: opts.workspace ? undefined : process.cwd(), grants, limits: limitsOf(opts), command, scratch, net },
       hostFacts(),
     );
-    if (plan.sandbox === "none") return await runUnsandboxed(plan, opts);
-    return await runSandboxed(plan, opts);
+    // A secret is in this command's environment for its life, and nowhere else.
+    for (const x of secrets) plan.env[x.name] = x.value;
+    const used = secrets.map((x) => ({ ref: x.ref, recipient: `env ${x.name}` }));
+    if (plan.sandbox === "none") return await runUnsandboxed(plan, opts, used);
+    return await runSandboxed(plan, opts, used);
   } finally {
     if (scratch) rmSync(dirname(scratch.tmp), { recursive: true, force: true });
   }
 }
 
-async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions): Promise<number> {
-  const record = ExecRecord.start(plan);
+async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[]): Promise<number> {
+  const record = ExecRecord.start(plan, secrets);
   process.stderr.write("vak: --full-access: running WITHOUT a sandbox, by your explicit decision\n");
   const [cmd, ...args] = plan.command;
   const child = spawn(cmd!, args, { stdio: "inherit", cwd: plan.cwd, env: plan.env });
@@ -115,27 +145,31 @@ async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions): Promise<numb
   return code;
 }
 
-async function runSandboxed(plan: LaunchPlan, opts: ExecOptions): Promise<number> {
+async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[]): Promise<number> {
   // Nothing runs unrecorded: the policy and the plan are committed first.
-  const record = ExecRecord.start(plan);
-  const egress: EgressEvent[] = [];
+  const record = ExecRecord.start(plan, secrets);
+  const egress: EgressSeen = { kept: [], omitted: 0, refused: 0 };
   let gate: { link: GateLink; close(): Promise<void> } | undefined;
   try {
     if (plan.network.kind === "gate")
       gate = await (await import("./gate.js")).startGate(plan.network.policy, (e) => {
-        egress.push(e);
+        if (egress.kept.length < MAX_EGRESS_KEPT) egress.kept.push(e);
+        else egress.omitted += 1;
+        if (e.decision === "denied") egress.refused += e.count ?? 1;
         record.egress(e);
+        // Fail closed: a request whose decision cannot be recorded is not sent (the gate drops it).
+        if (record.failed) throw record.failed;
       });
-    return await runWithGate(plan, opts, egress, gate?.link, record);
+    return await runWithGate(plan, opts, egress, gate, record);
   } finally {
     await gate?.close();
   }
 }
 
-async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressEvent[], link: GateLink | undefined, record: ExecRecord): Promise<number> {
+async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressSeen, gate: { link: GateLink; close(): Promise<void> } | undefined, record: ExecRecord): Promise<number> {
   const started = process.hrtime.bigint();
   const limitOutput = plan.limits.maxOutputBytes;
-  const sb = launch(plan, ["inherit", limitOutput ? "pipe" : "inherit", limitOutput ? "pipe" : "inherit"], link);
+  const sb = launch(plan, ["inherit", limitOutput ? "pipe" : "inherit", limitOutput ? "pipe" : "inherit"], gate?.link);
   record.onFailure = () => sb.kill("SIGKILL");
 
   let stopping = false;
@@ -174,6 +208,8 @@ async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressEv
     for (const s of STOP_SIGNALS) process.off(s, onSignal);
     if (killTimer) clearTimeout(killTimer);
   }
+  // The sandbox is gone: closing the gate records how its last requests ended, and the refusal counts, before the record closes.
+  await gate?.close();
   let code = explain(plan, result, outputExceeded, egress);
   if (record.failed) {
     process.stderr.write(`vak: ${record.failed.message}; the sandbox was stopped\n`);
@@ -195,7 +231,8 @@ async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressEv
         limits: result.limits ? { procs: result.limits.procs, procsHit: result.limits.procs_hit, oomKills: result.limits.oom_kills, memoryCgroup: result.limits.memory_cgroup } : null,
         grants: plan.grants,
         network: plan.network.kind === "gate" ? { allow: plan.network.policy.allow.map((r) => r.text), deny: plan.network.policy.deny.map((r) => r.text) } : null,
-        egress,
+        egress: egress.kept,
+        egressOmitted: egress.omitted,
       }) + "\n",
     );
   }
@@ -203,7 +240,7 @@ async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressEv
 }
 
 /** Prints what the sandbox refused and why the run ended, and picks the exit status. */
-function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, egress: EgressEvent[]): number {
+function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, egress: EgressSeen): number {
   const err = (s: string) => process.stderr.write(`vak: ${s}\n`);
   if (r.malformed.length) {
     err(`the sandbox launcher sent ${r.malformed.length} unreadable report line(s); treating the run as failed`);
@@ -220,9 +257,9 @@ function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, egr
   }
   for (const d of r.denied.slice(0, MAX_DENIAL_LINES)) err(`refused ${d.op} ${d.path}: ${d.reason}${hint(plan, d.reason, d.path)}`);
   if (r.denied.length > MAX_DENIAL_LINES) err(`… and ${r.denied.length - MAX_DENIAL_LINES} more refusals`);
-  const refusedEgress = egress.filter((e) => e.decision === "denied");
-  for (const e of refusedEgress.slice(0, MAX_DENIAL_LINES)) err(`refused ${e.method} ${e.asked}: ${e.reason}`);
-  if (refusedEgress.length > MAX_DENIAL_LINES) err(`… and ${refusedEgress.length - MAX_DENIAL_LINES} more egress refusals`);
+  const shown = egress.kept.filter((e) => e.decision === "denied" && e.count === undefined).slice(0, MAX_DENIAL_LINES);
+  for (const e of shown) err(`refused ${e.method === "-" ? "a connection" : `${e.method} ${e.asked}`}: ${e.reason}`);
+  if (egress.refused > shown.length) err(`… and ${egress.refused - shown.length} more egress refusals`);
   if (r.execError) {
     err(r.execError.message);
     return r.code;

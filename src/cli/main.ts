@@ -41,7 +41,7 @@ function program(): Command {
     .addOption(new Option("--mode <mode>", "read-only or workspace-write").choices(["read-only", "workspace-write", "full-access"]).default("workspace-write"))
     .option("--full-access", "run WITHOUT a sandbox: an explicit trust decision, never a fallback"))
     .option("--allow-env <names>", "host environment variables to pass", list)
-    .option("--secret <name=ref>", "a secret for the command's environment (not available yet)", list)
+    .option("--secret <name=ref>", "a secret in the command's environment: NAME=secret:X, NAME=env:X or NAME=cmd:X (repeat)", list)
     .option("--timeout <seconds>", "stop the whole sandbox after this long (exit 124)", positiveInt("--timeout"))
     .option("--max-output <bytes>", "stop the sandbox once stdout and stderr together exceed this", positiveInt("--max-output"))
     .option("--max-procs <n>", "processes and threads at once", positiveInt("--max-procs"))

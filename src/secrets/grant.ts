@@ -1,3 +1,4 @@
+import { createHash, randomBytes } from "node:crypto";
 import { ENV_NAME } from "../policy/env.js";
 import { VakError } from "../policy/errors.js";
 
@@ -8,7 +9,10 @@ import { VakError } from "../policy/errors.js";
  * plain-HTTP requests to the declared hosts only, in place of a placeholder
  * the command sees instead of the value.
  */
-export type SecretRecipient = { kind: "env"; name: string } | { kind: "header"; header: string; hosts: readonly string[] };
+export type SecretRecipient =
+  | { kind: "env"; name: string }
+  /** placeholderEnv: a variable that holds a placeholder for the value, for a program that must name the header itself. */
+  | { kind: "header"; header: string; hosts: readonly string[]; placeholderEnv?: string | undefined };
 
 export interface InjectedSecret {
   /** The reference, as granted ("secret:github"); the journal records this, never the value. */
@@ -28,3 +32,10 @@ export function checkEnvRecipient(name: string): void {
 export function describeRecipient(r: SecretRecipient): string {
   return r.kind === "env" ? `env ${r.name}` : `header ${r.header} for ${r.hosts.join(", ")}`;
 }
+
+/** What a command sees instead of a header secret: stable per reference and process, never the value. */
+export function placeholderFor(ref: string): string {
+  return `vak-placeholder-${createHash("sha256").update(`${PLACEHOLDER_SALT}\0${ref}`).digest("hex").slice(0, 24)}`;
+}
+
+const PLACEHOLDER_SALT = randomBytes(16).toString("hex");

@@ -28,7 +28,8 @@ const GRANT_KEYS = ["read", "write", "deny_read", "deny_write", "net", "deny_net
 
 const Secret = z.union([
   z.object({ ref: z.string(), env: z.string() }).strict(),
-  z.object({ ref: z.string(), header: z.string().regex(/^[A-Za-z0-9-]+$/, "a header name"), hosts: z.array(z.string()).min(1) }).strict(),
+  // The header form: the gate adds it on plain-HTTP requests to these hosts; env, if given, holds a placeholder.
+  z.object({ ref: z.string(), header: z.string().regex(/^[A-Za-z0-9-]+$/, "a header name"), hosts: z.array(z.string()).min(1), env: z.string().optional() }).strict(),
 ]);
 
 const Component = z
@@ -217,7 +218,7 @@ export function checkSpec(
       } catch (e) {
         fail(where, at("secrets", i, "ref"), (e as Error).message);
       }
-      if ("env" in s) {
+      if (!("header" in s)) {
         try {
           checkEnvRecipient(s.env);
         } catch (e) {
@@ -225,8 +226,16 @@ export function checkSpec(
         }
         return { ref: ref.text, recipient: { kind: "env" as const, name: s.env } };
       }
-      for (const h of s.hosts) if (!c.net.some((n) => n.replace(/^read:/, "").split(":")[0] === h)) fail(where, at("secrets", i, "hosts"), `${h} is not in this component's net grants; a header can only go where the component may go`);
-      return { ref: ref.text, recipient: { kind: "header" as const, header: s.header, hosts: s.hosts } };
+      for (const [j, h] of s.hosts.entries())
+        if (!c.net.some((n) => [n.replace(/^read:/, ""), n.replace(/^read:/, "").split(":")[0]].includes(h)))
+          fail(where, at("secrets", i, "hosts", j), `${h} is not in this component's net grants; a header can only go where the component may go`);
+      if (s.env !== undefined)
+        try {
+          checkEnvRecipient(s.env);
+        } catch (e) {
+          fail(where, at("secrets", i, "env"), (e as Error).message);
+        }
+      return { ref: ref.text, recipient: { kind: "header" as const, header: s.header, hosts: s.hosts, placeholderEnv: s.env } };
     });
     const l = c.limits ?? {};
     components.push({

@@ -106,6 +106,6 @@ describe("vak demo", () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/9 attempted, 9 blocked/);
     expect(r.stdout).not.toContain("NOT BLOCKED");
-    expect(r.stdout).toMatch(/egress +denied CONNECT 169\.254\.169\.254/);
+    expect(r.stdout).toMatch(/egress +denied (GET|CONNECT) \S*169\.254\.169\.254/);
   });
 });

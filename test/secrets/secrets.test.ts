@@ -1,8 +1,11 @@
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { HostSession } from "../../src/agent/session.js";
+import { Broker } from "../../src/broker/broker.js";
+import { parseNetPolicy } from "../../src/net/rules.js";
 import { Journal } from "../../src/journal/journal.js";
 import { ScriptedClient } from "../../src/model/scripted.js";
 import type { InjectedSecret } from "../../src/secrets/grant.js";
@@ -168,6 +171,86 @@ describe("secrets injected into one component", () => {
     } finally {
       await a.close();
       await b.close();
+    }
+  });
+});
+
+describe("a header secret", () => {
+  let s: Scratch;
+  let journal: Journal;
+  const seen: { server: string; key: string | undefined }[] = [];
+  const servers: Server[] = [];
+  let ports: number[] = [];
+  beforeEach(async () => {
+    s = scratch();
+    journal = Journal.open({ path: join(dir, "journal.db"), ingest: false });
+    seen.length = 0;
+    ports = [];
+    for (const name of ["declared", "other"]) {
+      const srv = createServer((req, res) => {
+        seen.push({ server: name, key: req.headers["x-api-key"] as string | undefined });
+        res.end("ok\n");
+      });
+      await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+      servers.push(srv);
+      ports.push((srv.address() as { port: number }).port);
+    }
+  });
+  afterEach(async () => {
+    for (const srv of servers.splice(0)) await new Promise((r) => srv.close(r));
+    journal.close();
+    s.cleanup();
+  });
+
+  it("reaches only the declared host; another host gets the placeholder; the command never sees the value", async () => {
+    const value = `hdr-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;
+    const [declared, other] = ports;
+    const session = journal.startSession({ kind: "test", title: "header secret" });
+    const broker = new Broker({
+      workspace: s.ws, mode: "workspace-write", journal: session,
+      net: parseNetPolicy([`127.0.0.1:${declared}`, `127.0.0.1:${other}`]),
+      secrets: [{ ref: "secret:api", value, recipient: { kind: "header", header: "X-Api-Key", hosts: [`127.0.0.1:${declared}`], placeholderEnv: "API_KEY" } }],
+    });
+    try {
+      const fetchBoth = `for (const p of [${declared}, ${other}]) await fetch("http://127.0.0.1:" + p + "/", { headers: { "x-api-key": process.env.API_KEY } }).then((r) => r.text());`;
+      const r = await broker.run({ kind: "exec", command: `printf %s "$API_KEY" > seen.txt; node --input-type=module -e '${fetchBoth}' && echo fetched` });
+      expect(r.ok && r.output).toContain("fetched");
+      const placeholder = readFileSync(join(s.ws, "seen.txt"), "utf8");
+      expect(placeholder).toMatch(/^vak-placeholder-/);
+      expect(placeholder).not.toContain(value);
+      expect(seen).toEqual([{ server: "declared", key: value }, { server: "other", key: placeholder }]);
+      journal.flush();
+      const used = journal.events(session.id).filter((e) => e.kind === "secret.used");
+      expect(used).toHaveLength(1);
+      expect(used[0]!.payload).toMatchObject({ name: "secret:api", recipient: expect.stringContaining(`127.0.0.1:${declared}`) });
+      expect(JSON.stringify(journal.events(session.id))).not.toContain(value);
+    } finally {
+      await broker.close();
+    }
+  });
+});
+
+describe("vak exec --secret", () => {
+  it("puts the value in the command's environment, records the reference, and fails closed on a missing one", async () => {
+    const s = scratch();
+    try {
+      const value = `exec-secret-${Math.random().toString(36).slice(2)}`;
+      const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dir, XDG_CONFIG_HOME: join(dir, "config"), XDG_STATE_HOME: TEST_STATE, LANG: "C.UTF-8", VAK_TEST_TOKEN_SRC: value };
+      const ok = await runVak(["exec", "--secret", "TOKEN=env:VAK_TEST_TOKEN_SRC", "--", "/bin/sh", "-c", 'printf %s "$TOKEN" > got.txt; printf %s "${VAK_TEST_TOKEN_SRC:-absent}" > src.txt'], { cwd: s.ws, env });
+      expect(ok.code).toBe(0);
+      expect(readFileSync(join(s.ws, "got.txt"), "utf8")).toBe(value);
+      expect(readFileSync(join(s.ws, "src.txt"), "utf8")).toBe("absent");
+      const search = await runVak(["journal", "search", "env:VAK_TEST_TOKEN_SRC", "--json"], { cwd: s.ws, env });
+      expect(search.stdout).toContain("secret.used");
+      expect(search.stdout).not.toContain(value);
+      const missing = await runVak(["exec", "--secret", "TOKEN=secret:nope", "--", "/bin/true"], { cwd: s.ws, env });
+      expect(missing.code).toBe(125);
+      expect(missing.stderr).toMatch(/secret:nope: no such secret/);
+      const reserved = await runVak(["exec", "--secret", "PATH=env:VAK_TEST_TOKEN_SRC", "--", "/bin/true"], { cwd: s.ws, env });
+      expect(reserved.code).toBe(125);
+      expect(reserved.stderr).toMatch(/PATH: Vak sets this variable itself/);
+    } finally {
+      s.cleanup();
     }
   });
 });

@@ -7,7 +7,8 @@ if (proxy && typeof globalThis.fetch === "function") {
   let proxied: Promise<typeof globalThis.fetch> | undefined;
   const load = async (url: string): Promise<typeof globalThis.fetch> => {
     const undici = await import("undici");
-    const dispatcher = new undici.ProxyAgent(url);
+    // http:// goes to the gate as a plain proxy request (so read: grants and secret headers apply); https:// is tunnelled.
+    const dispatcher = new undici.ProxyAgent({ uri: url, proxyTunnel: false });
     return ((input: unknown, init?: object) => undici.fetch(input as never, { dispatcher, ...init } as never)) as unknown as typeof globalThis.fetch;
   };
   globalThis.fetch = async function fetch(input, init) {
