@@ -27,7 +27,8 @@ function grantFlags(c: Command): Command {
     .addOption(new Option("--sandbox <kind>", "namespaces, or reduced where user namespaces are unavailable").choices(["namespaces", "reduced"]).default("namespaces"));
 }
 
-function program(): Command {
+/** The CLI; for `vak exec`, only that command is defined (building the others costs start-up time it does not need). */
+function program(onlyExec = false): Command {
   const p = new Command("vak")
     .description("Run AI agents and their tools with deny-by-default grants, on the record.")
     .exitOverride()
@@ -55,6 +56,7 @@ function program(): Command {
       p.setOptionValue("exitCode", await execCommand(command, opts));
     });
 
+  if (onlyExec) return p;
   const done = (code: number): void => void p.setOptionValue("exitCode", code);
 
   // The agent: `vak run "…"` and `vak` share their flags.
@@ -118,7 +120,7 @@ function program(): Command {
 
 /** Runs the CLI; resolves to the process exit status. */
 export async function main(argv: string[]): Promise<number> {
-  const p = program();
+  const p = program(argv[0] === "exec");
   try {
     await p.parseAsync(argv, { from: "user" });
   } catch (e) {

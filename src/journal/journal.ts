@@ -307,7 +307,8 @@ export class Journal {
   private takeRun(header: SpoolHeader, lines: Iterable<SpoolText>, open: boolean, problems: string[], kept: string): void {
     this.db.transaction(() => {
       if (this.db.prepare("SELECT 1 FROM sessions WHERE id = ?").get(header.session)) return;
-      this.insertSession.run(header.session, header.kind, header.started, header.title, header.workspace);
+      // The spool holds known secrets redacted already; credential shapes are redacted here, on the way in.
+      this.insertSession.run(header.session, header.kind, header.started, this.redactor.text(header.title), header.workspace);
       let batch: SpoolLine[] = [];
       let count = 0;
       let last: EventKind | undefined;
@@ -318,8 +319,8 @@ export class Journal {
       };
       const flush = () => {
         this.chain(batch.map((e) => ({
-          session: header.session, session_seq: ++count, time: e.time, kind: e.kind, actor: JSON.stringify(e.actor),
-          generation: e.generation, payload: JSON.stringify(e.payload),
+          session: header.session, session_seq: ++count, time: e.time, kind: e.kind, actor: JSON.stringify(this.redactor.value(e.actor)),
+          generation: e.generation, payload: JSON.stringify(this.redactor.value(e.payload)),
         })));
         batch = [];
       };

@@ -127,6 +127,11 @@ export class Redactor {
     this.known.sort((a, b) => b.length - a.length);
   }
 
+  /** Known values only: no shape matching (see Spool, which leaves shapes to the journal's ingest). */
+  knownOnly(s: string): string {
+    return this.known.length ? this.replaceKnown(s) : s;
+  }
+
   text(s: string): string {
     let out = this.known.length ? wrappedBase64Runs(s, (joined) => (this.known.some((k) => joined.includes(k)) ? this.replaceKnown(joined) : undefined)) : s;
     out = privateKeys(this.replaceKnown(out));
@@ -142,13 +147,13 @@ export class Redactor {
   }
 
   /** Redacts every string (and key) inside a JSON-like value; anything nested deeper than MAX_DEPTH becomes a marker. */
-  value<T>(v: T, depth = 0): T {
-    if (typeof v === "string") return this.text(v) as T;
+  value<T>(v: T, depth = 0, text: (s: string) => string = (s) => this.text(s)): T {
+    if (typeof v === "string") return text(v) as T;
     if (v && typeof v === "object" && depth >= MAX_DEPTH) return "[nested too deep; not recorded]" as T;
-    if (Array.isArray(v)) return v.map((x) => this.value(x, depth + 1)) as T;
+    if (Array.isArray(v)) return v.map((x) => this.value(x, depth + 1, text)) as T;
     if (v && typeof v === "object") {
       const o: Record<string, unknown> = {};
-      for (const [k, x] of Object.entries(v as Record<string, unknown>)) o[this.text(k)] = this.value(x, depth + 1);
+      for (const [k, x] of Object.entries(v as Record<string, unknown>)) o[text(k)] = this.value(x, depth + 1, text);
       return o as T;
     }
     return v;

@@ -33,6 +33,17 @@ describe("vak exec on the record", () => {
     expect(text).toContain("exit 3");
   });
 
+  it("a credential in a command's arguments is redacted in the journal (and the title)", async () => {
+    const token = `ghp_${"a1B2c3D4e5".repeat(4)}`;
+    await sandboxSh(s.ws, `true redactme ${token}`);
+    const list = JSON.parse((await journal("list", "--json")).stdout) as { id: string; title: string }[];
+    const run = list.find((x) => x.title.includes("redactme"))!;
+    expect(run.title).not.toContain(token);
+    const exported = (await journal("export", run.id)).stdout;
+    expect(exported).toContain("[REDACTED]");
+    expect(exported).not.toContain(token);
+  });
+
   it("search finds a run by its arguments, and export gives one JSON object a line", async () => {
     const marker = `searchable${Date.now()}`;
     await sandboxSh(s.ws, `true ${marker}`);
