@@ -71,6 +71,8 @@ export interface AgentContext {
   maxTurns: number;
   /** Who this agent is and what it may do, for the system prompt. */
   role: string;
+  /** Where the instruction came from: the user (default), or for a sub-agent, the model that started it. */
+  promptProvenance?: unknown;
   onEvent?: ((e: AgentEvent) => void) | undefined;
 }
 
@@ -124,7 +126,7 @@ export async function runAgent(ctx: AgentContext, messages: Message[], prompt: s
     ctx.journal?.append(kind, actor, ctx.generation(), payload).catch(() => undefined);
   const result: RunResult = { text: "", turns: 0, toolCalls: 0, refused: [], outcome: "done" };
   messages.push({ role: "user", text: prompt });
-  await record("message", { role: "user", provenance: "user", text: prompt });
+  await record("message", { role: "user", provenance: ctx.promptProvenance ?? "user", text: prompt });
   const tools = ctx.router.specs;
   const system = systemPrompt(ctx);
 

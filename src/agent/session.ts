@@ -131,11 +131,12 @@ export class HostSession {
     const stop = () => ac.abort(parent.reason);
     if (parent.aborted) stop();
     parent.addEventListener("abort", stop, { once: true });
-    await this.journalSession?.append("message", { component }, this.generationNow, { role: "user", provenance: { from: "agent", tool: "task", untrusted: true }, text: args.prompt, description: args.description, mode });
     const run = runAgent(
       {
         component, model: this.opts.model, router: brokerRouter(broker), journal: this.journalSession, generation: () => this.generationNow,
         redactor: this.redactor, maxTurns: this.opts.maxTurns ?? 50, onEvent: this.opts.onEvent, role: this.role(broker),
+        // The task's instruction was written by the parent's model: untrusted, and recorded as such.
+        promptProvenance: { from: "agent", tool: "task", description: args.description, mode, untrusted: true },
       },
       [], args.prompt, ac.signal,
     );

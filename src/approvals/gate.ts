@@ -79,7 +79,13 @@ export class ApprovalGate {
   async ask(req: Omit<ApprovalRequest, "nonce">, signal?: AbortSignal): Promise<Outcome> {
     const nonce = randomBytes(16).toString("hex");
     const request: ApprovalRequest = { ...req, nonce };
-    await this.record("approval.asked", req.component, { op: req.op, digest: req.digest, nonce, target: req.target ?? null, summary: req.summary, generation: req.generation });
+    try {
+      await this.record("approval.asked", req.component, { op: req.op, digest: req.digest, nonce, target: req.target ?? null, summary: req.summary, generation: req.generation });
+    } catch (e) {
+      // Nothing is approved off the record.
+      this.closed.add(nonce);
+      return { answer: "deny", by: "void", reason: `the journal cannot be written (${(e as Error).message})` };
+    }
     if (req.generation !== this.generationNow) return this.finish(request, { answer: "deny", by: "policy-change", reason: `the policy changed to generation ${this.generationNow}` });
     if (signal?.aborted) return this.finish(request, { answer: "deny", by: "cancelled", reason: "the run was cancelled" });
     if (!this.opts.onRequest) return this.finish(request, { answer: "deny", by: "no-approver", reason: "no one can answer approvals in this session (non-interactive); grant it in the config or with --approve" });

@@ -84,6 +84,7 @@ export class WorkloadSession {
       this.live = this.start(plan);
     } catch (e) {
       this.stores.close();
+      this.journalSession?.end(`refused: ${(e as Error).message}`);
       throw e;
     }
     void this.journalSession?.append("policy.generation", { component: "host" }, 1, { generation: 1, spec: plan.source, hash: plan.hash, components: describe(plan) }).catch(() => {});
@@ -103,16 +104,27 @@ export class WorkloadSession {
       c.secrets.map((s): InjectedSecret => ({ ref: s.ref, recipient: s.recipient, value: resolveRef(parseRef(s.ref), { store: this.opts.secretStore, commands: this.opts.secretCommands, env: this.opts.env }) })),
     );
     for (const list of resolved) for (const s of list) this.redactor.add(s.value);
-    return plan.components.map((c, i) => {
-      // The component's sandbox workspace is an empty scratch folder: it starts with nothing but its grants.
-      const scratch = mkdtempSync(join(tmpdir(), `vak-component-${c.name}-`));
+    const live: Live[] = [];
+    try {
+      for (const [i, c] of plan.components.entries()) live.push(this.startOne(c, resolved[i]!, plan.workspace));
+    } catch (e) {
+      void this.stop(live);
+      throw e;
+    }
+    return live;
+  }
+
+  private startOne(c: ComponentPlan, secrets: InjectedSecret[], base: string): Live {
+    // The component's sandbox workspace is an empty scratch folder: it starts with nothing but its grants.
+    const scratch = mkdtempSync(join(tmpdir(), `vak-component-${c.name}-`));
+    try {
       const broker = new Broker({
         workspace: scratch,
-        base: plan.workspace,
+        base,
         mode: "workspace-write",
         grants: { read: c.read, write: c.write, denyRead: c.denyRead, denyWrite: c.denyWrite, env: c.env },
         net: c.net,
-        secrets: resolved[i],
+        secrets,
         command: c.command,
         limits: c.limits,
         component: c.name,
@@ -122,10 +134,12 @@ export class WorkloadSession {
         host: this.opts.env ? hostFacts(this.opts.env) : undefined,
         approvals: { gate: this.approvals, policy: c.approval },
       });
-      let input: z.ZodType | undefined;
-      if (c.input) input = z.fromJSONSchema(c.input as Parameters<typeof z.fromJSONSchema>[0]);
+      const input = c.input ? z.fromJSONSchema(c.input as Parameters<typeof z.fromJSONSchema>[0]) : undefined;
       return { plan: c, broker, scratch, input };
-    });
+    } catch (e) {
+      rmSync(scratch, { recursive: true, force: true });
+      throw e;
+    }
   }
 
   private async stop(live: Live[]): Promise<void> {

@@ -190,6 +190,12 @@ export function checkSpec(
     if (!c.builtin === !c.command) fail(where, at(), "give exactly one of builtin (a list of built-in tools) or command (an external command)");
     if (c.command && !c.input) fail(where, at("input"), "a command tool needs the JSON Schema of its input");
     if (c.input && c.input.type !== "object") fail(where, at("input"), 'the input schema must be of type "object"');
+    if (c.input)
+      try {
+        z.fromJSONSchema(c.input as Parameters<typeof z.fromJSONSchema>[0]);
+      } catch (e) {
+        fail(where, at("input"), `not a JSON Schema Vak can check: ${(e as Error).message}`);
+      }
     const paths = (list: string[], field: string, mustExist: boolean) =>
       list.map((p, i) => {
         if (p.includes("*")) fail(where, at(field, i), `${p}: wildcards are not grants; name the folder`);
