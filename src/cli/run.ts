@@ -143,16 +143,22 @@ export async function interactiveCommand(flags: AgentFlags): Promise<number> {
   };
   rl.on("line", (line) => {
     if (approver.waiting) return approver.answer(line);
-    if (line.trim().startsWith("/")) return void command(line).then(() => !running && prompt());
+    if (line.trim().startsWith("/"))
+      return void command(line)
+        .catch((e: Error) => out.write(`vak: ${visible(s.redactor.text(e.message))}\n`))
+        .then(() => !running && prompt());
     if (!line.trim()) return prompt();
     if (running) return void out.write("(the agent is still working; wait, or Ctrl-C to cancel it)\n");
     const ac = new AbortController();
-    const done = s.run(line, ac.signal).then((r) => {
-      printSummary(out, r, undefined);
-      running = undefined;
-      approver.forget();
-      prompt();
-    });
+    const done = s
+      .run(line, ac.signal)
+      .then((r) => printSummary(out, r, undefined))
+      .catch((e: Error) => void out.write(`vak: the turn failed: ${visible(s.redactor.text(e.message))}\n`))
+      .finally(() => {
+        running = undefined;
+        approver.forget();
+        prompt();
+      });
     running = { ac, done };
   });
   await new Promise<void>((resolve) => rl.on("close", resolve));
