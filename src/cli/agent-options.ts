@@ -7,9 +7,8 @@ import { parseNetPolicy, RuleError } from "../net/rules.js";
 import { loadUserConfig } from "../policy/config.js";
 import { VakError } from "../policy/errors.js";
 
-/** The flags `vak run` and `vak` share. */
-export interface AgentFlags {
-  model?: string;
+/** The grant flags `vak exec`, `vak run` and `vak` share (see grantFlags in main.ts). */
+export interface GrantFlags {
   mode: string;
   fullAccess?: boolean;
   workspace?: string;
@@ -19,9 +18,14 @@ export interface AgentFlags {
   denyWrite?: string[];
   allowNet?: string[];
   denyNet?: string[];
+  sandbox: string;
+}
+
+/** The flags `vak run` and `vak` share. */
+export interface AgentFlags extends GrantFlags {
+  model?: string;
   approve?: string[];
   maxTurns?: number;
-  sandbox: string;
 }
 
 const APPROVABLE = new Set(["write", "exec"]);

@@ -10,19 +10,11 @@ import { hostFacts } from "../sandbox/host.js";
 import { launch, type GateLink, type LaunchResult } from "../sandbox/launcher.js";
 import type { NetPolicy } from "../net/rules.js";
 import type { EgressEvent } from "../net/gate.js";
+import type { GrantFlags } from "./agent-options.js";
 import { ExecRecord, type SecretUse } from "./exec-record.js";
 import { EXIT_REFUSED, EXIT_TIMEOUT } from "./exit.js";
 
-export interface ExecOptions {
-  mode: string;
-  fullAccess?: boolean;
-  workspace?: string;
-  allowRead?: string[];
-  allowWrite?: string[];
-  denyRead?: string[];
-  denyWrite?: string[];
-  allowNet?: string[];
-  denyNet?: string[];
+export interface ExecOptions extends GrantFlags {
   allowEnv?: string[];
   secret?: string[];
   timeout?: number;
@@ -31,7 +23,6 @@ export interface ExecOptions {
   maxMemory?: number;
   maxFileSize?: number;
   maxCpu?: number;
-  sandbox: string;
   json?: boolean;
 }
 

@@ -66,6 +66,24 @@ class TerminalApprover {
   }
 }
 
+/**
+ * Runs one instruction to its end: Ctrl-C cancels it (a second one exits at
+ * once), then the summary, and with json a one-line summary on stderr.
+ */
+async function runToEnd(run: (signal: AbortSignal) => Promise<RunResult>, session: string | undefined, json?: Record<string, unknown>): Promise<number> {
+  const ac = new AbortController();
+  const onSignal = () => (ac.signal.aborted ? process.exit(EXIT_CANCELLED) : ac.abort(new Error("interrupted")));
+  process.on("SIGINT", onSignal);
+  try {
+    const r = await run(ac.signal);
+    printSummary(process.stdout, r, session);
+    if (json) process.stderr.write(`${JSON.stringify({ outcome: r.outcome, turns: r.turns, toolCalls: r.toolCalls, refused: r.refused, session: session ?? null, ...json })}\n`);
+    return exitFor(r);
+  } finally {
+    process.off("SIGINT", onSignal);
+  }
+}
+
 /** `vak run "…"`: one instruction, the transcript as it happens, then what was refused. */
 export async function runCommand(prompt: string, flags: AgentFlags & { json?: boolean; spec?: string }): Promise<number> {
   if (flags.spec) return runSpec(flags.spec, prompt, flags);
@@ -80,17 +98,10 @@ export async function runCommand(prompt: string, flags: AgentFlags & { json?: bo
     rl.on("line", (l) => approver!.answer(l));
   }
   session = new HostSession({ ...options, title: prompt.slice(0, 200), onEvent: transcriptPrinter(process.stdout, (t) => session!.redactor.text(t)), onApproval: approver?.request });
-  const ac = new AbortController();
-  const onSignal = () => (ac.signal.aborted ? process.exit(EXIT_CANCELLED) : ac.abort(new Error("interrupted")));
-  process.on("SIGINT", onSignal);
+  const s = session;
   try {
-    const r = await session.run(prompt, ac.signal);
-    printSummary(process.stdout, r, session.journalSession?.id);
-    if (flags.json)
-      process.stderr.write(`${JSON.stringify({ outcome: r.outcome, turns: r.turns, toolCalls: r.toolCalls, refused: r.refused, session: session.journalSession?.id ?? null })}\n`);
-    return exitFor(r);
+    return await runToEnd((signal) => s.run(prompt, signal), s.journalSession?.id, flags.json ? {} : undefined);
   } finally {
-    process.off("SIGINT", onSignal);
     rl?.close();
     await session.close();
     journal.close();
@@ -196,18 +207,8 @@ async function runSpec(file: string, prompt: string, flags: AgentFlags & { json?
       sandbox: flags.sandbox === "reduced" ? "reduced" : "namespaces",
       onEvent: transcriptPrinter(process.stdout, (t) => session!.redactor.text(t)), onApproval: approver?.request,
     });
-    const ac = new AbortController();
-    const onSignal = () => (ac.signal.aborted ? process.exit(EXIT_CANCELLED) : ac.abort(new Error("interrupted")));
-    process.on("SIGINT", onSignal);
-    try {
-      const r = await session.send(prompt, ac.signal);
-      printSummary(process.stdout, r, session.journalSession?.id);
-      if (flags.json)
-        process.stderr.write(`${JSON.stringify({ outcome: r.outcome, turns: r.turns, toolCalls: r.toolCalls, refused: r.refused, session: session.journalSession?.id ?? null, workload: plan.name })}\n`);
-      return exitFor(r);
-    } finally {
-      process.off("SIGINT", onSignal);
-    }
+    const ws = session;
+    return await runToEnd((signal) => ws.send(prompt, signal), ws.journalSession?.id, flags.json ? { workload: plan.name } : undefined);
   } finally {
     rl?.close();
     await session?.close();
