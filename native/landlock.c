@@ -93,17 +93,13 @@ static void restrict_with(int rs) {
   close(rs);
 }
 
-void apply_landlock(const struct plan *p, int with_proc) {
-  int abi = landlock_abi();
-  if (abi < 1) die_step("landlock", "the kernel does not support Landlock (needs Linux 5.13+ with lsm=landlock)");
-  /* Without namespaces, Landlock's signal and abstract-socket scoping (ABI 6)
-   * is what keeps the command away from the host's processes. */
-  if (!p->use_ns && abi < 6) die_step("landlock", "reduced mode needs Landlock ABI 6 (Linux 6.12+); this kernel has ABI %d", abi);
-  __u64 fs = fs_rights_for_abi(abi);
+/* A ruleset handling every file right in fs, all TCP binds and connects
+ * (ABI 4+; no port rule is added unless the caller adds one), and signal and
+ * abstract-socket scoping (ABI 6+). */
+static int create_ruleset(int abi, __u64 fs) {
   struct ruleset_attr ra = {.handled_access_fs = fs};
   size_t size = sizeof ra.handled_access_fs;
   if (abi >= 4) {
-    /* No port rule is added: every TCP bind and connect is refused. */
     ra.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
     size = offsetof(struct ruleset_attr, scoped);
   }
@@ -113,6 +109,17 @@ void apply_landlock(const struct plan *p, int with_proc) {
   }
   int rs = (int)syscall(SYS_landlock_create_ruleset, &ra, size, 0);
   if (rs < 0) die_step("landlock", "create ruleset: %s", strerror(errno));
+  return rs;
+}
+
+void apply_landlock(const struct plan *p, int with_proc) {
+  int abi = landlock_abi();
+  if (abi < 1) die_step("landlock", "the kernel does not support Landlock (needs Linux 5.13+ with lsm=landlock)");
+  /* Without namespaces, Landlock's signal and abstract-socket scoping (ABI 6)
+   * is what keeps the command away from the host's processes. */
+  if (!p->use_ns && abi < 6) die_step("landlock", "reduced mode needs Landlock ABI 6 (Linux 6.12+); this kernel has ABI %d", abi);
+  __u64 fs = fs_rights_for_abi(abi);
+  int rs = create_ruleset(abi, fs);
 
   int ns = p->use_ns;
   if (ns) add_path_rule(rs, "/", LL_FS_READ_DIR, fs, 1);
@@ -147,17 +154,5 @@ void apply_landlock(const struct plan *p, int with_proc) {
 void restrict_relay_landlock(void) {
   int abi = landlock_abi();
   if (abi < 1) die_step("landlock", "the kernel does not support Landlock");
-  struct ruleset_attr ra = {.handled_access_fs = fs_rights_for_abi(abi)};
-  size_t size = sizeof ra.handled_access_fs;
-  if (abi >= 4) {
-    ra.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
-    size = offsetof(struct ruleset_attr, scoped);
-  }
-  if (abi >= 6) {
-    ra.scoped = LL_SCOPE_ABSTRACT_UNIX | LL_SCOPE_SIGNAL;
-    size = sizeof ra;
-  }
-  int rs = (int)syscall(SYS_landlock_create_ruleset, &ra, size, 0);
-  if (rs < 0) die_step("landlock", "create ruleset: %s", strerror(errno));
-  restrict_with(rs);
+  restrict_with(create_ruleset(abi, fs_rights_for_abi(abi)));
 }

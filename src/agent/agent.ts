@@ -105,12 +105,17 @@ export function brokerRouter(broker: Broker, runTask?: (args: TaskArgs, signal: 
         const ok = r.outcome === "done";
         return { text: ok ? r.text : `the task ended: ${r.outcome}${r.error ? ` (${r.error})` : ""}\n${r.text}`, ok, code: ok ? undefined : r.outcome, target: `task: ${args.data.description}` };
       }
-      const c = toolCallToOp(call.name, call.args);
-      if (!c.ok) return { text: `refused (bad-request): ${c.message}`, ok: false, code: "bad-request" };
-      const r = await broker.run(c.op, { signal });
-      return { text: outcomeText(r), ok: r.ok, code: r.ok ? undefined : r.code, target: r.target };
+      return runBuiltin(broker, call.name, call.args, signal);
     },
   };
+}
+
+/** One built-in tool's call, as one op through a broker. */
+export async function runBuiltin(broker: Broker, name: string, args: unknown, signal: AbortSignal): Promise<ToolAnswer> {
+  const c = toolCallToOp(name, args);
+  if (!c.ok) return { text: `refused (bad-request): ${c.message}`, ok: false, code: "bad-request" };
+  const r = await broker.run(c.op, { signal });
+  return { text: outcomeText(r), ok: r.ok, code: r.ok ? undefined : r.code, target: r.target };
 }
 
 /**

@@ -38,10 +38,16 @@ export class BrokerEgress {
     if (this.started) (await this.started).gate.setGeneration(generation);
   }
 
-  async close(): Promise<void> {
-    if (!this.started) return;
-    const { gate, dir } = await this.started;
-    await gate.close();
-    rmSync(dir, { recursive: true, force: true });
+  private closed: Promise<void> | undefined;
+
+  /** Closes the gate and removes its directory; later calls wait for the same close. */
+  close(): Promise<void> {
+    const started = this.started;
+    if (!started) return Promise.resolve();
+    this.closed ??= started.then(async ({ gate, dir }) => {
+      await gate.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    return this.closed;
   }
 }

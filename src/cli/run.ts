@@ -3,7 +3,7 @@ import type { ApprovalGate, ApprovalRequest } from "../approvals/gate.js";
 import { HostSession, type SessionMode } from "../agent/session.js";
 import type { RunResult } from "../agent/agent.js";
 import { type AgentFlags, sessionOptions } from "./agent-options.js";
-import { printSummary, transcriptPrinter } from "./transcript.js";
+import { prefix, printSummary, transcriptPrinter } from "./transcript.js";
 import { visible } from "./visible.js";
 
 const EXIT_CANCELLED = 130;
@@ -40,7 +40,7 @@ class TerminalApprover {
     this.current = this.queue.shift();
     if (!this.current) return;
     const r = this.current;
-    this.out.write(`\n? ${r.component === "agent" ? "" : `[${r.component}] `}${visible(this.redact(r.summary))}\n  allow? [y] once  [a] for this session (this exact ${r.op === "exec" ? "command" : "file"})  [n] no: `);
+    this.out.write(`\n? ${prefix(r.component)}${visible(this.redact(r.summary))}\n  allow? [y] once  [a] for this session (this exact ${r.op === "exec" ? "command" : "file"})  [n] no: `);
   }
 
   /** A line the user typed while a request was open. */

@@ -11,7 +11,7 @@ export function transcriptPrinter(out: NodeJS.WritableStream, redactText: (s: st
     out.write(`${s}\n`);
   };
   return (e) => {
-    const who = e.component === "agent" || e.component === "harness" ? "" : `[${e.component}] `;
+    const who = prefix(e.component);
     if (e.type === "text") {
       out.write(redact(e.delta));
       midLine = !e.delta.endsWith("\n");
@@ -19,6 +19,11 @@ export function transcriptPrinter(out: NodeJS.WritableStream, redactText: (s: st
     else if (e.ok) line(`${who}  ✓ ${firstLines(redact(e.text))}`);
     else line(`${who}  ✗ ${clip(redact(e.text), 300)}`);
   };
+}
+
+/** Who did it: nothing for the main agent or a workload's harness, [component] for the rest. */
+export function prefix(component: string): string {
+  return component === "agent" || component === "harness" ? "" : `[${component}] `;
 }
 
 function clip(s: string, n: number): string {
@@ -36,6 +41,6 @@ function firstLines(s: string): string {
 export function printSummary(out: NodeJS.WritableStream, r: RunResult, session: string | undefined): void {
   out.write(`\n── ${r.outcome}: ${r.turns} model turn${r.turns === 1 ? "" : "s"}, ${r.toolCalls} tool call${r.toolCalls === 1 ? "" : "s"}, ${r.refused.length} refused\n`);
   if (r.error) out.write(`   model error: ${visible(r.error)}\n`);
-  for (const x of r.refused) out.write(`   ✗ ${x.component === "agent" || x.component === "harness" ? "" : `[${x.component}] `}${visible(x.tool)}: ${visible(clip(x.message, 300))}\n`);
+  for (const x of r.refused) out.write(`   ✗ ${prefix(x.component)}${visible(x.tool)}: ${visible(clip(x.message, 300))}\n`);
   if (session) out.write(`   the record: vak journal show ${session}\n`);
 }

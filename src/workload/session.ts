@@ -2,10 +2,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
-import { type AgentEvent, outcomeText, type RunResult, runAgent, type ToolAnswer, type ToolRouter } from "../agent/agent.js";
+import { type AgentEvent, outcomeText, type RunResult, runAgent, runBuiltin, type ToolAnswer, type ToolRouter } from "../agent/agent.js";
 import { ApprovalGate, type ApprovalRequest } from "../approvals/gate.js";
 import { Broker } from "../broker/broker.js";
-import { findTool, toolCallToOp, toolJsonSchema } from "../broker/registry.js";
+import { findTool, toolJsonSchema } from "../broker/registry.js";
 import type { Journal, Session } from "../journal/journal.js";
 import type { Message, ModelClient, ToolSpec } from "../model/types.js";
 import type { SandboxKind } from "../policy/plan.js";
@@ -46,6 +46,8 @@ const StoreArgs = z
   })
   .strict();
 const SearchArgs = z.object({ query: z.string().min(1).max(500) }).strict();
+const STORE_SCHEMA = z.toJSONSchema(StoreArgs, { target: "draft-7" }) as Record<string, unknown>;
+const SEARCH_SCHEMA = z.toJSONSchema(SearchArgs, { target: "draft-7" }) as Record<string, unknown>;
 
 interface Live {
   plan: ComponentPlan;
@@ -158,12 +160,7 @@ export class WorkloadSession {
       for (const name of c.builtin) {
         const def = findTool(name)!;
         specs.push({ name: `${c.name}${SEP}${name}`, description: `[${c.name}] ${def.description}`, parameters: toolJsonSchema(def) });
-        routes.set(`${c.name}${SEP}${name}`, async (args, signal) => {
-          const op = toolCallToOp(name, args);
-          if (!op.ok) return { text: `refused (bad-request): ${op.message}`, ok: false, code: "bad-request" };
-          const r = await l.broker.run(op.op, { signal });
-          return { text: outcomeText(r), ok: r.ok, code: r.ok ? undefined : r.code, target: r.target };
-        });
+        routes.set(`${c.name}${SEP}${name}`, (args, signal) => runBuiltin(l.broker, name, args, signal));
       }
       if (c.command) {
         specs.push({ name: c.name, description: c.description, parameters: c.input ?? { type: "object" } });
@@ -178,12 +175,12 @@ export class WorkloadSession {
         specs.push({
           name: `${c.name}${SEP}store`,
           description: `[${c.name}] Key-value stores this component holds (${c.stores.join(", ")}): get, put, list, delete.`,
-          parameters: z.toJSONSchema(StoreArgs, { target: "draft-7" }) as Record<string, unknown>,
+          parameters: STORE_SCHEMA,
         });
         routes.set(`${c.name}${SEP}store`, (args) => this.store(c, args));
       }
     }
-    specs.push({ name: "session_search", description: "Search the record of this workload's own past sessions.", parameters: z.toJSONSchema(SearchArgs, { target: "draft-7" }) as Record<string, unknown> });
+    specs.push({ name: "session_search", description: "Search the record of this workload's own past sessions.", parameters: SEARCH_SCHEMA });
     routes.set("session_search", (args) => this.search(args));
     return {
       specs,

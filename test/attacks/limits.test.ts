@@ -4,6 +4,20 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
 import { sandboxSh } from "../support/vak.js";
 
+/** A shell command: fork up to tries sleeping children until fork fails, then print what. */
+const forkBomb = (tries: number, what: string) => `python3 -c "
+import os, time
+made = 0
+for _ in range(${tries}):
+    try:
+        if os.fork() == 0:
+            time.sleep(30); os._exit(0)
+        made += 1
+    except OSError:
+        break
+print(${what})
+"`;
+
 // These run as whatever user runs the tests; on this machine that is root, for
 // whom the kernel waives RLIMIT_NPROC. The limits must hold anyway.
 describe("resource limits hold, including for root", () => {
@@ -16,18 +30,7 @@ describe("resource limits hold, including for root", () => {
   it("a fork bomb stops at --max-procs", async () => {
     const r = await sandboxSh(
       s.ws,
-      `python3 -c "
-import os, time
-made = 0
-for _ in range(500):
-    try:
-        if os.fork() == 0:
-            time.sleep(30); os._exit(0)
-        made += 1
-    except OSError:
-        break
-print(made, len([p for p in os.listdir('/proc') if p.isdigit()]))
-"`,
+      forkBomb(500, "made, len([p for p in os.listdir('/proc') if p.isdigit()])"),
       ["--max-procs", "20"],
     );
     const [made, alive] = r.stdout.trim().split(" ").map(Number);
@@ -41,18 +44,7 @@ print(made, len([p for p in os.listdir('/proc') if p.isdigit()]))
   it("without --max-procs, a default ceiling still stops a fork bomb (held by the pid namespace itself)", async () => {
     const r = await sandboxSh(
       s.ws,
-      `python3 -c "
-import os, time
-made = 0
-for _ in range(3000):
-    try:
-        if os.fork() == 0:
-            time.sleep(30); os._exit(0)
-        made += 1
-    except OSError:
-        break
-print(made)
-"`,
+      forkBomb(3000, "made"),
     );
     const made = Number(r.stdout.trim());
     expect(made).toBeGreaterThanOrEqual(1000);
