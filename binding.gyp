@@ -9,6 +9,12 @@
       ],
       "cflags": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-fstack-protector-strong", "-D_FORTIFY_SOURCE=2"],
       "ldflags": ["-pie", "-Wl,-z,relro,-z,now"]
+    },
+    {
+      "target_name": "vak-engine",
+      "sources": ["native/engine.c"],
+      "cflags": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-fstack-protector-strong", "-D_FORTIFY_SOURCE=2"],
+      "ldflags": ["-Wl,-z,relro,-z,now"]
     }
   ]
 }

@@ -1,12 +1,13 @@
 /* The relay: the sandbox's only way to the network.
  *
  * Inside the sandbox's network namespace (which has nothing but loopback), it
- * listens on 127.0.0.1:PORT and [::1]:PORT and joins each client to the host's
- * egress gate, a unix socket that is not in the sandbox's view: the relay holds
- * a directory fd opened before the view was built. Before the client's first
- * byte it sends one line naming this worker (its token), so the gate knows who
- * is calling and the sandboxed code never holds the token. It copies bytes and
- * parses nothing. */
+ * listens on 127.0.0.1:PORT and [::1]:PORT and hands each client connection to
+ * the host's egress gate: the accepted socket itself goes over a SOCK_SEQPACKET
+ * unix socket (SCM_RIGHTS) that is not in the sandbox's view (the relay holds a
+ * directory fd opened before the view was built), with one line naming this
+ * worker (its token), so the gate knows who is calling and the sandboxed code
+ * never holds the token. The gate then reads the client directly; the relay
+ * copies no bytes and parses nothing, and nothing comes back to it. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -22,24 +23,6 @@
 #include <unistd.h>
 
 #include "launcher.h"
-
-#define MAX_PAIRS 320
-#define BUF_SIZE (64 * 1024)
-
-struct half {
-  int from, to;
-  char *buf;
-  size_t len, off;
-  int eof;  /* from has reached EOF: shut down to's write side once drained */
-  int shut; /* and that has been done */
-};
-
-struct pair {
-  struct half up, down; /* up: client -> gate, down: gate -> client */
-  int client, gate;
-};
-
-static struct pair *pairs[MAX_PAIRS];
 
 static int listen_on(int family, int port) {
   int s = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -62,52 +45,34 @@ static int listen_on(int family, int port) {
   return s;
 }
 
-static int connect_gate(int dirfd, const char *token) {
-  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+static int connect_gate(int dirfd) {
+  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (s < 0) return -1;
   struct sockaddr_un a = {.sun_family = AF_UNIX};
   snprintf(a.sun_path, sizeof a.sun_path, "/proc/self/fd/%d/gate.sock", dirfd);
-  char line[160];
-  int n = snprintf(line, sizeof line, "VAK-TOKEN %s\r\n", token);
-  /* Blocking connect and preamble: the gate is local and accepts at once. */
-  if (connect(s, (struct sockaddr *)&a, sizeof a) != 0 || write(s, line, (size_t)n) != n) {
+  if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
     close(s);
     return -1;
   }
-  fcntl(s, F_SETFL, O_NONBLOCK);
   return s;
 }
 
-static void drop(int i) {
-  struct pair *p = pairs[i];
-  close(p->client);
-  close(p->gate);
-  free(p->up.buf);
-  free(p->down.buf);
-  free(p);
-  pairs[i] = NULL;
-}
-
-/* Moves what it can of one direction; returns -1 on an error. Writes are
- * attempted whenever data is buffered: a non-blocking write that cannot go
- * just answers EAGAIN, and poll() then waits for POLLOUT. */
-static int pump(struct half *h, short from_events) {
-  if (h->len == h->off && !h->eof && (from_events & (POLLIN | POLLHUP | POLLERR))) {
-    ssize_t n = read(h->from, h->buf, BUF_SIZE);
-    if (n > 0) h->len = (size_t)n, h->off = 0;
-    else if (n == 0) h->eof = 1;
-    else if (errno != EAGAIN && errno != EINTR) return -1;
-  }
-  if (h->off < h->len) {
-    ssize_t n = write(h->to, h->buf + h->off, h->len - h->off);
-    if (n > 0) h->off += (size_t)n;
-    else if (n < 0 && errno != EAGAIN && errno != EINTR) return -1;
-  }
-  if (h->eof && h->off == h->len && !h->shut) {
-    shutdown(h->to, SHUT_WR);
-    h->shut = 1;
-  }
-  return 0;
+/* One message: the token line, and the client's socket. Blocking: if the gate
+ * is slow to take clients, the relay stops accepting them. */
+static int hand_over(int gate, const char *line, size_t len, int client) {
+  union {
+    char space[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  struct iovec iov = {.iov_base = (void *)line, .iov_len = len};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space, .msg_controllen = sizeof control.space};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS, c->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(c), &client, sizeof client);
+  ssize_t n;
+  do n = sendmsg(gate, &m, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  return n == (ssize_t)len ? 0 : -1;
 }
 
 void relay_run(const struct plan *p, int dirfd, const char *token) {
@@ -121,57 +86,29 @@ void relay_run(const struct plan *p, int dirfd, const char *token) {
   restrict_relay_landlock();
   install_guard_seccomp(p);
 
-  struct pollfd fds[2 + 2 * MAX_PAIRS];
+  char line[160];
+  int len = snprintf(line, sizeof line, "VAK-TOKEN %s", token);
+  if (len < 0 || len >= (int)sizeof line) die_step("network", "relay: the token is too long");
+  int gate = -1;
   for (;;) {
-    int n = 0;
-    fds[n++] = (struct pollfd){.fd = l4, .events = POLLIN};
-    fds[n++] = (struct pollfd){.fd = l6, .events = POLLIN};
-    int index[MAX_PAIRS];
-    for (int i = 0; i < MAX_PAIRS; i++) {
-      struct pair *pr = pairs[i];
-      index[i] = -1;
-      if (!pr) continue;
-      index[i] = n;
-      short ce = 0, ge = 0;
-      if (pr->up.len == pr->up.off && !pr->up.eof) ce |= POLLIN;
-      if (pr->down.off < pr->down.len) ce |= POLLOUT;
-      if (pr->down.len == pr->down.off && !pr->down.eof) ge |= POLLIN;
-      if (pr->up.off < pr->up.len) ge |= POLLOUT;
-      fds[n++] = (struct pollfd){.fd = pr->client, .events = ce};
-      fds[n++] = (struct pollfd){.fd = pr->gate, .events = ge};
-    }
-    if (poll(fds, (nfds_t)n, -1) < 0) {
+    struct pollfd fds[2] = {{.fd = l4, .events = POLLIN}, {.fd = l6, .events = POLLIN}};
+    if (poll(fds, l6 >= 0 ? 2 : 1, -1) < 0) {
       if (errno == EINTR) continue;
       die_step("network", "relay: poll: %s", strerror(errno));
     }
     for (int l = 0; l < 2; l++) {
       if (!(fds[l].revents & POLLIN)) continue;
-      int c = accept4(fds[l].fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      int c = accept4(fds[l].fd, NULL, NULL, SOCK_CLOEXEC);
       if (c < 0) continue;
-      int slot = -1;
-      for (int i = 0; i < MAX_PAIRS && slot < 0; i++)
-        if (!pairs[i]) slot = i;
-      int g = slot >= 0 ? connect_gate(dirfd, token) : -1;
-      struct pair *pr = g >= 0 ? calloc(1, sizeof *pr) : NULL;
-      char *b1 = pr ? malloc(BUF_SIZE) : NULL, *b2 = pr ? malloc(BUF_SIZE) : NULL;
-      if (!pr || !b1 || !b2) {
-        close(c);
-        if (g >= 0) close(g);
-        free(pr), free(b1), free(b2);
-        continue;
+      /* A gate that went away (or never answered) is tried once more, fresh. */
+      for (int attempt = 0; attempt < 2; attempt++) {
+        if (gate < 0) gate = connect_gate(dirfd);
+        if (gate >= 0 && hand_over(gate, line, (size_t)len, c) == 0) break;
+        if (gate >= 0) close(gate);
+        gate = -1;
       }
-      pr->client = c;
-      pr->gate = g;
-      pr->up = (struct half){.from = c, .to = g, .buf = b1};
-      pr->down = (struct half){.from = g, .to = c, .buf = b2};
-      pairs[slot] = pr;
-    }
-    for (int i = 0; i < MAX_PAIRS; i++) {
-      struct pair *pr = pairs[i];
-      if (!pr || index[i] < 0) continue;
-      short cr = fds[index[i]].revents, gr = fds[index[i] + 1].revents;
-      if (pump(&pr->up, cr) < 0 || pump(&pr->down, gr) < 0 || (pr->up.shut && pr->down.shut) || ((cr | gr) & POLLNVAL))
-        drop(i);
+      /* Handed over or not, the relay keeps no client: the gate has its own copy, or the client sees its connection close. */
+      close(c);
     }
   }
 }

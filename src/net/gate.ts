@@ -1,13 +1,14 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdirSync, rmSync } from "node:fs";
-import { connect as netConnect, createServer, type Server, type Socket } from "node:net";
+import { connect as netConnect, Socket } from "node:net";
 import { join } from "node:path";
 import { type Host, hostText } from "./address.js";
 import { hostAddresses, resolveDestination, systemResolver } from "./destination.js";
 import { LOOKUP_MS, type Resolver, withDeadline } from "./dns.js";
 import { DEFAULT_EGRESS_LOG, EgressLog, type EgressEvent, type EgressLogOptions } from "./egress-log.js";
+import { GateEngine } from "./engine.js";
 import { type Checked, type EgressFields, LimitError, ProxyConnection, type ProxyContext } from "./proxy.js";
-import { ClosedError, SocketReader } from "./reader.js";
+import { SocketReader } from "./reader.js";
 import { decideDestination, type NetPolicy } from "./rules.js";
 
 export type { EgressEvent } from "./egress-log.js";
@@ -39,7 +40,6 @@ export interface GateLimits {
   headerBytes: number;
   /** From the end of one request (or the preamble) to the end of the next request's head. */
   headerMs: number;
-  preambleMs: number;
   lookupsPerWorker: number;
   lookupMs: number;
 }
@@ -50,7 +50,6 @@ export const DEFAULT_GATE_LIMITS: GateLimits = {
   idleMs: 60_000,
   headerBytes: 16 * 1024,
   headerMs: 10_000,
-  preambleMs: 5_000,
   lookupsPerWorker: 16,
   lookupMs: LOOKUP_MS,
 };
@@ -67,12 +66,16 @@ export interface GateOptions {
   onEvent: (e: EgressEvent) => void;
 }
 
-/** The first line the launcher's relay sends on every connection: which worker this is. */
+/** What the launcher's relay sends with each client's socket: which worker this is. */
 export const PREAMBLE = "VAK-TOKEN ";
-const MAX_PREAMBLE = 128;
+
+/** Something that holds a worker's connection open: a client socket, or a tunnel the engine splices. */
+interface Open {
+  destroy(): void;
+}
 
 interface Registered extends GateWorker {
-  open: Set<Socket>;
+  open: Set<Open>;
   upstreams: number;
   lookups: number;
 }
@@ -80,14 +83,15 @@ interface Registered extends GateWorker {
 /**
  * The egress gate: an HTTP proxy (absolute-form and CONNECT) on a unix socket
  * private to one session. Sandboxed workers reach it only through the
- * launcher's relay, which names the worker with its token before the first
- * byte of HTTP. Every request is checked against that worker's grants,
+ * launcher's relay, which hands over each client's socket with the worker's
+ * token (engine.ts). Every request is checked against that worker's grants,
  * resolved on the host, and connected to the address that was checked; the
- * proxying itself is in proxy.ts.
+ * proxying itself is in proxy.ts, and a granted tunnel's bytes are spliced by
+ * the engine, off the event loop.
  */
 export class EgressGate {
   readonly socketPath: string;
-  private readonly raw: Server;
+  private engine: GateEngine | undefined;
   private readonly workers = new Map<string, Registered>();
   private readonly limits: GateLimits;
   private readonly lookup: Resolver;
@@ -113,38 +117,38 @@ export class EgressGate {
     this.own = opts.ownAddresses ?? hostAddresses();
     this.log = new EgressLog(opts.onEvent, opts.log ?? DEFAULT_EGRESS_LOG);
     this.stopping = new Promise((resolve) => (this.stop = () => resolve(undefined)));
-    // Half-open: a client that shuts down its sending side still gets its answer.
-    this.raw = createServer({ allowHalfOpen: true }, (s) => {
-      const done = this.accept(s).catch(() => void s.destroy());
-      this.serving.add(done);
-      void done.finally(() => this.serving.delete(done));
-    });
   }
 
-  listen(): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.raw.once("error", reject);
-      this.raw.listen(this.socketPath, () => {
-        chmodSync(this.socketPath, 0o600);
-        resolve();
-      });
+  async listen(): Promise<void> {
+    if (this.engine || this.closing) throw new Error("the egress gate is already listening, or closed");
+    this.engine = new GateEngine(this.socketPath, {
+      onClient: (message, fd) => {
+        // Half-open: a client that shuts down its sending side still gets its answer.
+        const s = new Socket({ fd, readable: true, writable: true, allowHalfOpen: true });
+        const done = this.accept(s, message).catch(() => void s.destroy());
+        this.serving.add(done);
+        void done.finally(() => this.serving.delete(done));
+      },
+      onRefused: (reason) => this.record(undefined, { method: "-", asked: "(connection)", decision: "denied", code: "relay-message", reason: `a relay message the gate cannot take: ${reason}` }),
     });
+    chmodSync(this.socketPath, 0o600);
   }
 
-  /** Stops accepting, ends every connection, records how each ended, then any refusal counts not yet recorded. */
+  /** Stops accepting, ends every connection and tunnel, records how each ended, then any refusal counts not yet recorded. */
   close(): Promise<void> {
     this.closing ??= (async () => {
-      const stopped = new Promise<void>((resolve) => this.raw.close(() => resolve()));
       this.stop();
       for (const s of this.sockets) s.destroy();
+      const engine = this.engine?.close();
       this.workers.clear();
+      await engine;
       await Promise.allSettled([...this.serving]);
       try {
         this.log.flush();
       } catch {
         // the sink that threw has its own failure to report
       }
-      await stopped;
+      rmSync(this.socketPath, { force: true });
     })();
     return this.closing;
   }
@@ -183,11 +187,11 @@ export class EgressGate {
     socket.end(`HTTP/1.1 ${head}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
     // Whatever else it sends is dropped unread, and it gets a moment to read the answer, no more.
     socket.resume();
-    socket.setTimeout(this.limits.preambleMs, () => socket.destroy());
+    socket.setTimeout(this.limits.headerMs, () => socket.destroy());
   }
 
-  /** Reads the relay's preamble, then serves the connection's requests. */
-  private async accept(socket: Socket): Promise<void> {
+  /** Takes a client the relay handed over with its message (the worker's token), then serves its requests. */
+  private async accept(socket: Socket, message: string): Promise<void> {
     this.sockets.add(socket);
     socket.once("close", () => this.sockets.delete(socket));
     socket.on("error", () => socket.destroy());
@@ -198,18 +202,7 @@ export class EgressGate {
       received += n;
       if (received > this.limits.bytesPerConnection) throw new LimitError(`the connection passed its limit of ${this.limits.bytesPerConnection} bytes`);
     };
-    const reader = new SocketReader(socket, take);
-    const timer = setTimeout(() => socket.destroy(), this.limits.preambleMs);
-    let line = "";
-    try {
-      line = await reader.readLine(MAX_PREAMBLE);
-    } catch (e) {
-      if (e instanceof ClosedError || e instanceof LimitError) return void socket.destroy();
-      // A first line that is not a preamble: the token is missing.
-    } finally {
-      clearTimeout(timer);
-    }
-    const token = line.startsWith(PREAMBLE) ? line.slice(PREAMBLE.length) : undefined;
+    const token = message.startsWith(PREAMBLE) ? message.slice(PREAMBLE.length) : undefined;
     const worker = token ? this.workers.get(token) : undefined;
     if (!worker || worker.generation < this.minGeneration) {
       const why = !token ? "no worker token" : !worker ? "an unknown or revoked worker token" : "a token from an older policy generation";
@@ -222,13 +215,25 @@ export class EgressGate {
     worker.open.add(socket);
     socket.once("close", () => worker.open.delete(socket));
     socket.setTimeout(this.limits.idleMs, () => socket.destroy());
-    await new ProxyConnection(socket, reader, this.context(worker, take)).serve();
+    await new ProxyConnection(socket, new SocketReader(socket, take), this.context(worker, take, () => received)).serve();
   }
 
-  private context(worker: Registered, take: (n: number) => void): ProxyContext {
+  private context(worker: Registered, take: (n: number) => void, received: () => number): ProxyContext {
     return {
       limits: this.limits,
       take,
+      splice: (client, upstream, upPrefix, downPrefix) => {
+        if (!this.engine || this.closing) throw new LimitError("the gate is closing", 503);
+        const t = this.engine.tunnel(client, upstream, upPrefix, downPrefix, this.limits.bytesPerConnection - received(), this.limits.idleMs);
+        // The tunnel holds the worker's connection (and its upstream) open until it ends; revoking the worker cancels it.
+        const open = { destroy: () => this.engine?.cancel(t.id) };
+        worker.open.add(open);
+        worker.upstreams += 1;
+        return t.done.finally(() => {
+          worker.open.delete(open);
+          worker.upstreams -= 1;
+        });
+      },
       record: (e) => this.record(worker, e),
       check: (method, host, port, hasBody) => this.check(worker, method, host, port, hasBody),
       secretHeaders: (host, port) => (worker.headers ?? []).filter((h) => h.hosts.some((x) => x.toLowerCase() === hostText(host).toLowerCase() || x.toLowerCase() === `${hostText(host)}:${port}`.toLowerCase())),

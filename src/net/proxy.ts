@@ -6,6 +6,7 @@ import {
   bodyPieces, chunk, connectionTokens, type Framing, type HeaderList, headerValues, HttpError, parseRequestHead,
   type RequestHead, requestFraming, responseHead, safeReason,
 } from "./http1.js";
+import type { TunnelEnd } from "./engine.js";
 import { ClosedError, SocketReader } from "./reader.js";
 
 export type EgressFields = Omit<EgressEvent, "time" | "component" | "generation">;
@@ -16,7 +17,7 @@ export type Checked =
 
 /** What a client connection needs from the gate: its worker's decisions, limits and record. */
 export interface ProxyContext {
-  limits: { headerBytes: number; headerMs: number; bytesPerConnection: number };
+  limits: { headerBytes: number; headerMs: number; bytesPerConnection: number; idleMs: number };
   /** Counts bytes received for this connection; throws LimitError past its budget. */
   take(n: number): void;
   record(e: EgressFields): void;
@@ -25,6 +26,12 @@ export interface ProxyContext {
   secretHeaders(host: Host, port: number): readonly { ref: string; header: string; value: string }[];
   /** Opens an upstream connection counted against the worker's cap; throws LimitError at the cap. */
   openUpstream(address: string, port: number): Socket;
+  /**
+   * Hands a granted tunnel's two sockets to the engine, which splices them off
+   * the event loop with the prefixes first; the caller then destroys its own
+   * handles. Settles when the tunnel ends.
+   */
+  splice(client: Socket, upstream: Socket, upPrefix: Buffer, downPrefix: Buffer): Promise<TunnelEnd>;
 }
 
 /** A limit of the gate's stopped the request. With a status, the client is told (a cap on
@@ -333,11 +340,18 @@ export class ProxyConnection {
         s.once("error", (e) => reject(new UpstreamError(e.message)));
         s.once("close", () => reject(this.socket.destroyed ? new ClosedError() : new UpstreamError("closed before connecting")));
       });
+      if (this.socket.destroyed) throw new ClosedError();
+      // From here the bytes are the engine's: what either side sent early goes first, then the kernel splices.
+      const early = { up: this.reader.takeBuffered(), down: new SocketReader(s, (n) => this.ctx.take(n)).takeBuffered() };
+      const ended = this.ctx.splice(this.socket, s, early.up, Buffer.concat([ESTABLISHED, early.down]));
       status = 200;
-      await this.write(Buffer.from("HTTP/1.1 200 Connection Established\r\n\r\n"));
-      const fromUpstream = new SocketReader(s, (n) => this.ctx.take(n));
-      // Each direction ends on its own (half-close); any failure stops both.
-      await Promise.all([pump(this.reader, s, (n) => (bytes.up += n)), pump(fromUpstream, this.socket, (n) => (bytes.down += n))]);
+      this.socket.off("close", abort);
+      this.socket.destroy();
+      s.destroy();
+      const end = await ended;
+      bytes.up = early.up.length + end.up;
+      bytes.down = early.down.length + end.down;
+      outcome = tunnelOutcome(end.outcome, this.ctx.limits);
     } catch (e) {
       outcome = outcomeOf(e);
       if (status !== undefined || e instanceof ClosedError || (e instanceof LimitError && !e.status)) this.socket.destroy();
@@ -353,18 +367,17 @@ export class ProxyConnection {
   }
 }
 
-/** Copies one direction of a tunnel until its source ends, then ends its destination. */
-async function pump(from: SocketReader, to: Socket, count: (n: number) => void): Promise<void> {
-  try {
-    for (;;) {
-      const b = await from.read();
-      if (!b) return void to.end();
-      count(b.length);
-      if (!to.write(b)) await drained(to);
-    }
-  } catch (e) {
-    to.destroy();
-    throw e;
+const ESTABLISHED = Buffer.from("HTTP/1.1 200 Connection Established\r\n\r\n");
+
+/** The engine's word for how a tunnel ended, as the record says it. */
+function tunnelOutcome(engine: string, limits: ProxyContext["limits"]): string {
+  switch (engine) {
+    case "completed": return "completed";
+    case "limit": return `stopped: the connection passed its limit of ${limits.bytesPerConnection} bytes`;
+    case "idle": return `stopped: no data either way for ${limits.idleMs} ms`;
+    case "cancelled": return "stopped: the worker's grant was revoked";
+    case "closed": return "stopped: the gate closed";
+    default: return `the tunnel failed: ${engine.replace(/^error: /, "")}`;
   }
 }
 

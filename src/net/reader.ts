@@ -35,6 +35,17 @@ export class SocketReader implements ByteSource {
     return b;
   }
 
+  /** Everything already read from the kernel and not yet used, without waiting: for handing the socket on. */
+  takeBuffered(): Buffer {
+    const parts = this.held ? [this.held] : [];
+    this.held = undefined;
+    for (let b = this.socket.destroyed ? null : (this.socket.read() as Buffer | null); b !== null; b = this.socket.read() as Buffer | null) {
+      this.taken(b.length);
+      parts.push(b);
+    }
+    return Buffer.concat(parts);
+  }
+
   /** Puts bytes back, to be read first. */
   unread(b: Buffer): void {
     if (b.length) this.held = this.held ? Buffer.concat([b, this.held]) : b;

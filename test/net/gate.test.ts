@@ -1,11 +1,13 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { connect } from "node:net";
+import { createSocket } from "node:dgram";
+import { closeSync, mkdtempSync, openSync, rmSync } from "node:fs";
+import { connect, createServer as createNetServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sendClient, socketFd } from "../../src/net/engine.js";
 import { EgressGate, type EgressEvent } from "../../src/net/gate.js";
 import { parseNetPolicy } from "../../src/net/rules.js";
-import { loopbackOnly, rawGate, statusOf, testGate, until, upstream, type Upstream } from "../support/net.js";
+import { gateClient, loopbackOnly, rawGate, statusOf, testGate, until, upstream, type Upstream } from "../support/net.js";
 
 // The gate in-process, driven over its unix socket exactly as the relay does.
 // Names resolve through a table, and the upstream connector refuses anything
@@ -40,7 +42,7 @@ describe("egress gate", () => {
       connect: hook.fn,
       ownAddresses: new Set(),
       onEvent: (e) => events.push(e),
-      limits: { connectionsPerWorker: 4, headerBytes: 4096, preambleMs: 500 },
+      limits: { connectionsPerWorker: 4, headerBytes: 4096 },
     });
     await gate.listen();
     const P = up.port;
@@ -82,9 +84,8 @@ describe("egress gate", () => {
       const g = new EgressGate({ dir: join(dir, "gen"), onEvent: () => {}, connect: hook.fn });
       await g.listen();
       const old = g.register({ component: "x", generation: 1, policy: parseNetPolicy([`127.0.0.1:${up.port}`]) });
-      const s = connect(g.socketPath);
-      await new Promise((r) => s.on("connect", r));
-      s.write(`VAK-TOKEN ${old}\r\nCONNECT 127.0.0.1:${up.port} HTTP/1.1\r\n\r\n`);
+      const s = await gateClient(g.socketPath, old, { allowHalfOpen: false });
+      s.write(`CONNECT 127.0.0.1:${up.port} HTTP/1.1\r\n\r\n`);
       await new Promise((r) => s.once("data", r));
       const closed = new Promise((r) => s.on("close", r));
       g.setGeneration(2);
@@ -93,9 +94,42 @@ describe("egress gate", () => {
       await g.close();
     });
 
-    it("a silent client is dropped after the preamble timeout", async () => {
-      const r = await rawGate(gate.socketPath, null, "", { waitMs: 2000 });
-      expect(r).toBe("");
+    it("a relay message whose fd is not a connected TCP socket is refused, recorded and closed", async () => {
+      const file = openSync("/dev/null", "r");
+      const listening = createNetServer();
+      await new Promise<void>((r) => listening.listen(0, "127.0.0.1", () => r()));
+      const unixDir = mkdtempSync(join(tmpdir(), "vak-gate-unix-"));
+      const unixServer = createNetServer((c) => c.destroy());
+      await new Promise<void>((r) => unixServer.listen(join(unixDir, "s"), () => r()));
+      const unix = connect(join(unixDir, "s"));
+      await new Promise((r) => unix.once("connect", r));
+      const udp = createSocket("udp4");
+      await new Promise<void>((r) => udp.bind(0, "127.0.0.1", () => r()));
+      const udpFd = (udp as unknown as { _handle: { fd: number } })._handle.fd;
+      const cases: [string, number, RegExp][] = [
+        ["a file", file, /not a socket/],
+        ["a listening socket", socketFd(listening as unknown as Socket), /listening/],
+        ["a unix socket", socketFd(unix), /not an inet socket/],
+        ["a UDP socket", udpFd, /not a stream socket/],
+        ["no fd at all", -1, /exactly one fd/],
+      ];
+      try {
+        for (const [what, fd, reason] of cases) {
+          const before = events.length;
+          sendClient(gate.socketPath, `VAK-TOKEN ${token}`, fd);
+          await until(() => events.length > before, `the refusal of ${what}`);
+          expect(events.at(-1), what).toMatchObject({ decision: "denied", code: "relay-message", reason: expect.stringMatching(reason) });
+        }
+        // And the gate still serves.
+        expect(statusOf(await get(token, `http://granted.test:${up.port}/after`, `granted.test:${up.port}`))).toBe(200);
+      } finally {
+        closeSync(file);
+        listening.close();
+        unix.destroy();
+        unixServer.close();
+        udp.close();
+        rmSync(unixDir, { recursive: true, force: true });
+      }
     });
   });
 
@@ -208,12 +242,13 @@ describe("egress gate", () => {
 
   describe("hostile clients", () => {
     it("slow clients do not stop others from being served", async () => {
-      const slow = Array.from({ length: 3 }, () => {
-        const s = connect(gate.socketPath);
-        s.on("connect", () => s.write(`VAK-TOKEN ${token}\r\nGET http://granted.test:${up.port}/ HTTP/1.1\r\n`));
-        s.on("error", () => {});
-        return s;
-      });
+      const slow = await Promise.all(
+        Array.from({ length: 3 }, async () => {
+          const s = await gateClient(gate.socketPath, token);
+          s.write(`GET http://granted.test:${up.port}/ HTTP/1.1\r\n`);
+          return s;
+        }),
+      );
       const r = await get(token, `http://granted.test:${up.port}/fast`, `granted.test:${up.port}`);
       expect(statusOf(r)).toBe(200);
       for (const s of slow) s.destroy();
@@ -222,9 +257,8 @@ describe("egress gate", () => {
     it("more connections than a worker may hold are refused", async () => {
       const held = await Promise.all(
         Array.from({ length: 4 }, async () => {
-          const s = connect(gate.socketPath);
-          await new Promise((r) => s.on("connect", r));
-          s.write(`VAK-TOKEN ${token}\r\nCONNECT 127.0.0.1:${up.port} HTTP/1.1\r\n\r\n`);
+          const s = await gateClient(gate.socketPath, token);
+          s.write(`CONNECT 127.0.0.1:${up.port} HTTP/1.1\r\n\r\n`);
           await new Promise((r) => s.once("data", r));
           return s;
         }),

@@ -1,5 +1,6 @@
+import { createHash, randomBytes } from "node:crypto";
 import { createServer as createHttpServer, type IncomingMessage } from "node:http";
-import { connect, type Socket } from "node:net";
+import { connect, createServer as createNetServer, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { collect, gateClient, rawGate, rawUpstream, type RawUpstream, statusOf, testGate, until } from "../support/net.js";
 
@@ -44,6 +45,8 @@ async function parsingUpstream() {
   return { port: (server.address() as { port: number }).port, seen, close: () => new Promise<void>((r) => server.close(() => r())) };
 }
 
+const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
+
 const OK = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 
 describe("a request body", () => {
@@ -53,12 +56,9 @@ describe("a request body", () => {
     const resolver = () => new Promise<string[]>((r) => setTimeout(() => r(["127.0.0.1"]), 20));
     const t = await testGate([`slow.test:${up.port}`, `127.0.0.1:${up.port}`], { resolver });
     try {
-      const s = connect(t.gate.socketPath);
-      s.on("error", () => {});
-      await new Promise((r) => s.once("connect", r));
+      const s = await gateClient(t.gate.socketPath, t.token);
       const before = process.memoryUsage().arrayBuffers;
-      // The preamble and the head in one write, as they can arrive through the relay.
-      s.write(`VAK-TOKEN ${t.token}\r\nPOST http://slow.test:${up.port}/ HTTP/1.1\r\nHost: slow.test:${up.port}\r\nContent-Length: 1000000000\r\n\r\n`);
+      s.write(`POST http://slow.test:${up.port}/ HTTP/1.1\r\nHost: slow.test:${up.port}\r\nContent-Length: 1000000000\r\n\r\n`);
       const pushed = await pushUntilStalled(s, 512 << 20);
       const grown = process.memoryUsage().arrayBuffers - before;
       s.destroy();
@@ -356,5 +356,128 @@ describe("the record of allowed requests", () => {
     await t.close();
     await up.close();
     expect(t.events.filter((e) => e.asked.endsWith("/hanging")).map((e) => e.outcome)).toEqual([undefined, "the client connection closed"]);
+  });
+});
+
+// Granted tunnels are spliced by the native engine (native/engine.c), not
+// copied in JavaScript: these prove that its limits and its record are the
+// gate's, and that the bytes arrive whole and in order.
+describe("tunnels spliced by the engine", () => {
+  const connectTo = (port: number) => `CONNECT 127.0.0.1:${port} HTTP/1.1\r\n\r\n`;
+
+  it("carry 16 MiB each way intact and in order, bytes sent with the CONNECT head first", async () => {
+    const up2down = randomBytes(16 << 20);
+    const down2up = Buffer.concat([Buffer.from("early bytes|"), randomBytes(16 << 20)]);
+    const received: Buffer[] = [];
+    const server = createNetServer({ allowHalfOpen: true }, (c) => {
+      c.on("data", (d: Buffer) => received.push(d));
+      c.on("end", () => c.end());
+      c.write(up2down);
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    const port = (server.address() as { port: number }).port;
+    const t = await testGate([`127.0.0.1:${port}`]);
+    try {
+      const s = await gateClient(t.gate.socketPath, t.token);
+      const got: Buffer[] = [];
+      s.on("data", (d: Buffer) => got.push(d));
+      const ended = new Promise((r) => s.once("end", r));
+      // The head and the first bytes of the tunnel in one write: the gate has read them before it hands over.
+      s.write(Buffer.concat([Buffer.from(connectTo(port)), down2up.subarray(0, 12)]));
+      await until(() => Buffer.concat(got).includes("\r\n\r\n"), "the tunnel opens");
+      s.end(down2up.subarray(12));
+      await ended;
+      const all = Buffer.concat(got);
+      const head = all.indexOf("\r\n\r\n") + 4;
+      expect(all.subarray(0, head).toString()).toBe("HTTP/1.1 200 Connection Established\r\n\r\n");
+      expect(sha(all.subarray(head))).toBe(sha(up2down));
+      await until(() => Buffer.concat(received).length === down2up.length, "the upstream has every byte");
+      expect(sha(Buffer.concat(received))).toBe(sha(down2up));
+      await until(() => t.events.some((e) => e.method === "CONNECT" && e.outcome !== undefined), "the tunnel's end is on the record");
+      expect(t.events.find((e) => e.outcome !== undefined)).toMatchObject({ outcome: "completed", bytesUp: down2up.length, bytesDown: up2down.length });
+    } finally {
+      await t.close();
+      server.close();
+    }
+  });
+
+  it("a server that speaks first is heard after the 200", async () => {
+    const up = await rawUpstream();
+    const server = createNetServer((c) => c.end("220 banner\r\n"));
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    const port = (server.address() as { port: number }).port;
+    const t = await testGate([`127.0.0.1:${port}`]);
+    try {
+      const r = await rawGate(t.gate.socketPath, t.token, connectTo(port));
+      expect(r).toBe("HTTP/1.1 200 Connection Established\r\n\r\n220 banner\r\n");
+    } finally {
+      await t.close();
+      server.close();
+      await up.close();
+    }
+  });
+
+  it("are cut past the connection's byte budget, counting both ways, and the cut is recorded", async () => {
+    const server = createNetServer((c) => {
+      c.on("error", () => {});
+      const block = Buffer.alloc(1 << 20, 0x79);
+      const more = () => {
+        while (!c.destroyed && c.write(block)) {
+          // until the kernel pushes back
+        }
+      };
+      c.on("drain", more);
+      more();
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    const port = (server.address() as { port: number }).port;
+    const t = await testGate([`127.0.0.1:${port}`], { limits: { bytesPerConnection: 4 << 20 } });
+    try {
+      const s = await gateClient(t.gate.socketPath, t.token, { allowHalfOpen: false });
+      let got = 0;
+      s.on("data", (d: Buffer) => (got += d.length));
+      const closed = new Promise((r) => s.once("close", r));
+      s.write(connectTo(port));
+      await closed;
+      expect(got).toBeLessThan((4 << 20) + (2 << 20));
+      await until(() => t.events.some((e) => e.outcome !== undefined), "the cut is on the record");
+      const end = t.events.find((e) => e.outcome !== undefined)!;
+      expect(end.outcome).toMatch(/limit of 4194304 bytes/);
+      // Received from both sides: the CONNECT head, then the upstream's bytes, until one more would pass the budget.
+      expect(end.bytesDown).toBeGreaterThan((4 << 20) - 64);
+    } finally {
+      await t.close();
+      server.close();
+    }
+  });
+
+  it("are closed after the idle time with nothing moving either way, and recorded", async () => {
+    const up = await rawUpstream();
+    const t = await testGate([`127.0.0.1:${up.port}`], { limits: { idleMs: 300 } });
+    try {
+      const s = await gateClient(t.gate.socketPath, t.token, { allowHalfOpen: false });
+      const got = collect(s);
+      s.write(connectTo(up.port));
+      await got.closed;
+      expect(got.text()).toBe("HTTP/1.1 200 Connection Established\r\n\r\n");
+      await until(() => t.events.some((e) => e.outcome !== undefined), "the idle end is on the record");
+      expect(t.events.find((e) => e.outcome !== undefined)!.outcome).toBe("stopped: no data either way for 300 ms");
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("end when the gate closes, and each is on the record by then", async () => {
+    const up = await rawUpstream();
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    const clients = await Promise.all([1, 2, 3].map(() => gateClient(t.gate.socketPath, t.token, { allowHalfOpen: false })));
+    const got = clients.map(collect);
+    for (const s of clients) s.write(connectTo(up.port));
+    await until(() => got.every((g) => g.text().includes("200 Connection Established")), "three tunnels are open");
+    await t.close();
+    expect(t.events.filter((e) => e.outcome !== undefined).map((e) => e.outcome)).toEqual(Array(3).fill("stopped: the gate closed"));
+    await Promise.all(got.map((g) => g.closed));
+    await up.close();
   });
 });

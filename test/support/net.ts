@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type Server } from "node:http";
 import { connect, createServer as createNetServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { sendClient, socketFd } from "../../src/net/engine.js";
 import { EgressGate, type EgressEvent, type GateLimits } from "../../src/net/gate.js";
 import { parseNetPolicy } from "../../src/net/rules.js";
 
@@ -48,25 +49,18 @@ export function loopbackOnly() {
   return { calls, fn };
 }
 
-/** Sends raw bytes to the gate's socket (with a preamble unless given null) and returns everything it answers. */
-export function rawGate(socketPath: string, token: string | null, payload: string | Buffer, opts: { waitMs?: number } = {}): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const s = connect(socketPath);
+/** Sends raw bytes to the gate as a relay's client (with the token, unless null) and returns everything it answers. */
+export async function rawGate(socketPath: string, token: string | null, payload: string | Buffer, opts: { waitMs?: number } = {}): Promise<string> {
+  // Not half-open: when the gate ends its side, so does this client, and the answer is complete.
+  const s = await gateClient(socketPath, token, { allowHalfOpen: false });
+  return new Promise((resolve) => {
     let out = "";
     const timer = setTimeout(() => s.destroy(), opts.waitMs ?? 3000);
-    s.on("connect", () => {
-      if (token !== null) s.write(`VAK-TOKEN ${token}\r\n`);
-      s.write(payload);
-    });
+    s.write(payload);
     s.on("data", (d: Buffer) => (out += d.toString("latin1")));
     s.on("close", () => {
       clearTimeout(timer);
       resolve(out);
-    });
-    s.on("error", (e) => {
-      clearTimeout(timer);
-      if (out) resolve(out);
-      else reject(e);
     });
   });
 }
@@ -165,13 +159,29 @@ export async function testGate(
   };
 }
 
-/** A client connection to a gate, past the preamble. */
-export async function gateClient(socketPath: string, token: string): Promise<Socket> {
-  const s = connect({ path: socketPath, allowHalfOpen: true });
-  s.on("error", () => {});
-  await new Promise((r) => s.once("connect", r));
-  s.write(`VAK-TOKEN ${token}\r\n`);
-  return s;
+/** Two ends of one loopback TCP connection: what a relay accepts, and the client it accepted. */
+export async function loopbackPair(allowHalfOpen = true): Promise<{ client: Socket; accepted: Socket }> {
+  const server = createNetServer({ pauseOnConnect: true });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  const accepted = new Promise<Socket>((r) => server.once("connection", r));
+  const client = connect({ port: (server.address() as { port: number }).port, host: "127.0.0.1", allowHalfOpen });
+  client.on("error", () => {});
+  await new Promise((r) => client.once("connect", r));
+  const a = await accepted;
+  server.close();
+  return { client, accepted: a };
+}
+
+/**
+ * A client of the gate, as the launcher's relay makes one: the accepted end of
+ * a loopback connection goes to the gate with the token's message (or, with
+ * null, a message without one), and the client end is returned.
+ */
+export async function gateClient(socketPath: string, token: string | null, opts: { allowHalfOpen?: boolean } = {}): Promise<Socket> {
+  const { client, accepted } = await loopbackPair(opts.allowHalfOpen ?? true);
+  sendClient(socketPath, token === null ? "HELLO" : `VAK-TOKEN ${token}`, socketFd(accepted));
+  accepted.destroy();
+  return client;
 }
 
 /** Everything a socket receives until the other side ends it (or it closes). */

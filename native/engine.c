@@ -1,0 +1,636 @@
+/* The egress gate's engine: a Node addon with one native thread.
+ *
+ * It does the two things the gate cannot do well in JavaScript:
+ *  - It takes client connections from sandbox relays. A relay does not copy a
+ *    client's bytes; it sends the accepted socket itself (SCM_RIGHTS) over a
+ *    SOCK_SEQPACKET unix socket, one message per client: "VAK-TOKEN <token>"
+ *    and exactly one fd, which must be a connected TCP socket. The gate then
+ *    reads the client directly. No host socket ever goes the other way.
+ *  - It splices granted CONNECT tunnels. Once the gate has decided and
+ *    connected, it hands both sockets here and the bytes move socket -> pipe ->
+ *    socket in the kernel, without passing through JavaScript. The engine
+ *    parses nothing; it counts bytes against the connection's budget, ends
+ *    idle tunnels, and ends any tunnel the gate cancels (a revoked worker).
+ *
+ * JavaScript hears of new clients and ended tunnels through one callback,
+ * called on the main thread. */
+#define _GNU_SOURCE
+#define NAPI_VERSION 8
+#include <errno.h>
+#include <fcntl.h>
+#include <node_api.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_MESSAGE 160
+#define MAX_FDS 4 /* room to see (and close) what a hostile sender attaches beyond its one */
+#define PIPE_WANT (256 * 1024)
+
+enum { EV_CLIENT = 1, EV_REFUSED = 2, EV_END = 3 };
+
+struct event {
+  int kind;
+  int fd; /* EV_CLIENT */
+  int id; /* EV_END */
+  double up, down;
+  char text[MAX_MESSAGE + 1]; /* the token, the refusal or the outcome */
+};
+
+/* One direction of a tunnel: from -> pipe -> to, after a prefix (bytes the gate had already read). */
+struct dir {
+  int from, to;
+  int pipe[2];
+  size_t in_pipe, cap;
+  char *prefix;
+  size_t plen, poff;
+  double moved;
+  int eof, shut;
+};
+
+struct tunnel {
+  int id;
+  int fd[2]; /* client, upstream */
+  struct dir up, down;
+  double budget, received;
+  int64_t idle_ms, last;
+  int cancelled;
+};
+
+struct list {
+  void **items;
+  size_t n, cap;
+};
+
+struct engine {
+  int listen_fd, wake_fd;
+  pthread_t thread;
+  int running;
+  pthread_mutex_t mu;
+  struct list incoming; /* tunnels handed over, not yet picked up by the thread (under mu) */
+  int *cancels;         /* ids to cancel (under mu) */
+  size_t ncancels, capcancels;
+  int stopping, next_id; /* under mu */
+  napi_threadsafe_function tsfn;
+  /* The thread's own. */
+  struct list tunnels;
+  int *relays;
+  size_t nrelays, caprelays;
+};
+
+static int64_t now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static int push(struct list *l, void *item) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 16;
+    void **items = realloc(l->items, cap * sizeof *items);
+    if (!items) return -1;
+    l->items = items, l->cap = cap;
+  }
+  l->items[l->n++] = item;
+  return 0;
+}
+
+static void emit(struct engine *e, struct event *ev) {
+  if (napi_call_threadsafe_function(e->tsfn, ev, napi_tsfn_nonblocking) != napi_ok) {
+    if (ev->kind == EV_CLIENT) close(ev->fd);
+    free(ev);
+  }
+}
+
+static void emit_text(struct engine *e, int kind, int fd, const char *text) {
+  struct event *ev = calloc(1, sizeof *ev);
+  if (!ev) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  ev->kind = kind;
+  ev->fd = fd;
+  snprintf(ev->text, sizeof ev->text, "%s", text);
+  emit(e, ev);
+}
+
+/* --- clients from relays --- */
+
+/* Why fd cannot be a client connection, or NULL if it can. */
+static const char *not_a_client(int fd) {
+  struct stat st;
+  int v;
+  socklen_t len = sizeof v;
+  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return "the fd is not a socket";
+  if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) != 0 || (v != AF_INET && v != AF_INET6)) return "the socket is not an inet socket";
+  len = sizeof v;
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) != 0 || v != SOCK_STREAM) return "the socket is not a stream socket";
+  len = sizeof v;
+  if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) != 0 || v != 0) return "the socket is a listening socket";
+  struct sockaddr_storage peer;
+  len = sizeof peer;
+  if (getpeername(fd, (struct sockaddr *)&peer, &len) != 0) return "the socket is not connected";
+  return NULL;
+}
+
+/* Reads one relay message; returns -1 when the relay connection is done. */
+static int take_message(struct engine *e, int relay) {
+  char buf[MAX_MESSAGE + 1];
+  union {
+    char space[CMSG_SPACE(MAX_FDS * sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  struct iovec iov = {.iov_base = buf, .iov_len = MAX_MESSAGE};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space, .msg_controllen = sizeof control.space};
+  ssize_t n = recvmsg(relay, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n < 0) return errno == EAGAIN || errno == EINTR ? 1 : -1;
+  if (n == 0 && m.msg_controllen == 0) return -1;
+  int fds[MAX_FDS * 2], nfds = 0;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < k && nfds < (int)(sizeof fds / sizeof fds[0]); i++) memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+  }
+  buf[n] = 0;
+  const char *why = NULL;
+  if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) why = "a relay message that was too long, or carried too many fds";
+  else if (nfds != 1) why = "a relay message without exactly one fd";
+  else if (strlen(buf) != (size_t)n) why = "a relay message with a NUL byte";
+  else why = not_a_client(fds[0]);
+  if (why) {
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+    emit_text(e, EV_REFUSED, -1, why);
+    return 0;
+  }
+  fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  emit_text(e, EV_CLIENT, fds[0], buf);
+  return 0;
+}
+
+/* --- tunnels --- */
+
+static void free_tunnel(struct tunnel *t) {
+  for (int i = 0; i < 2; i++) {
+    if (t->fd[i] >= 0) close(t->fd[i]);
+    struct dir *d = i ? &t->down : &t->up;
+    if (d->pipe[0] >= 0) close(d->pipe[0]);
+    if (d->pipe[1] >= 0) close(d->pipe[1]);
+    free(d->prefix);
+  }
+  free(t);
+}
+
+static void end_tunnel(struct engine *e, struct tunnel *t, const char *outcome) {
+  struct event *ev = calloc(1, sizeof *ev);
+  if (ev) {
+    ev->kind = EV_END;
+    ev->id = t->id;
+    ev->up = t->up.moved;
+    ev->down = t->down.moved;
+    snprintf(ev->text, sizeof ev->text, "%s", outcome);
+    emit(e, ev);
+  }
+  free_tunnel(t);
+}
+
+/* Moves what one direction can without waiting. Returns 1 if anything moved,
+ * 0 if not, -1 on an error (errno set), -2 past the byte budget. */
+static int step(struct tunnel *t, struct dir *d) {
+  int moved = 0;
+  if (d->poff < d->plen) {
+    ssize_t n = write(d->to, d->prefix + d->poff, d->plen - d->poff);
+    if (n > 0) d->poff += (size_t)n, moved = 1;
+    else if (n < 0 && errno != EAGAIN && errno != EINTR) return -1;
+  }
+  if (!d->eof && d->in_pipe < d->cap) {
+    ssize_t n = splice(d->from, NULL, d->pipe[1], NULL, d->cap - d->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n > 0) {
+      d->in_pipe += (size_t)n, d->moved += (double)n, t->received += (double)n, moved = 1;
+      if (t->received > t->budget) return -2;
+    } else if (n == 0) {
+      d->eof = 1, moved = 1;
+    } else if (errno != EAGAIN && errno != EINTR) {
+      return -1;
+    }
+  }
+  if (d->poff == d->plen && d->in_pipe > 0) {
+    ssize_t n = splice(d->pipe[0], NULL, d->to, NULL, d->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (n > 0) d->in_pipe -= (size_t)n, moved = 1;
+    else if (n < 0 && errno != EAGAIN && errno != EINTR) return -1;
+  }
+  if (d->eof && d->in_pipe == 0 && d->poff == d->plen && !d->shut) {
+    shutdown(d->to, SHUT_WR);
+    d->shut = 1, moved = 1;
+  }
+  return moved;
+}
+
+static short wanted(const struct dir *in, const struct dir *out) {
+  short ev = 0;
+  if (!in->eof && in->in_pipe < in->cap) ev |= POLLIN;
+  if (out->poff < out->plen || out->in_pipe > 0) ev |= POLLOUT;
+  return ev;
+}
+
+/* Runs one tunnel after poll; returns the outcome that ends it, or NULL. */
+static const char *service(struct tunnel *t, short client_rev, short upstream_rev, char *why, size_t cap) {
+  if (t->cancelled) return "cancelled";
+  int a = step(t, &t->up), b = a < 0 ? 0 : step(t, &t->down);
+  int failed = a < 0 ? a : b < 0 ? b : 0;
+  if (failed == -2) return "limit";
+  if (failed == -1) {
+    snprintf(why, cap, "error: %s", strerror(errno));
+    return why;
+  }
+  if (t->up.shut && t->down.shut) return "completed";
+  /* Hang-up with nothing left to move: the peer is gone (a reset), not a half-close. */
+  if (!(a || b) && ((client_rev | upstream_rev) & (POLLHUP | POLLERR))) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(t->fd[(client_rev & (POLLHUP | POLLERR)) ? 0 : 1], SOL_SOCKET, SO_ERROR, &err, &len);
+    snprintf(why, cap, "error: %s", err ? strerror(err) : "the connection was closed");
+    return why;
+  }
+  if (a || b) t->last = now_ms();
+  return NULL;
+}
+
+/* --- the thread --- */
+
+static void *run(void *arg) {
+  struct engine *e = arg;
+  struct pollfd *fds = NULL;
+  size_t capfds = 0;
+  for (;;) {
+    pthread_mutex_lock(&e->mu);
+    int stopping = e->stopping;
+    for (size_t i = 0; i < e->incoming.n; i++)
+      if (push(&e->tunnels, e->incoming.items[i]) != 0) end_tunnel(e, e->incoming.items[i], "error: out of memory");
+    e->incoming.n = 0;
+    for (size_t c = 0; c < e->ncancels; c++)
+      for (size_t i = 0; i < e->tunnels.n; i++)
+        if (((struct tunnel *)e->tunnels.items[i])->id == e->cancels[c]) ((struct tunnel *)e->tunnels.items[i])->cancelled = 1;
+    e->ncancels = 0;
+    pthread_mutex_unlock(&e->mu);
+    if (stopping) break;
+
+    size_t need = 2 + e->nrelays + 2 * e->tunnels.n;
+    if (need > capfds) {
+      struct pollfd *grown = realloc(fds, need * sizeof *fds);
+      if (!grown) break;
+      fds = grown, capfds = need;
+    }
+    size_t n = 0;
+    fds[n++] = (struct pollfd){.fd = e->wake_fd, .events = POLLIN};
+    fds[n++] = (struct pollfd){.fd = e->listen_fd, .events = POLLIN};
+    for (size_t i = 0; i < e->nrelays; i++) fds[n++] = (struct pollfd){.fd = e->relays[i], .events = POLLIN};
+    int64_t now = now_ms(), timeout = -1;
+    for (size_t i = 0; i < e->tunnels.n; i++) {
+      struct tunnel *t = e->tunnels.items[i];
+      fds[n++] = (struct pollfd){.fd = t->fd[0], .events = wanted(&t->up, &t->down)};
+      fds[n++] = (struct pollfd){.fd = t->fd[1], .events = wanted(&t->down, &t->up)};
+      int64_t left = t->cancelled ? 0 : t->last + t->idle_ms - now;
+      if (left < 0) left = 0;
+      if (timeout < 0 || left < timeout) timeout = left;
+    }
+    if (poll(fds, n, timeout > INT32_MAX ? INT32_MAX : (int)timeout) < 0 && errno != EINTR) break;
+    if (fds[0].revents & POLLIN) {
+      uint64_t v;
+      if (read(e->wake_fd, &v, sizeof v) < 0) { /* nothing to do: the counter was read */
+      }
+    }
+    if (fds[1].revents & POLLIN) {
+      int r = accept4(e->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (r >= 0) {
+        if (e->nrelays == e->caprelays) {
+          size_t cap = e->caprelays ? e->caprelays * 2 : 8;
+          int *grown = realloc(e->relays, cap * sizeof *grown);
+          if (grown) e->relays = grown, e->caprelays = cap;
+        }
+        if (e->nrelays < e->caprelays) e->relays[e->nrelays++] = r;
+        else close(r);
+      }
+    }
+    size_t relays_polled = n - 2 - 2 * e->tunnels.n;
+    for (size_t i = relays_polled; i-- > 0;) {
+      if (!fds[2 + i].revents) continue;
+      int r = 0;
+      for (int k = 0; k < 64 && r == 0; k++) r = take_message(e, e->relays[i]); /* a few at a time: tunnels keep moving */
+      if (r < 0) {
+        close(e->relays[i]);
+        e->relays[i] = e->relays[--e->nrelays];
+      }
+    }
+    now = now_ms();
+    size_t base = 2 + relays_polled, kept = 0;
+    for (size_t i = 0; i < e->tunnels.n; i++) {
+      struct tunnel *t = e->tunnels.items[i];
+      char why[MAX_MESSAGE];
+      short cr = fds[base + 2 * i].revents, ur = fds[base + 2 * i + 1].revents;
+      const char *outcome = (cr | ur || t->cancelled) ? service(t, cr, ur, why, sizeof why) : NULL;
+      if (!outcome && now - t->last >= t->idle_ms) outcome = "idle";
+      if (outcome) end_tunnel(e, t, outcome);
+      else e->tunnels.items[kept++] = t;
+    }
+    e->tunnels.n = kept;
+  }
+  for (size_t i = 0; i < e->tunnels.n; i++) end_tunnel(e, e->tunnels.items[i], "closed");
+  e->tunnels.n = 0;
+  pthread_mutex_lock(&e->mu);
+  for (size_t i = 0; i < e->incoming.n; i++) end_tunnel(e, e->incoming.items[i], "closed");
+  e->incoming.n = 0;
+  e->stopping = 1;
+  pthread_mutex_unlock(&e->mu);
+  for (size_t i = 0; i < e->nrelays; i++) close(e->relays[i]);
+  e->nrelays = 0;
+  free(fds);
+  return NULL;
+}
+
+/* --- JavaScript --- */
+
+#define CHECK(call)                                                                  \
+  do {                                                                               \
+    if ((call) != napi_ok) {                                                         \
+      napi_throw_error(env, NULL, "vak engine: " #call " failed");                   \
+      return NULL;                                                                   \
+    }                                                                                \
+  } while (0)
+
+static napi_value throw_errno(napi_env env, const char *what) {
+  char msg[256];
+  snprintf(msg, sizeof msg, "vak engine: %s: %s", what, strerror(errno));
+  napi_throw_error(env, NULL, msg);
+  return NULL;
+}
+
+static void call_js(napi_env env, napi_value cb, void *context, void *data) {
+  struct event *ev = data;
+  if (!env) { /* the function is being torn down: release what the event holds */
+    if (ev->kind == EV_CLIENT) close(ev->fd);
+    free(ev);
+    return;
+  }
+  napi_value obj, v, undefined;
+  napi_create_object(env, &obj);
+  const char *kind = ev->kind == EV_CLIENT ? "client" : ev->kind == EV_REFUSED ? "refused" : "end";
+  napi_create_string_utf8(env, kind, NAPI_AUTO_LENGTH, &v);
+  napi_set_named_property(env, obj, "kind", v);
+  napi_create_string_latin1(env, ev->text, NAPI_AUTO_LENGTH, &v);
+  napi_set_named_property(env, obj, ev->kind == EV_CLIENT ? "message" : ev->kind == EV_REFUSED ? "reason" : "outcome", v);
+  if (ev->kind == EV_CLIENT) {
+    napi_create_int32(env, ev->fd, &v);
+    napi_set_named_property(env, obj, "fd", v);
+  }
+  if (ev->kind == EV_END) {
+    napi_create_int32(env, ev->id, &v);
+    napi_set_named_property(env, obj, "id", v);
+    napi_create_double(env, ev->up, &v);
+    napi_set_named_property(env, obj, "up", v);
+    napi_create_double(env, ev->down, &v);
+    napi_set_named_property(env, obj, "down", v);
+  }
+  free(ev);
+  napi_get_undefined(env, &undefined);
+  napi_value ignored;
+  /* A throwing callback is the gate's bug; it surfaces as an uncaught exception. */
+  napi_call_function(env, undefined, cb, 1, &obj, &ignored);
+}
+
+static void finalize_engine(napi_env env, void *data, void *hint) {
+  struct engine *e = data;
+  pthread_mutex_destroy(&e->mu);
+  free(e->incoming.items);
+  free(e->tunnels.items);
+  free(e->relays);
+  free(e->cancels);
+  free(e);
+}
+
+static struct engine *engine_arg(napi_env env, napi_value v) {
+  void *p = NULL;
+  if (napi_get_value_external(env, v, &p) != napi_ok || !p) {
+    napi_throw_type_error(env, NULL, "vak engine: not an engine");
+    return NULL;
+  }
+  return p;
+}
+
+/* createEngine(socketPath, onEvent): listens and starts the thread. */
+static napi_value create_engine(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  size_t len = 0;
+  if (argc < 2 || napi_get_value_string_utf8(env, argv[0], a.sun_path, sizeof a.sun_path, &len) != napi_ok || len == 0 || len >= sizeof a.sun_path - 1) {
+    napi_throw_type_error(env, NULL, "vak engine: createEngine(socketPath, onEvent): bad socket path");
+    return NULL;
+  }
+  struct engine *e = calloc(1, sizeof *e);
+  if (!e) return throw_errno(env, "calloc");
+  e->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (e->listen_fd < 0 || e->wake_fd < 0 || bind(e->listen_fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(e->listen_fd, 64) != 0) {
+    int err = errno;
+    if (e->listen_fd >= 0) close(e->listen_fd);
+    if (e->wake_fd >= 0) close(e->wake_fd);
+    free(e);
+    errno = err;
+    return throw_errno(env, a.sun_path);
+  }
+  pthread_mutex_init(&e->mu, NULL);
+  napi_value name, ext;
+  CHECK(napi_create_string_utf8(env, "vak-gate-engine", NAPI_AUTO_LENGTH, &name));
+  CHECK(napi_create_threadsafe_function(env, argv[1], NULL, name, 0, 1, NULL, NULL, NULL, call_js, &e->tsfn));
+  if (pthread_create(&e->thread, NULL, run, e) != 0) {
+    napi_release_threadsafe_function(e->tsfn, napi_tsfn_abort);
+    close(e->listen_fd), close(e->wake_fd);
+    free(e);
+    return throw_errno(env, "pthread_create");
+  }
+  e->running = 1;
+  CHECK(napi_create_external(env, e, finalize_engine, NULL, &ext));
+  return ext;
+}
+
+static void wake(struct engine *e) {
+  uint64_t one = 1;
+  if (write(e->wake_fd, &one, sizeof one) < 0) { /* the counter is already non-zero */
+  }
+}
+
+static char *copy_buffer(napi_env env, napi_value v, size_t *len) {
+  void *data = NULL;
+  *len = 0;
+  bool is;
+  if (napi_is_buffer(env, v, &is) != napi_ok || !is || napi_get_buffer_info(env, v, &data, len) != napi_ok) return NULL;
+  char *copy = malloc(*len ? *len : 1);
+  if (copy && *len) memcpy(copy, data, *len);
+  return copy;
+}
+
+static int open_dir(struct dir *d, int from, int to) {
+  d->from = from, d->to = to;
+  if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) != 0) return -1;
+  fcntl(d->pipe[1], F_SETPIPE_SZ, PIPE_WANT); /* more than the default if the user's pipe quota allows */
+  int cap = fcntl(d->pipe[1], F_GETPIPE_SZ);
+  d->cap = cap > 0 ? (size_t)cap : 65536;
+  return 0;
+}
+
+/* tunnel(engine, clientFd, upstreamFd, upPrefix, downPrefix, budget, idleMs): id.
+ * Works on duplicates: the caller closes its own fds afterwards. */
+static napi_value tunnel(napi_env env, napi_callback_info info) {
+  size_t argc = 7;
+  napi_value argv[7];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 7) {
+    napi_throw_type_error(env, NULL, "vak engine: tunnel() takes 7 arguments");
+    return NULL;
+  }
+  struct engine *e = engine_arg(env, argv[0]);
+  if (!e) return NULL;
+  int32_t cfd, ufd;
+  double budget, idle;
+  CHECK(napi_get_value_int32(env, argv[1], &cfd));
+  CHECK(napi_get_value_int32(env, argv[2], &ufd));
+  CHECK(napi_get_value_double(env, argv[5], &budget));
+  CHECK(napi_get_value_double(env, argv[6], &idle));
+  struct tunnel *t = calloc(1, sizeof *t);
+  if (!t) return throw_errno(env, "calloc");
+  t->fd[0] = t->fd[1] = t->up.pipe[0] = t->up.pipe[1] = t->down.pipe[0] = t->down.pipe[1] = -1;
+  t->up.prefix = copy_buffer(env, argv[3], &t->up.plen);
+  t->down.prefix = copy_buffer(env, argv[4], &t->down.plen);
+  t->budget = budget;
+  t->idle_ms = (int64_t)idle;
+  t->last = now_ms();
+  t->fd[0] = fcntl(cfd, F_DUPFD_CLOEXEC, 3);
+  t->fd[1] = fcntl(ufd, F_DUPFD_CLOEXEC, 3);
+  if (!t->up.prefix || !t->down.prefix || t->fd[0] < 0 || t->fd[1] < 0 || not_a_client(t->fd[0]) || not_a_client(t->fd[1]) ||
+      open_dir(&t->up, t->fd[0], t->fd[1]) != 0 || open_dir(&t->down, t->fd[1], t->fd[0]) != 0) {
+    int err = errno;
+    free_tunnel(t);
+    errno = err ? err : EINVAL;
+    return throw_errno(env, "tunnel: the sockets or pipes could not be taken");
+  }
+  pthread_mutex_lock(&e->mu);
+  int ok = !e->stopping && push(&e->incoming, t) == 0;
+  if (ok) t->id = ++e->next_id;
+  pthread_mutex_unlock(&e->mu);
+  if (!ok) {
+    free_tunnel(t);
+    napi_throw_error(env, NULL, "vak engine: the engine is closed");
+    return NULL;
+  }
+  wake(e);
+  napi_value id;
+  CHECK(napi_create_int32(env, t->id, &id));
+  return id;
+}
+
+/* cancel(engine, id): the tunnel ends ("cancelled") soon after; unknown ids are ignored. */
+static napi_value cancel(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  struct engine *e = argc == 2 ? engine_arg(env, argv[0]) : NULL;
+  int32_t id;
+  if (!e || napi_get_value_int32(env, argv[1], &id) != napi_ok) return NULL;
+  pthread_mutex_lock(&e->mu);
+  if (e->ncancels == e->capcancels) {
+    size_t cap = e->capcancels ? e->capcancels * 2 : 16;
+    int *grown = realloc(e->cancels, cap * sizeof *grown);
+    if (grown) e->cancels = grown, e->capcancels = cap;
+  }
+  if (e->ncancels < e->capcancels) e->cancels[e->ncancels++] = id;
+  pthread_mutex_unlock(&e->mu);
+  wake(e);
+  return NULL;
+}
+
+/* close(engine): ends every tunnel ("closed"), stops listening, joins the thread. */
+static napi_value close_engine(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  struct engine *e = argc == 1 ? engine_arg(env, argv[0]) : NULL;
+  if (!e || !e->running) return NULL;
+  pthread_mutex_lock(&e->mu);
+  e->stopping = 1;
+  pthread_mutex_unlock(&e->mu);
+  wake(e);
+  pthread_join(e->thread, NULL);
+  e->running = 0;
+  close(e->listen_fd);
+  close(e->wake_fd);
+  napi_release_threadsafe_function(e->tsfn, napi_tsfn_release);
+  return NULL;
+}
+
+/* sendClient(socketPath, message, fd): what a relay does, for tests. */
+static napi_value send_client(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  char msg[512];
+  size_t plen = 0, mlen = 0;
+  int32_t fd;
+  if (argc < 3 || napi_get_value_string_utf8(env, argv[0], a.sun_path, sizeof a.sun_path, &plen) != napi_ok ||
+      napi_get_value_string_latin1(env, argv[1], msg, sizeof msg, &mlen) != napi_ok || napi_get_value_int32(env, argv[2], &fd) != napi_ok) {
+    napi_throw_type_error(env, NULL, "vak engine: sendClient(socketPath, message, fd)");
+    return NULL;
+  }
+  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+    int err = errno;
+    if (s >= 0) close(s);
+    errno = err;
+    return throw_errno(env, "sendClient: connect");
+  }
+  union {
+    char space[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  struct iovec iov = {.iov_base = msg, .iov_len = mlen};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (fd >= 0) {
+    m.msg_control = control.space, m.msg_controllen = sizeof control.space;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET, c->cmsg_type = SCM_RIGHTS, c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  ssize_t n = sendmsg(s, &m, MSG_NOSIGNAL);
+  int err = errno;
+  close(s);
+  if (n < 0) {
+    errno = err;
+    return throw_errno(env, "sendClient: sendmsg");
+  }
+  return NULL;
+}
+
+static napi_value init(napi_env env, napi_value exports) {
+  const struct {
+    const char *name;
+    napi_callback fn;
+  } fns[] = {{"createEngine", create_engine}, {"tunnel", tunnel}, {"cancel", cancel}, {"close", close_engine}, {"sendClient", send_client}};
+  for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    napi_value f;
+    if (napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &f) != napi_ok) return NULL;
+    napi_set_named_property(env, exports, fns[i].name, f);
+  }
+  return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

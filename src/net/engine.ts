@@ -1,0 +1,107 @@
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import type { Socket } from "node:net";
+import { join } from "node:path";
+import { VakError } from "../policy/errors.js";
+import { packageRoot } from "../sandbox/launcher.js";
+
+/** What the native engine (native/engine.c) reports, on the main thread. */
+export type EngineEvent =
+  | { kind: "client"; message: string; fd: number }
+  | { kind: "refused"; reason: string }
+  | { kind: "end"; id: number; outcome: string; up: number; down: number };
+
+interface Addon {
+  createEngine(socketPath: string, onEvent: (e: EngineEvent) => void): unknown;
+  tunnel(engine: unknown, clientFd: number, upstreamFd: number, upPrefix: Buffer, downPrefix: Buffer, budget: number, idleMs: number): number;
+  cancel(engine: unknown, id: number): void;
+  close(engine: unknown): void;
+  sendClient(socketPath: string, message: string, fd: number): void;
+}
+
+let addon: Addon | undefined;
+
+/** The addon built by node-gyp at install beside the launcher (build/Release/vak-engine.node). */
+function load(): Addon {
+  if (addon) return addon;
+  const p = join(packageRoot(), "build/Release/vak-engine.node");
+  if (!existsSync(p)) throw new VakError("unsupported", `the egress gate's engine is missing (${p}); run \`npm ci\` (or \`npx node-gyp rebuild\`) in the Vak package`);
+  addon = createRequire(import.meta.url)(p) as Addon;
+  return addon;
+}
+
+/** How a spliced tunnel ended, and the bytes it moved each way (not counting what the gate had already read). */
+export interface TunnelEnd {
+  outcome: string;
+  up: number;
+  down: number;
+}
+
+/** The file descriptor under a connected Node socket. */
+export function socketFd(s: Socket): number {
+  const fd = (s as unknown as { _handle?: { fd?: number } })._handle?.fd;
+  if (typeof fd !== "number" || fd < 0) throw new VakError("internal", "a socket without a file descriptor cannot be handed to the engine");
+  return fd;
+}
+
+/**
+ * The gate's native half: it receives client sockets from sandbox relays on a
+ * SOCK_SEQPACKET unix socket, and splices granted tunnels in the kernel, off
+ * the event loop. It decides nothing: every client goes to onClient, and a
+ * tunnel exists only when the gate hands one over.
+ */
+export class GateEngine {
+  private readonly handle: unknown;
+  private readonly ends = new Map<number, (end: TunnelEnd) => void>();
+  private closed = false;
+
+  constructor(
+    socketPath: string,
+    handlers: { onClient(message: string, fd: number): void; onRefused(reason: string): void },
+  ) {
+    this.handle = load().createEngine(socketPath, (e) => {
+      if (e.kind === "client") handlers.onClient(e.message, e.fd);
+      else if (e.kind === "refused") handlers.onRefused(e.reason);
+      else {
+        const done = this.ends.get(e.id);
+        this.ends.delete(e.id);
+        done?.({ outcome: e.outcome, up: e.up, down: e.down });
+      }
+    });
+  }
+
+  /**
+   * Splices client <-> upstream until both sides end, the budget of bytes
+   * received is spent, nothing moves for idleMs, or cancel(). The prefixes go
+   * first (what the gate had read but not forwarded). The engine works on its
+   * own copies of the fds: the caller destroys its sockets right after.
+   */
+  tunnel(client: Socket, upstream: Socket, upPrefix: Buffer, downPrefix: Buffer, budget: number, idleMs: number): { id: number; done: Promise<TunnelEnd> } {
+    if (this.closed) throw new VakError("internal", "the gate's engine is closed");
+    const id = load().tunnel(this.handle, socketFd(client), socketFd(upstream), upPrefix, downPrefix, budget, idleMs);
+    const done = new Promise<TunnelEnd>((resolve) => this.ends.set(id, resolve));
+    return { id, done };
+  }
+
+  cancel(id: number): void {
+    if (!this.closed) load().cancel(this.handle, id);
+  }
+
+  /** Ends every tunnel ("closed") and stops taking clients; their ends are reported before the returned promise settles. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    load().close(this.handle);
+    // The ends the thread reported on its way out arrive on later turns of the loop.
+    const deadline = Date.now() + 5000;
+    while (this.ends.size && Date.now() < deadline) await new Promise((r) => setImmediate(r));
+    // Not expected: the thread reports every tunnel it held. If one is missing, it is still closed.
+    for (const done of this.ends.values()) done({ outcome: "closed", up: 0, down: 0 });
+    this.ends.clear();
+  }
+}
+
+/** What a relay does: hands a connected socket to the gate with a message (tests use it to play the relay). */
+export function sendClient(socketPath: string, message: string, fd: number): void {
+  load().sendClient(socketPath, message, fd);
+}
