@@ -401,6 +401,41 @@ describe("tunnels spliced by the engine", () => {
     }
   });
 
+  it("a slow reader gets the end of a download after both sides have ended, with no spinning meanwhile", async () => {
+    const body = randomBytes(8 << 20);
+    const server = createNetServer({ allowHalfOpen: true }, (c) => c.once("end", () => c.end(body)));
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+    const port = (server.address() as { port: number }).port;
+    const t = await testGate([`127.0.0.1:${port}`]);
+    try {
+      const s = await gateClient(t.gate.socketPath, t.token);
+      const got: Buffer[] = [];
+      s.once("data", (d: Buffer) => got.push(d)); // the 200
+      s.write(connectTo(port));
+      await until(() => got.length > 0, "the tunnel opens");
+      s.pause();
+      // The client half-closes; the server answers 8 MiB and ends; the client does not read yet, so the
+      // tunnel holds data for it while the server's side has hung up.
+      s.end();
+      await new Promise((r) => setTimeout(r, 300));
+      const cpu = process.cpuUsage();
+      await new Promise((r) => setTimeout(r, 500));
+      const used = process.cpuUsage(cpu);
+      // A loop that polls a hung-up socket over and over would burn the whole half second.
+      expect((used.user + used.system) / 1000).toBeLessThan(250);
+      const ended = new Promise((r) => s.once("end", r));
+      s.on("data", (d: Buffer) => got.push(d));
+      s.resume();
+      await ended;
+      expect(sha(Buffer.concat(got.slice(1)))).toBe(sha(body));
+      await until(() => t.events.some((e) => e.outcome !== undefined), "the end is on the record");
+      expect(t.events.find((e) => e.outcome !== undefined)).toMatchObject({ outcome: "completed", bytesDown: body.length });
+    } finally {
+      await t.close();
+      server.close();
+    }
+  });
+
   it("a server that speaks first is heard after the 200", async () => {
     const up = await rawUpstream();
     const server = createNetServer((c) => c.end("220 banner\r\n"));
