@@ -1,6 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { engineProblem } from "../net/engine.js";
 import { decide } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { launch } from "../sandbox/launcher.js";
@@ -36,9 +37,10 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
   const p: Probe = await probe();
   const best = bestSandbox(p);
   const smoke = best.kind === "unsupported" ? "not tried" : (await smokeTest(best.kind)) ?? "ok";
-  const ok = best.kind === "namespaces" && smoke === "ok";
+  const engine = engineProblem() ?? "ok";
+  const ok = best.kind === "namespaces" && smoke === "ok" && engine === "ok";
   if (opts.json) {
-    process.stdout.write(JSON.stringify({ ok, sandbox: best.kind, missing: best.missing, smokeTest: smoke, layers: layers(p), probe: p }) + "\n");
+    process.stdout.write(JSON.stringify({ ok, sandbox: best.kind, missing: best.missing, smokeTest: smoke, egressEngine: engine, layers: layers(p), probe: p }) + "\n");
     return ok ? 0 : 1;
   }
   const out = (s: string) => process.stdout.write(s + "\n");
@@ -46,6 +48,7 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
   for (const l of layers(p)) out(`  ${l.ok ? "ok  " : "MISS"} ${l.name}: ${l.detail}`);
   out(`  ${p.procs_limit === "none" ? "MISS" : "ok  "} process limit: ${describeProcs(p)}`);
   out(`  ok   memory limit: ${p.memory_limit === "cgroup" ? "memory cgroup" : "RLIMIT_DATA (approximate: no memory cgroup here)"}`);
+  out(`  ${engine === "ok" ? "ok  " : "MISS"} egress gate engine: ${engine === "ok" ? "loaded (network grants work)" : engine}`);
   if (p.tiocsti_legacy === 1) out("  note terminal injection (TIOCSTI) is enabled on this kernel; the seccomp filter blocks it");
   if (best.kind === "namespaces") out(`sandbox: full (namespaces, Landlock, seccomp, write guard); end-to-end test: ${smoke}`);
   else if (best.kind === "reduced") {

@@ -30,6 +30,16 @@ function load(): Addon {
   return addon;
 }
 
+/** Why the engine cannot be used here (for `vak doctor`), or undefined if it loads. */
+export function engineProblem(): string | undefined {
+  try {
+    load();
+    return undefined;
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
 /** How a spliced tunnel ended, and the bytes it moved each way (not counting what the gate had already read). */
 export interface TunnelEnd {
   outcome: string;
