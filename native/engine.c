@@ -85,7 +85,6 @@ struct engine {
   int *cancels;         /* ids to cancel (under mu) */
   size_t ncancels, capcancels;
   int stopping, next_id; /* under mu */
-  int live;              /* tunnels that exist (atomic) */
   napi_threadsafe_function tsfn;
   /* The thread's own. */
   struct list tunnels;
@@ -184,8 +183,7 @@ static int take_message(struct engine *e, int relay) {
 
 /* --- tunnels --- */
 
-static void free_tunnel(struct engine *e, struct tunnel *t) {
-  __atomic_fetch_sub(&e->live, 1, __ATOMIC_RELAXED);
+static void free_tunnel(struct tunnel *t) {
   for (int i = 0; i < 2; i++) {
     if (t->fd[i] >= 0) close(t->fd[i]);
     struct dir *d = i ? &t->down : &t->up;
@@ -206,7 +204,7 @@ static void end_tunnel(struct engine *e, struct tunnel *t, const char *outcome) 
     snprintf(ev->text, sizeof ev->text, "%s", outcome);
     emit(e, ev);
   }
-  free_tunnel(e, t);
+  free_tunnel(t);
 }
 
 /* Moves what one direction can without waiting. Returns 1 if anything moved,
@@ -270,6 +268,16 @@ static const char *service(struct tunnel *t, short client_rev, short upstream_re
 
 /* --- the thread --- */
 
+/* Pipes are made here, on the engine thread, not on the event loop that hands the tunnel over. */
+static int open_dir(struct dir *d, int from, int to, int big) {
+  d->from = from, d->to = to;
+  if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) != 0) return -1;
+  if (big) fcntl(d->pipe[1], F_SETPIPE_SZ, PIPE_BIG); /* if the quota allows; the default otherwise */
+  int cap = fcntl(d->pipe[1], F_GETPIPE_SZ);
+  d->cap = cap > 0 ? (size_t)cap : 65536;
+  return 0;
+}
+
 static void *run(void *arg) {
   struct engine *e = arg;
   struct pollfd *fds = NULL;
@@ -277,8 +285,17 @@ static void *run(void *arg) {
   for (;;) {
     pthread_mutex_lock(&e->mu);
     int stopping = e->stopping;
-    for (size_t i = 0; i < e->incoming.n; i++)
-      if (push(&e->tunnels, e->incoming.items[i]) != 0) end_tunnel(e, e->incoming.items[i], "error: out of memory");
+    for (size_t i = 0; i < e->incoming.n; i++) {
+      struct tunnel *t = e->incoming.items[i];
+      int big = e->tunnels.n < BIG_PIPE_TUNNELS;
+      if (open_dir(&t->up, t->fd[0], t->fd[1], big) != 0 || open_dir(&t->down, t->fd[1], t->fd[0], big) != 0) {
+        char why[MAX_MESSAGE];
+        snprintf(why, sizeof why, "error: no pipe for the tunnel: %s", strerror(errno));
+        end_tunnel(e, t, why);
+      } else if (push(&e->tunnels, t) != 0) {
+        end_tunnel(e, t, "error: out of memory");
+      }
+    }
     e->incoming.n = 0;
     for (size_t c = 0; c < e->ncancels; c++)
       for (size_t i = 0; i < e->tunnels.n; i++)
@@ -487,14 +504,6 @@ static char *copy_buffer(napi_env env, napi_value v, size_t *len) {
   return copy;
 }
 
-static int open_dir(struct dir *d, int from, int to, int big) {
-  d->from = from, d->to = to;
-  if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) != 0) return -1;
-  if (big) fcntl(d->pipe[1], F_SETPIPE_SZ, PIPE_BIG); /* if the quota allows; the default otherwise */
-  int cap = fcntl(d->pipe[1], F_GETPIPE_SZ);
-  d->cap = cap > 0 ? (size_t)cap : 65536;
-  return 0;
-}
 
 /* tunnel(engine, clientFd, upstreamFd, upPrefix, downPrefix, budget, idleMs): id.
  * Works on duplicates: the caller closes its own fds afterwards. */
@@ -519,16 +528,14 @@ static napi_value tunnel(napi_env env, napi_callback_info info) {
   t->fd[0] = t->fd[1] = t->up.pipe[0] = t->up.pipe[1] = t->down.pipe[0] = t->down.pipe[1] = -1;
   t->up.prefix = copy_buffer(env, argv[3], &t->up.plen);
   t->down.prefix = copy_buffer(env, argv[4], &t->down.plen);
-  int big = __atomic_add_fetch(&e->live, 1, __ATOMIC_RELAXED) <= BIG_PIPE_TUNNELS;
   t->budget = budget;
   t->idle_ms = (int64_t)idle;
   t->last = now_ms();
   t->fd[0] = fcntl(cfd, F_DUPFD_CLOEXEC, 3);
   t->fd[1] = fcntl(ufd, F_DUPFD_CLOEXEC, 3);
-  if (!t->up.prefix || !t->down.prefix || t->fd[0] < 0 || t->fd[1] < 0 || not_a_client(t->fd[0]) || not_a_client(t->fd[1]) ||
-      open_dir(&t->up, t->fd[0], t->fd[1], big) != 0 || open_dir(&t->down, t->fd[1], t->fd[0], big) != 0) {
+  if (!t->up.prefix || !t->down.prefix || t->fd[0] < 0 || t->fd[1] < 0 || not_a_client(t->fd[0]) || not_a_client(t->fd[1])) {
     int err = errno;
-    free_tunnel(e, t);
+    free_tunnel(t);
     errno = err ? err : EINVAL;
     return throw_errno(env, "tunnel: the sockets or pipes could not be taken");
   }
@@ -537,7 +544,7 @@ static napi_value tunnel(napi_env env, napi_callback_info info) {
   if (ok) t->id = ++e->next_id;
   pthread_mutex_unlock(&e->mu);
   if (!ok) {
-    free_tunnel(e, t);
+    free_tunnel(t);
     napi_throw_error(env, NULL, "vak engine: the engine is closed");
     return NULL;
   }
