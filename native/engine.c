@@ -25,7 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -34,6 +36,10 @@
 
 #define MAX_MESSAGE 160
 #define MAX_FDS 4 /* room to see (and close) what a hostile sender attaches beyond its one */
+/* Clients handed to JavaScript and not yet taken: past this, relays are not
+ * read, so a relay's blocking send holds it back instead of vak holding fds. */
+#define MAX_PENDING_CLIENTS 64
+#define ACCEPT_PAUSE_MS 100 /* after running out of fds: accept again later, not in a loop */
 /* Larger pipes mean fewer wake-ups per byte (about a quarter more throughput
  * here), but they count against the user's pipe quota: only the first few
  * tunnels get them. */
@@ -59,6 +65,7 @@ struct dir {
   size_t plen, poff;
   double moved;
   int eof, shut;
+  int full; /* a splice into the pipe found no room: its slots are used up by small pieces */
 };
 
 struct tunnel {
@@ -85,6 +92,7 @@ struct engine {
   int *cancels;         /* ids to cancel (under mu) */
   size_t ncancels, capcancels;
   int stopping, next_id; /* under mu */
+  int pending;           /* clients reported, not yet taken by JavaScript (atomic) */
   napi_threadsafe_function tsfn;
   /* The thread's own. */
   struct list tunnels;
@@ -111,7 +119,7 @@ static int push(struct list *l, void *item) {
 
 static void emit(struct engine *e, struct event *ev) {
   if (napi_call_threadsafe_function(e->tsfn, ev, napi_tsfn_nonblocking) != napi_ok) {
-    if (ev->kind == EV_CLIENT) close(ev->fd);
+    if (ev->kind == EV_CLIENT) close(ev->fd), __atomic_sub_fetch(&e->pending, 1, __ATOMIC_RELAXED);
     free(ev);
   }
 }
@@ -177,6 +185,7 @@ static int take_message(struct engine *e, int relay) {
     return 0;
   }
   fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  __atomic_add_fetch(&e->pending, 1, __ATOMIC_RELAXED);
   emit_text(e, EV_CLIENT, fds[0], buf);
   return 0;
 }
@@ -195,6 +204,14 @@ static void free_tunnel(struct tunnel *t) {
 }
 
 static void end_tunnel(struct engine *e, struct tunnel *t, const char *outcome) {
+  /* Only a tunnel whose two sides both ended is closed cleanly. Any other end
+   * (an error, a limit, idle, revoked, the gate closing) resets both, so that
+   * neither peer takes a cut stream for a complete one. */
+  if (strcmp(outcome, "completed") != 0) {
+    struct linger abort_close = {.l_onoff = 1, .l_linger = 0};
+    for (int i = 0; i < 2; i++)
+      if (t->fd[i] >= 0) setsockopt(t->fd[i], SOL_SOCKET, SO_LINGER, &abort_close, sizeof abort_close);
+  }
   struct event *ev = calloc(1, sizeof *ev);
   if (ev) {
     ev->kind = EV_END;
@@ -208,7 +225,7 @@ static void end_tunnel(struct engine *e, struct tunnel *t, const char *outcome) 
 }
 
 /* Moves what one direction can without waiting. Returns 1 if anything moved,
- * 0 if not, -1 on an error (errno set), -2 past the byte budget. */
+ * 0 if not, -1 on an error (errno set), -2 past the byte budget, -3 at urgent data. */
 static int step(struct tunnel *t, struct dir *d) {
   int moved = 0;
   if (d->poff < d->plen) {
@@ -216,20 +233,29 @@ static int step(struct tunnel *t, struct dir *d) {
     if (n > 0) d->poff += (size_t)n, moved = 1;
     else if (n < 0 && errno != EAGAIN && errno != EINTR) return -1;
   }
-  if (!d->eof && d->in_pipe < d->cap) {
+  if (!d->eof && !d->full && d->in_pipe < d->cap) {
     ssize_t n = splice(d->from, NULL, d->pipe[1], NULL, d->cap - d->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    int mark = 0;
     if (n > 0) {
       d->in_pipe += (size_t)n, d->moved += (double)n, t->received += (double)n, moved = 1;
       if (t->received > t->budget) return -2;
+    } else if (n == 0 && ioctl(d->from, SIOCATMARK, &mark) == 0 && mark) {
+      /* Splicing stops short of TCP urgent data and says 0, as at the end of
+       * the stream. It is not the end: refuse it rather than fake a clean one. */
+      return -3;
     } else if (n == 0) {
       d->eof = 1, moved = 1;
+    } else if (errno == EAGAIN && d->in_pipe > 0) {
+      /* No room (a pipe fills by slots, not bytes), or nothing to read: either
+       * way, wait until some of the pipe has gone out. */
+      d->full = 1;
     } else if (errno != EAGAIN && errno != EINTR) {
       return -1;
     }
   }
   if (d->poff == d->plen && d->in_pipe > 0) {
     ssize_t n = splice(d->pipe[0], NULL, d->to, NULL, d->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-    if (n > 0) d->in_pipe -= (size_t)n, moved = 1;
+    if (n > 0) d->in_pipe -= (size_t)n, d->full = 0, moved = 1;
     else if (n < 0 && errno != EAGAIN && errno != EINTR) return -1;
   }
   if (d->eof && d->in_pipe == 0 && d->poff == d->plen && !d->shut) {
@@ -241,7 +267,7 @@ static int step(struct tunnel *t, struct dir *d) {
 
 static short wanted(const struct dir *in, const struct dir *out) {
   short ev = 0;
-  if (!in->eof && in->in_pipe < in->cap) ev |= POLLIN;
+  if (!in->eof && !in->full && in->in_pipe < in->cap) ev |= POLLIN;
   if (out->poff < out->plen || out->in_pipe > 0) ev |= POLLOUT;
   return ev;
 }
@@ -254,9 +280,19 @@ static const char *service(struct tunnel *t, short client_rev, short upstream_re
   if (client_rev & (POLLHUP | POLLERR)) t->hup[0] = 1;
   if (upstream_rev & (POLLHUP | POLLERR)) t->hup[1] = 1;
   if (t->cancelled) return "cancelled";
+  /* An error is: a reset side is not read or written again if it is done with, so ask it now. */
+  for (int i = 0; i < 2; i++) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (((i ? upstream_rev : client_rev) & POLLERR) && getsockopt(t->fd[i], SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err) {
+      snprintf(why, cap, "error: %s", strerror(err));
+      return why;
+    }
+  }
   int a = step(t, &t->up), b = a < 0 ? 0 : step(t, &t->down);
   int failed = a < 0 ? a : b < 0 ? b : 0;
   if (failed == -2) return "limit";
+  if (failed == -3) return "error: TCP urgent (out-of-band) data, which a tunnel does not carry";
   if (failed == -1) {
     snprintf(why, cap, "error: %s", strerror(errno));
     return why;
@@ -282,6 +318,7 @@ static void *run(void *arg) {
   struct engine *e = arg;
   struct pollfd *fds = NULL;
   size_t capfds = 0;
+  int64_t accept_paused_until = 0;
   for (;;) {
     pthread_mutex_lock(&e->mu);
     int stopping = e->stopping;
@@ -311,10 +348,12 @@ static void *run(void *arg) {
       fds = grown, capfds = need;
     }
     size_t n = 0;
-    fds[n++] = (struct pollfd){.fd = e->wake_fd, .events = POLLIN};
-    fds[n++] = (struct pollfd){.fd = e->listen_fd, .events = POLLIN};
-    for (size_t i = 0; i < e->nrelays; i++) fds[n++] = (struct pollfd){.fd = e->relays[i], .events = POLLIN};
     int64_t now = now_ms(), timeout = -1;
+    int taking = __atomic_load_n(&e->pending, __ATOMIC_RELAXED) < MAX_PENDING_CLIENTS;
+    if (now < accept_paused_until) timeout = accept_paused_until - now;
+    fds[n++] = (struct pollfd){.fd = e->wake_fd, .events = POLLIN};
+    fds[n++] = (struct pollfd){.fd = now < accept_paused_until ? -1 : e->listen_fd, .events = POLLIN};
+    for (size_t i = 0; i < e->nrelays; i++) fds[n++] = (struct pollfd){.fd = taking ? e->relays[i] : -1, .events = POLLIN};
     for (size_t i = 0; i < e->tunnels.n; i++) {
       struct tunnel *t = e->tunnels.items[i];
       /* Poll reports a hang-up at once, every time: a hung-up side that this
@@ -335,6 +374,8 @@ static void *run(void *arg) {
     }
     if (fds[1].revents & POLLIN) {
       int r = accept4(e->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (r < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM))
+        accept_paused_until = now_ms() + ACCEPT_PAUSE_MS;
       if (r >= 0) {
         if (e->nrelays == e->caprelays) {
           size_t cap = e->caprelays ? e->caprelays * 2 : 8;
@@ -349,7 +390,9 @@ static void *run(void *arg) {
     for (size_t i = relays_polled; i-- > 0;) {
       if (!fds[2 + i].revents) continue;
       int r = 0;
-      for (int k = 0; k < 64 && r == 0; k++) r = take_message(e, e->relays[i]); /* a few at a time: tunnels keep moving */
+      /* A few at a time, so that tunnels keep moving, and none past what JavaScript has not taken. */
+      for (int k = 0; k < 64 && r == 0 && __atomic_load_n(&e->pending, __ATOMIC_RELAXED) < MAX_PENDING_CLIENTS; k++)
+        r = take_message(e, e->relays[i]);
       if (r < 0) {
         close(e->relays[i]);
         e->relays[i] = e->relays[--e->nrelays];
@@ -398,8 +441,13 @@ static napi_value throw_errno(napi_env env, const char *what) {
   return NULL;
 }
 
+static void wake(struct engine *e);
+
 static void call_js(napi_env env, napi_value cb, void *context, void *data) {
+  struct engine *e = context;
   struct event *ev = data;
+  /* A client taken: below the bound again, relays are read again. (After close, the wake fd is gone.) */
+  if (ev->kind == EV_CLIENT && __atomic_sub_fetch(&e->pending, 1, __ATOMIC_RELAXED) == MAX_PENDING_CLIENTS - 1 && e->running) wake(e);
   if (!env) { /* the function is being torn down: release what the event holds */
     if (ev->kind == EV_CLIENT) close(ev->fd);
     free(ev);
@@ -427,7 +475,7 @@ static void call_js(napi_env env, napi_value cb, void *context, void *data) {
   free(ev);
   napi_get_undefined(env, &undefined);
   napi_value ignored;
-  /* A throwing callback is the gate's bug; it surfaces as an uncaught exception. */
+  /* The callback must not throw (GateEngine's handlers catch); if it does, Node reports it and goes on. */
   napi_call_function(env, undefined, cb, 1, &obj, &ignored);
 }
 
@@ -476,7 +524,7 @@ static napi_value create_engine(napi_env env, napi_callback_info info) {
   pthread_mutex_init(&e->mu, NULL);
   napi_value name, ext;
   CHECK(napi_create_string_utf8(env, "vak-gate-engine", NAPI_AUTO_LENGTH, &name));
-  CHECK(napi_create_threadsafe_function(env, argv[1], NULL, name, 0, 1, NULL, NULL, NULL, call_js, &e->tsfn));
+  CHECK(napi_create_threadsafe_function(env, argv[1], NULL, name, 0, 1, NULL, NULL, e, call_js, &e->tsfn));
   if (pthread_create(&e->thread, NULL, run, e) != 0) {
     napi_release_threadsafe_function(e->tsfn, napi_tsfn_abort);
     close(e->listen_fd), close(e->wake_fd);
@@ -523,6 +571,10 @@ static napi_value tunnel(napi_env env, napi_callback_info info) {
   CHECK(napi_get_value_int32(env, argv[2], &ufd));
   CHECK(napi_get_value_double(env, argv[5], &budget));
   CHECK(napi_get_value_double(env, argv[6], &idle));
+  if (isnan(budget) || !(idle >= 0 && idle <= 1e12)) {
+    napi_throw_range_error(env, NULL, "vak engine: tunnel(): the budget must be a number, and the idle time 0 to 1e12 ms");
+    return NULL;
+  }
   struct tunnel *t = calloc(1, sizeof *t);
   if (!t) return throw_errno(env, "calloc");
   t->fd[0] = t->fd[1] = t->up.pipe[0] = t->up.pipe[1] = t->down.pipe[0] = t->down.pipe[1] = -1;
@@ -541,7 +593,8 @@ static napi_value tunnel(napi_env env, napi_callback_info info) {
   }
   pthread_mutex_lock(&e->mu);
   int ok = !e->stopping && push(&e->incoming, t) == 0;
-  if (ok) t->id = ++e->next_id;
+  /* The id is read here, under the lock: once the thread has it, the tunnel may end and be freed. */
+  int32_t tid = ok ? (t->id = ++e->next_id) : 0;
   pthread_mutex_unlock(&e->mu);
   if (!ok) {
     free_tunnel(t);
@@ -550,7 +603,7 @@ static napi_value tunnel(napi_env env, napi_callback_info info) {
   }
   wake(e);
   napi_value id;
-  CHECK(napi_create_int32(env, t->id, &id));
+  CHECK(napi_create_int32(env, tid, &id));
   return id;
 }
 

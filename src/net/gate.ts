@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, rmSync } from "node:fs";
+import { chmodSync, closeSync, mkdirSync, rmSync } from "node:fs";
 import { connect as netConnect, Socket } from "node:net";
 import { join } from "node:path";
 import { type Host, hostText } from "./address.js";
@@ -69,6 +69,8 @@ export interface GateOptions {
 /** What the launcher's relay sends with each client's socket: which worker this is. */
 export const PREAMBLE = "VAK-TOKEN ";
 
+const MAX_LINGERING = 64;
+
 /** Something that holds a worker's connection open: a client socket, or a tunnel the engine splices. */
 interface Open {
   destroy(): void;
@@ -101,6 +103,8 @@ export class EgressGate {
   private readonly sockets = new Set<Socket>();
   private readonly serving = new Set<Promise<void>>();
   private minGeneration = 0;
+  /** Refused connections given a moment to read their answer. */
+  private lingering = 0;
   private closing: Promise<void> | undefined;
   /** Settles when the gate closes: pending lookups stop waiting then. */
   private readonly stopping: Promise<undefined>;
@@ -123,13 +127,24 @@ export class EgressGate {
     if (this.engine || this.closing) throw new Error("the egress gate is already listening, or closed");
     this.engine = new GateEngine(this.socketPath, {
       onClient: (message, fd) => {
-        // Half-open: a client that shuts down its sending side still gets its answer.
-        const s = new Socket({ fd, readable: true, writable: true, allowHalfOpen: true });
+        let s: Socket;
+        try {
+          // Half-open: a client that shuts down its sending side still gets its answer.
+          s = new Socket({ fd, readable: true, writable: true, allowHalfOpen: true });
+        } catch {
+          return closeSync(fd);
+        }
         const done = this.accept(s, message).catch(() => void s.destroy());
         this.serving.add(done);
         void done.finally(() => this.serving.delete(done));
       },
-      onRefused: (reason) => this.record(undefined, { method: "-", asked: "(connection)", decision: "denied", code: "relay-message", reason: `a relay message the gate cannot take: ${reason}` }),
+      onRefused: (reason) => {
+        try {
+          this.record(undefined, { method: "-", asked: "(connection)", decision: "denied", code: "relay-message", reason: `a relay message the gate cannot take: ${reason}` });
+        } catch {
+          // the sink that threw has its own failure to report; the message is refused either way
+        }
+      },
     });
     chmodSync(this.socketPath, 0o600);
   }
@@ -185,9 +200,17 @@ export class EgressGate {
     this.record(worker, { method: "-", asked: "(connection)", decision: "denied", code, reason, status });
     const body = `vak egress gate: refused: ${reason}\n`;
     socket.end(`HTTP/1.1 ${head}\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
-    // Whatever else it sends is dropped unread, and it gets a moment to read the answer, no more.
+    // Whatever else it sends is dropped unread, and it gets a moment to read the answer, no more:
+    // a deadline, not an idle timeout, which a client that keeps sending would never meet. Under a
+    // flood of refusals, none lingers: each holds an fd in vak.
+    if (this.lingering >= MAX_LINGERING) return void socket.destroy();
+    this.lingering += 1;
     socket.resume();
-    socket.setTimeout(this.limits.headerMs, () => socket.destroy());
+    const deadline = setTimeout(() => socket.destroy(), this.limits.headerMs);
+    socket.once("close", () => {
+      clearTimeout(deadline);
+      this.lingering -= 1;
+    });
   }
 
   /** Takes a client the relay handed over with its message (the worker's token), then serves its requests. */
