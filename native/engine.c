@@ -289,8 +289,14 @@ static const char *service(struct tunnel *t, short client_rev, short upstream_re
       return why;
     }
   }
-  int a = step(t, &t->up), b = a < 0 ? 0 : step(t, &t->down);
-  int failed = a < 0 ? a : b < 0 ? b : 0;
+  /* Moves until nothing moves (a few rounds at most, so that other tunnels get their turn): fewer polls per byte. */
+  int a = 0, b = 0, failed = 0;
+  for (int round = 0; round < 4 && !failed; round++) {
+    int ra = step(t, &t->up), rb = ra < 0 ? 0 : step(t, &t->down);
+    failed = ra < 0 ? ra : rb < 0 ? rb : 0;
+    a |= ra > 0, b |= rb > 0;
+    if (ra <= 0 && rb <= 0) break;
+  }
   if (failed == -2) return "limit";
   if (failed == -3) return "error: TCP urgent (out-of-band) data, which a tunnel does not carry";
   if (failed == -1) {
