@@ -91,6 +91,7 @@ struct engine {
   struct list incoming; /* tunnels handed over, not yet picked up by the thread (under mu) */
   int *cancels;         /* ids to cancel (under mu) */
   size_t ncancels, capcancels;
+  int cancel_all;       /* (under mu) */
   int stopping, next_id; /* under mu */
   int pending;           /* clients reported, not yet taken by JavaScript (atomic) */
   napi_threadsafe_function tsfn;
@@ -340,10 +341,12 @@ static void *run(void *arg) {
       }
     }
     e->incoming.n = 0;
-    for (size_t c = 0; c < e->ncancels; c++)
-      for (size_t i = 0; i < e->tunnels.n; i++)
-        if (((struct tunnel *)e->tunnels.items[i])->id == e->cancels[c]) ((struct tunnel *)e->tunnels.items[i])->cancelled = 1;
-    e->ncancels = 0;
+    for (size_t i = 0; i < e->tunnels.n; i++) {
+      struct tunnel *t = e->tunnels.items[i];
+      for (size_t c = 0; c < e->ncancels && !t->cancelled; c++) t->cancelled = t->id == e->cancels[c];
+      if (e->cancel_all) t->cancelled = 1;
+    }
+    e->ncancels = 0, e->cancel_all = 0;
     pthread_mutex_unlock(&e->mu);
     if (stopping) break;
 
@@ -504,14 +507,20 @@ static struct engine *engine_arg(napi_env env, napi_value v) {
   return p;
 }
 
+/* A unix socket address from a JavaScript string; 0 if it is not one that fits. */
+static int socket_address(napi_env env, napi_value v, struct sockaddr_un *a) {
+  size_t len = 0;
+  *a = (struct sockaddr_un){.sun_family = AF_UNIX};
+  return napi_get_value_string_utf8(env, v, a->sun_path, sizeof a->sun_path, &len) == napi_ok && len > 0 && len < sizeof a->sun_path - 1;
+}
+
 /* createEngine(socketPath, onEvent): listens and starts the thread. */
 static napi_value create_engine(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value argv[2];
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  struct sockaddr_un a = {.sun_family = AF_UNIX};
-  size_t len = 0;
-  if (argc < 2 || napi_get_value_string_utf8(env, argv[0], a.sun_path, sizeof a.sun_path, &len) != napi_ok || len == 0 || len >= sizeof a.sun_path - 1) {
+  struct sockaddr_un a;
+  if (argc < 2 || !socket_address(env, argv[0], &a)) {
     napi_throw_type_error(env, NULL, "vak engine: createEngine(socketPath, onEvent): bad socket path");
     return NULL;
   }
@@ -628,6 +637,7 @@ static napi_value cancel(napi_env env, napi_callback_info info) {
     if (grown) e->cancels = grown, e->capcancels = cap;
   }
   if (e->ncancels < e->capcancels) e->cancels[e->ncancels++] = id;
+  else e->cancel_all = 1; /* no memory to name it: revoking too much beats revoking too little */
   pthread_mutex_unlock(&e->mu);
   wake(e);
   return NULL;
@@ -657,12 +667,11 @@ static napi_value send_client(napi_env env, napi_callback_info info) {
   size_t argc = 3;
   napi_value argv[3];
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  struct sockaddr_un a;
   char msg[512];
-  size_t plen = 0, mlen = 0;
+  size_t mlen = 0;
   int32_t fd;
-  if (argc < 3 || napi_get_value_string_utf8(env, argv[0], a.sun_path, sizeof a.sun_path, &plen) != napi_ok ||
-      napi_get_value_string_latin1(env, argv[1], msg, sizeof msg, &mlen) != napi_ok || napi_get_value_int32(env, argv[2], &fd) != napi_ok) {
+  if (argc < 3 || !socket_address(env, argv[0], &a) || napi_get_value_string_latin1(env, argv[1], msg, sizeof msg, &mlen) != napi_ok || napi_get_value_int32(env, argv[2], &fd) != napi_ok) {
     napi_throw_type_error(env, NULL, "vak engine: sendClient(socketPath, message, fd)");
     return NULL;
   }

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { createServer as createHttpServer, type IncomingMessage } from "node:http";
 import { connect, createServer as createNetServer, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { collect, gateClient, rawGate, rawUpstream, type RawUpstream, statusOf, testGate, until } from "../support/net.js";
+import { collect, gateClient, listenLoopback, rawGate, rawUpstream, type RawUpstream, statusOf, testGate, until } from "../support/net.js";
 
 // Attacks on the proxying itself: what a hostile client or a hostile upstream
 // sends through a request that the grants allow. The gate runs in-process;
@@ -374,8 +374,7 @@ describe("tunnels spliced by the engine", () => {
       c.on("end", () => c.end());
       c.write(up2down);
     });
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
-    const port = (server.address() as { port: number }).port;
+    const port = await listenLoopback(server);
     const t = await testGate([`127.0.0.1:${port}`]);
     try {
       const s = await gateClient(t.gate.socketPath, t.token);
@@ -404,8 +403,7 @@ describe("tunnels spliced by the engine", () => {
   it("a slow reader gets the end of a download after both sides have ended, with no spinning meanwhile", async () => {
     const body = randomBytes(8 << 20);
     const server = createNetServer({ allowHalfOpen: true }, (c) => c.once("end", () => c.end(body)));
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
-    const port = (server.address() as { port: number }).port;
+    const port = await listenLoopback(server);
     const t = await testGate([`127.0.0.1:${port}`]);
     try {
       const s = await gateClient(t.gate.socketPath, t.token);
@@ -439,8 +437,7 @@ describe("tunnels spliced by the engine", () => {
   it("a server that speaks first is heard after the 200", async () => {
     const up = await rawUpstream();
     const server = createNetServer((c) => c.end("220 banner\r\n"));
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
-    const port = (server.address() as { port: number }).port;
+    const port = await listenLoopback(server);
     const t = await testGate([`127.0.0.1:${port}`]);
     try {
       const r = await rawGate(t.gate.socketPath, t.token, connectTo(port));
@@ -464,8 +461,7 @@ describe("tunnels spliced by the engine", () => {
       c.on("drain", more);
       more();
     });
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
-    const port = (server.address() as { port: number }).port;
+    const port = await listenLoopback(server);
     const t = await testGate([`127.0.0.1:${port}`], { limits: { bytesPerConnection: 4 << 20 } });
     try {
       const s = await gateClient(t.gate.socketPath, t.token, { allowHalfOpen: false });

@@ -1,6 +1,6 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import { connect, createServer as createNetServer, type Socket } from "node:net";
+import { connect, createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sendClient, socketFd } from "../../src/net/engine.js";
@@ -157,6 +157,12 @@ export async function testGate(
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** Starts a server on an ephemeral loopback port and returns the port. */
+export async function listenLoopback(server: NetServer): Promise<number> {
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  return (server.address() as { port: number }).port;
 }
 
 /** Two ends of one loopback TCP connection: what a relay accepts, and the client it accepted. */
