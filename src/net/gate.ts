@@ -38,7 +38,7 @@ export interface GateLimits {
   bytesPerConnection: number;
   idleMs: number;
   headerBytes: number;
-  /** From the end of one request (or the preamble) to the end of the next request's head. */
+  /** From the end of one request (or the hand-over) to the end of the next request's head. */
   headerMs: number;
   lookupsPerWorker: number;
   lookupMs: number;
