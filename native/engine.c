@@ -128,7 +128,7 @@ static void emit(struct engine *e, struct event *ev) {
 static void emit_text(struct engine *e, int kind, int fd, const char *text) {
   struct event *ev = calloc(1, sizeof *ev);
   if (!ev) {
-    if (fd >= 0) close(fd);
+    if (kind == EV_CLIENT) close(fd), __atomic_sub_fetch(&e->pending, 1, __ATOMIC_RELAXED);
     return;
   }
   ev->kind = kind;
