@@ -18,6 +18,7 @@
 #define NAPI_VERSION 8
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <node_api.h>
 #include <poll.h>
 #include <pthread.h>
@@ -36,8 +37,9 @@
 
 #define MAX_MESSAGE 160
 #define MAX_FDS 4 /* room to see (and close) what a hostile sender attaches beyond its one */
-/* Clients handed to JavaScript and not yet taken: past this, relays are not
- * read, so a relay's blocking send holds it back instead of vak holding fds. */
+/* Clients (and refusals) reported to JavaScript and not yet taken: past this,
+ * relays are not read, so a relay's blocking send holds it back instead of vak
+ * holding fds or queueing events without end. */
 #define MAX_PENDING_CLIENTS 64
 #define ACCEPT_PAUSE_MS 100 /* after running out of fds: accept again later, not in a loop */
 /* Larger pipes mean fewer wake-ups per byte (about a quarter more throughput
@@ -93,7 +95,7 @@ struct engine {
   size_t ncancels, capcancels;
   int cancel_all;       /* (under mu) */
   int stopping, next_id; /* under mu */
-  int pending;           /* clients reported, not yet taken by JavaScript (atomic) */
+  int pending;           /* clients and refusals reported, not yet taken by JavaScript (atomic) */
   napi_threadsafe_function tsfn;
   /* The thread's own. */
   struct list tunnels;
@@ -120,7 +122,8 @@ static int push(struct list *l, void *item) {
 
 static void emit(struct engine *e, struct event *ev) {
   if (napi_call_threadsafe_function(e->tsfn, ev, napi_tsfn_nonblocking) != napi_ok) {
-    if (ev->kind == EV_CLIENT) close(ev->fd), __atomic_sub_fetch(&e->pending, 1, __ATOMIC_RELAXED);
+    if (ev->kind == EV_CLIENT) close(ev->fd);
+    if (ev->kind != EV_END) __atomic_sub_fetch(&e->pending, 1, __ATOMIC_RELAXED);
     free(ev);
   }
 }
@@ -128,7 +131,8 @@ static void emit(struct engine *e, struct event *ev) {
 static void emit_text(struct engine *e, int kind, int fd, const char *text) {
   struct event *ev = calloc(1, sizeof *ev);
   if (!ev) {
-    if (kind == EV_CLIENT) close(fd), __atomic_sub_fetch(&e->pending, 1, __ATOMIC_RELAXED);
+    if (kind == EV_CLIENT) close(fd);
+    __atomic_sub_fetch(&e->pending, 1, __ATOMIC_RELAXED);
     return;
   }
   ev->kind = kind;
@@ -148,6 +152,8 @@ static const char *not_a_client(int fd) {
   if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) != 0 || (v != AF_INET && v != AF_INET6)) return "the socket is not an inet socket";
   len = sizeof v;
   if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) != 0 || v != SOCK_STREAM) return "the socket is not a stream socket";
+  len = sizeof v;
+  if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &len) != 0 || v != IPPROTO_TCP) return "the socket is not a TCP socket";
   len = sizeof v;
   if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) != 0 || v != 0) return "the socket is a listening socket";
   struct sockaddr_storage peer;
@@ -180,13 +186,13 @@ static int take_message(struct engine *e, int relay) {
   else if (nfds != 1) why = "a relay message without exactly one fd";
   else if (strlen(buf) != (size_t)n) why = "a relay message with a NUL byte";
   else why = not_a_client(fds[0]);
+  __atomic_add_fetch(&e->pending, 1, __ATOMIC_RELAXED);
   if (why) {
     for (int i = 0; i < nfds; i++) close(fds[i]);
     emit_text(e, EV_REFUSED, -1, why);
     return 0;
   }
   fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
-  __atomic_add_fetch(&e->pending, 1, __ATOMIC_RELAXED);
   emit_text(e, EV_CLIENT, fds[0], buf);
   return 0;
 }
@@ -455,8 +461,8 @@ static void wake(struct engine *e);
 static void call_js(napi_env env, napi_value cb, void *context, void *data) {
   struct engine *e = context;
   struct event *ev = data;
-  /* A client taken: below the bound again, relays are read again. (After close, the wake fd is gone.) */
-  if (ev->kind == EV_CLIENT && __atomic_sub_fetch(&e->pending, 1, __ATOMIC_RELAXED) == MAX_PENDING_CLIENTS - 1 && e->running) wake(e);
+  /* A client or refusal taken: below the bound again, relays are read again. (After close, the wake fd is gone.) */
+  if (ev->kind != EV_END && __atomic_sub_fetch(&e->pending, 1, __ATOMIC_RELAXED) == MAX_PENDING_CLIENTS - 1 && e->running) wake(e);
   if (!env) { /* the function is being torn down: release what the event holds */
     if (ev->kind == EV_CLIENT) close(ev->fd);
     free(ev);

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import type { Actor } from "../journal/events.js";
+import type { Actor, Payload } from "../journal/events.js";
 import type { Session } from "../journal/journal.js";
 import type { Grants, Limits, Mode } from "../policy/grants.js";
 import { decide, type HostFacts, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
@@ -94,16 +94,29 @@ export class Broker {
     this.runtime = join(packageRoot(), "dist", "runtime");
     if (!existsSync(join(this.runtime, "worker.cjs"))) throw new Error(`the worker bundle is missing (${this.runtime}); run npm ci`);
     this.actor = { component: opts.component ?? "tools" };
-    // Egress is recorded durably before the gate connects anything; if it cannot be, the gate refuses the request.
-    this.egress = new BrokerEgress(this.actor.component, (e) => {
-      const { time: _t, generation, ...fields } = e;
-      this.opts.journal?.appendNow("egress", this.actor, generation, fields);
-      if (e.decision === "allowed" && !e.outcome)
-        for (const ref of e.secrets ?? []) {
-          const sec = this.opts.secrets?.find((x) => x.ref === ref);
-          if (sec) this.opts.journal?.appendNow("secret.used", this.actor, generation, { name: ref, recipient: `${describeRecipient(sec.recipient)} (${e.canonical})`, component: this.actor.component });
-        }
-    });
+    // Egress is recorded durably before the gate connects anything; if it cannot be, the gate refuses the
+    // request. Appends are batched: the gate waits for the commit that holds the latest one, so requests
+    // made together share one commit.
+    let latest: Promise<unknown> = Promise.resolve();
+    const append = (kind: "egress" | "secret.used", generation: number, payload: Payload) => {
+      const p = this.opts.journal?.append(kind, this.actor, generation, payload);
+      if (!p) return;
+      p.catch(() => undefined); // a refusal or an end that cannot be recorded stops nothing; an allowed request waits on it
+      latest = p;
+    };
+    this.egress = new BrokerEgress(
+      this.actor.component,
+      (e) => {
+        const { time: _t, generation, ...fields } = e;
+        append("egress", generation, fields);
+        if (e.decision === "allowed" && !e.outcome)
+          for (const ref of e.secrets ?? []) {
+            const sec = this.opts.secrets?.find((x) => x.ref === ref);
+            if (sec) append("secret.used", generation, { name: ref, recipient: `${describeRecipient(sec.recipient)} (${e.canonical})`, component: this.actor.component });
+          }
+      },
+      () => latest.then(() => undefined),
+    );
     if (opts.sandbox === "reduced") {
       const root = mkdtempSync(join(tmpdir(), "vak-scratch-"));
       mkdirSync(join(root, "tmp"), { mode: 0o700 });

@@ -15,12 +15,14 @@ export class BrokerEgress {
   constructor(
     private readonly component: string,
     private readonly onEvent: (e: EgressEvent) => void,
+    /** See GateOptions.durable. */
+    private readonly durable?: () => Promise<void>,
   ) {}
 
   private start(): Promise<{ gate: EgressGate; dir: string }> {
     this.started ??= (async () => {
       const dir = gateSocketDir();
-      const gate = new EgressGate({ dir, onEvent: this.onEvent });
+      const gate = new EgressGate({ dir, onEvent: this.onEvent, durable: this.durable });
       await gate.listen();
       return { gate, dir };
     })();
@@ -31,7 +33,7 @@ export class BrokerEgress {
   async link(policy: NetPolicy, generation: number, headers: readonly HeaderSecret[] = []): Promise<{ link: GateLink; release(): void }> {
     const { gate, dir } = await this.start();
     const token = gate.register({ component: this.component, generation, policy, headers });
-    return { link: { dir, token }, release: () => gate.unregister(token) };
+    return { link: { dir, token }, release: () => gate.unregister(token, "released") };
   }
 
   async setGeneration(generation: number): Promise<void> {

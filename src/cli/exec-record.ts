@@ -53,10 +53,25 @@ export class ExecRecord {
     if (this.failure) return;
     const { component, generation, ...payload } = e;
     try {
-      this.spool.append("egress", { component, identity: this.actor.identity }, generation, payload);
+      // Written now, made durable by sync(): the gate waits for it before connecting anything.
+      this.spool.append("egress", { component, identity: this.actor.identity }, generation, payload, false);
     } catch (err) {
       this.failure = err as Error;
       this.onFailure(this.failure);
+    }
+  }
+
+  /** Makes the egress events so far durable (one fdatasync for all who ask in one turn of the loop). */
+  async sync(): Promise<void> {
+    if (this.failure) throw this.failure;
+    try {
+      await this.spool.sync();
+    } catch (err) {
+      if (!this.failure) {
+        this.failure = err as Error;
+        this.onFailure(this.failure);
+      }
+      throw this.failure;
     }
   }
 

@@ -150,7 +150,7 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secret
         record.egress(e);
         // Fail closed: a request whose decision cannot be recorded is not sent (the gate drops it).
         if (record.failed) throw record.failed;
-      });
+      }, () => record.sync());
     return await runWithGate(plan, opts, egress, gate, record);
   } finally {
     await gate?.close();

@@ -4,8 +4,8 @@ import type { NetPolicy } from "../net/rules.js";
 import type { GateLink } from "../sandbox/launcher.js";
 
 /** Starts an egress gate for one `vak exec` run, on a socket in a fresh private directory. */
-export async function startGate(policy: NetPolicy, onEvent: (e: EgressEvent) => void): Promise<{ link: GateLink; close(): Promise<void> }> {
-  const egress = new BrokerEgress("exec", onEvent);
+export async function startGate(policy: NetPolicy, onEvent: (e: EgressEvent) => void, durable: () => Promise<void>): Promise<{ link: GateLink; close(): Promise<void> }> {
+  const egress = new BrokerEgress("exec", onEvent, durable);
   const { link } = await egress.link(policy, 1);
   // The run closes the gate as soon as the sandbox is gone, and again on its way out; BrokerEgress closes once.
   return { link, close: () => egress.close() };

@@ -102,6 +102,28 @@ export class Spool {
     this.line(JSON.stringify(line), durable);
   }
 
+  private syncing: Promise<void> | undefined;
+
+  /**
+   * Makes every line written so far durable. Callers in one turn of the event
+   * loop share one fdatasync: concurrent requests wait for one sync, not one each.
+   */
+  sync(): Promise<void> {
+    this.syncing ??= new Promise((resolve, reject) =>
+      setImmediate(() => {
+        this.syncing = undefined;
+        try {
+          if (this.closed) throw new Error("the spool is closed");
+          fdatasyncSync(this.fd);
+          resolve();
+        } catch (e) {
+          reject(new VakError("journal", `the journal spool ${this.path} could not be written (${why(e)}); nothing runs unrecorded`));
+        }
+      }),
+    );
+    return this.syncing;
+  }
+
   /** Marks the run's record complete, ready for the journal to take in. */
   close(): void {
     if (this.closed) return;

@@ -64,6 +64,13 @@ export interface GateOptions {
   limits?: Partial<GateLimits>;
   log?: EgressLogOptions;
   onEvent: (e: EgressEvent) => void;
+  /**
+   * Settles once every event given to onEvent so far is durable, or rejects.
+   * The gate waits for it between recording an allowed request and connecting,
+   * so that concurrent requests share one sync. Without it, onEvent must make
+   * each event durable before it returns.
+   */
+  durable?: () => Promise<void>;
 }
 
 /** What the launcher's relay sends with each client's socket: which worker this is. */
@@ -78,6 +85,7 @@ interface Open {
 
 interface Registered extends GateWorker {
   open: Set<Open>;
+  ended?: "revoked" | "released";
   upstreams: number;
   lookups: number;
 }
@@ -100,6 +108,7 @@ export class EgressGate {
   private readonly connectUpstream: (address: string, port: number) => Socket;
   private readonly own: ReadonlySet<string>;
   private readonly log: EgressLog;
+  private readonly durable: () => Promise<void>;
   private readonly sockets = new Set<Socket>();
   private readonly serving = new Set<Promise<void>>();
   private minGeneration = 0;
@@ -120,6 +129,7 @@ export class EgressGate {
     this.connectUpstream = opts.connect ?? ((address, port) => netConnect({ host: address, port, allowHalfOpen: true }));
     this.own = opts.ownAddresses ?? hostAddresses();
     this.log = new EgressLog(opts.onEvent, opts.log ?? DEFAULT_EGRESS_LOG);
+    this.durable = opts.durable ?? (() => Promise.resolve());
     this.stopping = new Promise((resolve) => (this.stop = () => resolve(undefined)));
   }
 
@@ -175,10 +185,15 @@ export class EgressGate {
     return token;
   }
 
-  /** Forgets a worker and closes its connections. */
-  unregister(token: string): void {
+  /**
+   * Forgets a worker and closes its connections: "revoked" when its grant is
+   * taken away, "released" when the command it ran has ended (what the record
+   * says of a tunnel still open then).
+   */
+  unregister(token: string, why: "revoked" | "released" = "revoked"): void {
     const w = this.workers.get(token);
     if (!w) return;
+    w.ended = why;
     for (const s of w.open) s.destroy();
     this.workers.delete(token);
   }
@@ -252,12 +267,15 @@ export class EgressGate {
         const open = { destroy: () => this.engine?.cancel(t.id) };
         worker.open.add(open);
         worker.upstreams += 1;
-        return t.done.finally(() => {
+        return t.done.then((end) => {
           worker.open.delete(open);
           worker.upstreams -= 1;
+          // A cancelled tunnel was cancelled by unregister: say which kind of ending it was.
+          return end.outcome === "cancelled" && worker.ended === "released" ? { ...end, outcome: "released" } : end;
         });
       },
       record: (e) => this.record(worker, e),
+      durable: () => this.durable(),
       check: (method, host, port, hasBody) => this.check(worker, method, host, port, hasBody),
       secretHeaders: (host, port) => (worker.headers ?? []).filter((h) => h.hosts.some((x) => x.toLowerCase() === hostText(host).toLowerCase() || x.toLowerCase() === `${hostText(host)}:${port}`.toLowerCase())),
       openUpstream: (address, port) => {

@@ -21,6 +21,8 @@ export interface ProxyContext {
   /** Counts bytes received for this connection; throws LimitError past its budget. */
   take(n: number): void;
   record(e: EgressFields): void;
+  /** Settles once everything recorded so far is durable; rejects if it cannot be (then nothing is sent). */
+  durable(): Promise<void>;
   check(method: string, host: Host, port: number, hasBody: boolean): Promise<Checked>;
   /** The secret headers this worker's grant puts on plain-HTTP requests to this destination. */
   secretHeaders(host: Host, port: number): readonly { ref: string; header: string; value: string }[];
@@ -87,9 +89,18 @@ function hostHeaderProblem(headers: HeaderList, target: { host: Host; port: numb
   return undefined;
 }
 
+/** The record of an allowed request could not be made durable: nothing is sent, and the client is told nothing. */
+class RecordError extends Error {
+  constructor(cause: unknown) {
+    super(`its record could not be made durable: ${(cause as Error)?.message ?? String(cause)}`);
+    this.name = "RecordError";
+  }
+}
+
 /** How an error ended an allowed request, for the record. */
 function outcomeOf(e: unknown): string {
   if (e instanceof ClosedError) return "the client connection closed";
+  if (e instanceof RecordError) return `not sent: ${e.message}`;
   if (e instanceof LimitError) return `stopped: ${e.message}`;
   if (e instanceof HttpError) return `bad request body: ${e.message}`;
   return `upstream failed: ${(e as Error).message}`;
@@ -108,6 +119,15 @@ export class ProxyConnection {
     private readonly reader: SocketReader,
     private readonly ctx: ProxyContext,
   ) {}
+
+  /** Waits until what has been recorded is durable; nothing may be connected before. */
+  private async durable(): Promise<void> {
+    try {
+      await this.ctx.durable();
+    } catch (e) {
+      throw new RecordError(e);
+    }
+  }
 
   async serve(): Promise<void> {
     try {
@@ -220,7 +240,7 @@ export class ProxyConnection {
       method, asked, canonical: c.canonical, resolved: c.resolved, address: c.address, decision: "allowed" as const, reason: `granted by ${c.rule}`,
       ...(secrets.length ? { secrets: secrets.map((x) => x.ref) } : {}),
     };
-    this.ctx.record(allowed); // on the record before a byte leaves
+    this.ctx.record(allowed); // on the record, durably (below), before a byte leaves
     if (framing.kind === "chunked") headers.push(["Transfer-Encoding", "chunked"]);
     else if (framing.kind === "length") headers.push(["Content-Length", String(framing.length)]);
     else if (!NO_DEFAULT_BODY.has(method)) headers.push(["Content-Length", "0"]);
@@ -236,6 +256,7 @@ export class ProxyConnection {
     const abort = () => up?.destroy(new ClosedError());
     this.socket.once("close", abort);
     try {
+      await this.durable();
       if (this.socket.destroyed) throw new ClosedError();
       const s = this.ctx.openUpstream(c.address, target.port);
       upSocket = s;
@@ -295,7 +316,7 @@ export class ProxyConnection {
     } catch (e) {
       keep = false;
       outcome = outcomeOf(e);
-      if (status !== undefined || e instanceof ClosedError || (e instanceof LimitError && !e.status)) this.socket.destroy();
+      if (status !== undefined || e instanceof ClosedError || e instanceof RecordError || (e instanceof LimitError && !e.status)) this.socket.destroy();
       else {
         status = e instanceof HttpError || e instanceof LimitError ? (e.status ?? 502) : 502;
         this.reply(status, `vak egress gate: ${outcome}\n`);
@@ -332,6 +353,7 @@ export class ProxyConnection {
     const abort = () => upstream?.destroy();
     this.socket.once("close", abort);
     try {
+      await this.durable();
       if (this.socket.destroyed) throw new ClosedError();
       const s = this.ctx.openUpstream(c.address, target.port);
       upstream = s;
@@ -354,7 +376,7 @@ export class ProxyConnection {
       outcome = tunnelOutcome(end.outcome, this.ctx.limits);
     } catch (e) {
       outcome = outcomeOf(e);
-      if (status !== undefined || e instanceof ClosedError || (e instanceof LimitError && !e.status)) this.socket.destroy();
+      if (status !== undefined || e instanceof ClosedError || e instanceof RecordError || (e instanceof LimitError && !e.status)) this.socket.destroy();
       else {
         status = e instanceof LimitError ? (e.status ?? 502) : 502;
         this.reply(status, `vak egress gate: ${outcome}\n`);
@@ -376,6 +398,7 @@ function tunnelOutcome(engine: string, limits: ProxyContext["limits"]): string {
     case "limit": return `stopped: the connection passed its limit of ${limits.bytesPerConnection} bytes`;
     case "idle": return `stopped: no data either way for ${limits.idleMs} ms`;
     case "cancelled": return "stopped: the worker's grant was revoked";
+    case "released": return "stopped: the command that opened it has ended";
     case "closed": return "stopped: the gate closed";
     default: return `the tunnel failed: ${engine.replace(/^error: /, "")}`;
   }

@@ -6,13 +6,14 @@ import { LAUNCHER } from "../support/paths.js";
 import { sandboxSh, spawnVak } from "../support/vak.js";
 
 /** Host pids of the launcher processes (monitor, init, guard) of the sandbox whose command line contains marker. */
-function launcherTree(marker: string): { pid: number; ppid: number }[] {
+/** The processes whose command line names the marker and starts with prefix (the launcher's, by default). */
+function launcherTree(marker: string, prefix: string = LAUNCHER): { pid: number; ppid: number }[] {
   const out: { pid: number; ppid: number }[] = [];
   for (const e of readdirSync("/proc")) {
     if (!/^\d+$/.test(e)) continue;
     try {
       const cmd = readFileSync(`/proc/${e}/cmdline`, "utf8");
-      if (!cmd.startsWith(LAUNCHER) || !cmd.includes(marker)) continue;
+      if (!cmd.startsWith(prefix) || !cmd.includes(marker)) continue;
       const stat = readFileSync(`/proc/${e}/stat`, "utf8");
       out.push({ pid: Number(e), ppid: Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) });
     } catch {
@@ -112,7 +113,10 @@ except OSError as e: print('refused', errno.errorcode[e.errno])
       const tree = launcherTree(marker);
       const monitor = tree.find((t) => !tree.some((u) => u.pid === t.ppid));
       const init = tree.find((t) => t.ppid === monitor?.pid);
-      guard = tree.find((t) => t.ppid === init?.pid)?.pid;
+      // Until the command has been exec'd, init's child with the launcher's command line may be the
+      // payload (or the short-lived process that forks the guard), not the guard.
+      const execd = init !== undefined && launcherTree(marker, "/bin/sh").some((t) => t.ppid === init.pid);
+      if (execd) guard = tree.find((t) => t.ppid === init.pid)?.pid;
     }
     expect(guard).toBeDefined();
     process.kill(guard!, "SIGKILL");

@@ -347,6 +347,32 @@ describe("the record of allowed requests", () => {
     }
   });
 
+  it.each(["GET", "CONNECT"])("%s: nothing is connected until the allowed request's record is durable, and nothing if it cannot be", async (method) => {
+    const up = await rawUpstream({ answer: () => OK });
+    let release: (ok: boolean) => void = () => {};
+    const t = await testGate([`127.0.0.1:${up.port}`], {
+      durable: () => new Promise<void>((resolve, reject) => (release = (ok) => (ok ? resolve() : reject(new Error("the disk is full"))))),
+    });
+    const request = method === "GET" ? `GET http://127.0.0.1:${up.port}/ HTTP/1.1\r\nHost: 127.0.0.1:${up.port}\r\n\r\n` : `CONNECT 127.0.0.1:${up.port} HTTP/1.1\r\n\r\n`;
+    try {
+      const first = rawGate(t.gate.socketPath, t.token, request, { waitMs: 1000 });
+      await until(() => t.events.some((e) => e.decision === "allowed"), "the request is recorded");
+      await new Promise((r) => setTimeout(r, 100));
+      expect(up.connections).toBe(0); // recorded, not yet durable: not connected
+      release(false);
+      expect(await first).toBe("");
+      expect(up.connections).toBe(0);
+      const second = rawGate(t.gate.socketPath, t.token, request, { waitMs: 1000 });
+      await until(() => t.events.filter((e) => e.decision === "allowed" && e.outcome === undefined).length === 2, "the second is recorded");
+      release(true);
+      await until(() => up.connections === 1, "the durable one is connected");
+      await second;
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
   it("every event is on the record by the time the gate has closed", async () => {
     const up = await rawUpstream(); // never answers
     const t = await testGate([`127.0.0.1:${up.port}`]);
@@ -493,6 +519,27 @@ describe("tunnels spliced by the engine", () => {
       expect(got.text()).toBe("HTTP/1.1 200 Connection Established\r\n\r\n");
       await until(() => t.events.some((e) => e.outcome !== undefined), "the idle end is on the record");
       expect(t.events.find((e) => e.outcome !== undefined)!.outcome).toBe("stopped: no data either way for 300 ms");
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it.each([
+    ["revoked", "stopped: the worker's grant was revoked"],
+    ["released", "stopped: the command that opened it has ended"],
+  ] as const)("end when their worker is %s, and the record says which", async (why, outcome) => {
+    const up = await rawUpstream();
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    try {
+      const s = await gateClient(t.gate.socketPath, t.token, { allowHalfOpen: false });
+      const got = collect(s);
+      s.write(connectTo(up.port));
+      await until(() => got.text().includes("200 Connection Established"), "the tunnel opens");
+      t.gate.unregister(t.token, why);
+      await got.closed;
+      await until(() => t.events.some((e) => e.outcome !== undefined), "the end is on the record");
+      expect(t.events.find((e) => e.outcome !== undefined)!.outcome).toBe(outcome);
     } finally {
       await t.close();
       await up.close();

@@ -128,7 +128,14 @@ export async function until(cond: () => boolean, what: string, ms = 10_000): Pro
 /** A gate on a fresh private directory, with names from a table and loopback-only upstreams. */
 export async function testGate(
   allow: string[],
-  opts: { deny?: string[]; names?: Record<string, string[]>; resolver?: (name: string) => Promise<string[]>; limits?: Partial<GateLimits>; onEvent?: (e: EgressEvent) => void } = {},
+  opts: {
+    deny?: string[];
+    names?: Record<string, string[]>;
+    resolver?: (name: string) => Promise<string[]>;
+    limits?: Partial<GateLimits>;
+    onEvent?: (e: EgressEvent) => void;
+    durable?: () => Promise<void>;
+  } = {},
 ) {
   const dir = mkdtempSync(join(tmpdir(), "vak-gate-test-"));
   const events: EgressEvent[] = [];
@@ -144,6 +151,7 @@ export async function testGate(
       opts.onEvent?.(e);
     },
     limits: opts.limits,
+    durable: opts.durable,
   });
   await gate.listen();
   const token = gate.register({ component: "test", generation: 1, policy: parseNetPolicy(allow, opts.deny ?? []) });
