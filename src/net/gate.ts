@@ -112,6 +112,8 @@ export class EgressGate {
   private readonly sockets = new Set<Socket>();
   private readonly serving = new Set<Promise<void>>();
   private minGeneration = 0;
+  /** Upstream sockets whose count a tunnel has taken over. */
+  private readonly handedOver = new WeakSet<Socket>();
   /** Refused connections given a moment to read their answer. */
   private lingering = 0;
   private closing: Promise<void> | undefined;
@@ -263,10 +265,13 @@ export class EgressGate {
       splice: (client, upstream, upPrefix, downPrefix) => {
         if (!this.engine || this.closing) throw new LimitError("the gate is closing", 503);
         const t = this.engine.tunnel(client, upstream, upPrefix, downPrefix, this.limits.bytesPerConnection - received(), this.limits.idleMs);
-        // The tunnel holds the worker's connection (and its upstream) open until it ends; revoking the worker cancels it.
+        // The tunnel takes over the worker's connection slot and its upstream count from the two sockets,
+        // now, not when their handles have closed (counted twice meanwhile, a burst of tunnels would pass
+        // the caps); revoking the worker cancels it.
         const open = { destroy: () => this.engine?.cancel(t.id) };
+        worker.open.delete(client);
         worker.open.add(open);
-        worker.upstreams += 1;
+        this.handedOver.add(upstream);
         return t.done.then((end) => {
           worker.open.delete(open);
           worker.upstreams -= 1;
@@ -283,7 +288,9 @@ export class EgressGate {
         if (worker.upstreams >= this.limits.connectionsPerWorker) throw new LimitError(`more than ${this.limits.connectionsPerWorker} upstream connections at once`, 503);
         const s = this.connectUpstream(address, port);
         worker.upstreams += 1;
-        s.once("close", () => (worker.upstreams -= 1));
+        s.once("close", () => {
+          if (!this.handedOver.has(s)) worker.upstreams -= 1; // else the tunnel's end gives it back
+        });
         s.on("error", () => {}); // reported by whoever reads or writes it
         s.setTimeout(this.limits.idleMs, () => s.destroy(new Error(`no data from the upstream for ${this.limits.idleMs} ms`)));
         return s;

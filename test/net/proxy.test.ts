@@ -546,6 +546,23 @@ describe("tunnels spliced by the engine", () => {
     }
   });
 
+  it("count once against the worker's caps: a burst of as many tunnels as it may hold all open, and one more is refused", async () => {
+    const up = await rawUpstream();
+    const t = await testGate([`127.0.0.1:${up.port}`], { limits: { connectionsPerWorker: 128 } });
+    try {
+      const clients = await Promise.all(Array.from({ length: 128 }, () => gateClient(t.gate.socketPath, t.token)));
+      const got = clients.map(collect);
+      for (const s of clients) s.write(connectTo(up.port));
+      await until(() => got.every((g) => /^HTTP\/1\.1 \d{3}/.test(g.text())), "every tunnel is answered");
+      expect(got.map((g) => g.text().slice(0, 12))).toEqual(Array(128).fill("HTTP/1.1 200"));
+      expect(statusOf(await rawGate(t.gate.socketPath, t.token, connectTo(up.port)))).toBe(503);
+      for (const s of clients) s.destroy();
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
   it("end when the gate closes, and each is on the record by then", async () => {
     const up = await rawUpstream();
     const t = await testGate([`127.0.0.1:${up.port}`]);
