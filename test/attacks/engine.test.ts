@@ -10,6 +10,7 @@ import { EgressGate, type EgressEvent } from "../../src/net/gate.js";
 import { parseNetPolicy } from "../../src/net/rules.js";
 import { ROOT } from "../support/paths.js";
 import { collect, gateClient, listenLoopback, loopbackPair, testGate, until } from "../support/net.js";
+import { spawnVak } from "../support/vak.js";
 
 // Attacks on the egress gate's native engine (native/engine.c) and on the
 // hand-off between it and the gate: hostile relay messages, floods, tunnels in
@@ -927,5 +928,51 @@ describe("the hand-off and the tunnels", () => {
         rmSync(dir, { recursive: true, force: true });
       }
     });
+  });
+});
+
+// The same bounds, end to end: a command in a real sandbox floods the real
+// relay, and the vak process running it is watched from outside.
+describe("through the real relay", () => {
+  it("a command that opens connections by the hundred cannot grow the vak process's fd table past the gate's caps", async () => {
+    const ws = mkdtempSync(join(work, "flood-"));
+    const script = `import socket, time
+socks = []
+for i in range(900):
+    s = socket.socket()
+    s.setblocking(False)
+    try:
+        s.connect(("127.0.0.1", 3128))
+    except BlockingIOError:
+        pass
+    socks.append(s)
+time.sleep(3)
+print("opened", len(socks))`;
+    const child = spawnVak(["exec", "--allow-net", "127.0.0.1:9", "--", "python3", "-c", script], { cwd: ws });
+    let stdout = "";
+    let stderr = "";
+    child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((r) => child.once("close", (code) => r(code)));
+    const fds = () => {
+      try {
+        return readdirSync(`/proc/${child.pid}/fd`).length;
+      } catch {
+        return 0; // gone
+      }
+    };
+    let most = 0;
+    let done = false;
+    void exited.then(() => (done = true));
+    while (!done) {
+      most = Math.max(most, fds());
+      await sleep(20);
+    }
+    expect(await exited, stderr).toBe(0);
+    expect(stdout).toContain("opened 900");
+    // 256 connections per worker, 64 refused ones lingering, 64 waiting for JavaScript, and what vak
+    // holds anyway (its journal, its pipes, Node's own): far below the 900 the command opened.
+    expect(most, "fds the vak process held at most").toBeLessThan(256 + 64 + 64 + 100);
+    expect(stderr).toContain("more than 256 connections at once");
   });
 });
