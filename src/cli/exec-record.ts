@@ -53,8 +53,10 @@ export class ExecRecord {
     if (this.failure) return;
     const { component, generation, ...payload } = e;
     try {
-      // Written now, made durable by sync(): the gate waits for it before connecting anything.
+      // Written now and made durable with the others of this turn of the loop (one fdatasync for all);
+      // the gate waits for that sync before it connects anything.
       this.spool.append("egress", { component, identity: this.actor.identity }, generation, payload, false);
+      this.sync().catch(() => undefined); // a failure is kept in this.failure and reported by onFailure
     } catch (err) {
       this.failure = err as Error;
       this.onFailure(this.failure);

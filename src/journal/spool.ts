@@ -85,6 +85,7 @@ export class Spool {
   private line(text: string, durable = true): void {
     try {
       writeSync(this.fd, `${text}\n`);
+      this.unsynced = !durable;
       if (durable) fdatasyncSync(this.fd);
     } catch (e) {
       throw new VakError("journal", `the journal spool ${this.path} could not be written (${why(e)}); nothing runs unrecorded`);
@@ -103,6 +104,8 @@ export class Spool {
   }
 
   private syncing: Promise<void> | undefined;
+  /** Lines written since the last fdatasync. */
+  private unsynced = false;
 
   /**
    * Makes every line written so far durable. Callers in one turn of the event
@@ -113,8 +116,9 @@ export class Spool {
       setImmediate(() => {
         this.syncing = undefined;
         try {
-          if (this.closed) throw new Error("the spool is closed");
-          fdatasyncSync(this.fd);
+          // A closed spool was synced as it closed.
+          if (!this.closed && this.unsynced) fdatasyncSync(this.fd);
+          this.unsynced = false;
           resolve();
         } catch (e) {
           reject(new VakError("journal", `the journal spool ${this.path} could not be written (${why(e)}); nothing runs unrecorded`));
@@ -127,6 +131,11 @@ export class Spool {
   /** Marks the run's record complete, ready for the journal to take in. */
   close(): void {
     if (this.closed) return;
+    try {
+      if (this.unsynced) fdatasyncSync(this.fd);
+    } catch (e) {
+      throw new VakError("journal", `the journal spool ${this.path} could not be written (${why(e)}); nothing runs unrecorded`);
+    }
     this.closed = true;
     closeSync(this.fd);
     renameSync(this.path, this.path.replace(new RegExp(`\\.\\d+${OPEN_SUFFIX.replace(/\./g, "\\.")}$`), DONE_SUFFIX));
