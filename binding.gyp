@@ -12,7 +12,7 @@
     },
     {
       "target_name": "vak-engine",
-      "sources": ["native/engine.c"],
+      "sources": ["native/engine.c", "native/tunnel.c"],
       "cflags": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-fstack-protector-strong", "-D_FORTIFY_SOURCE=2"],
       "ldflags": ["-Wl,-z,relro,-z,now"]
     }

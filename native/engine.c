@@ -28,12 +28,13 @@
 #include <string.h>
 #include <math.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "tunnel.h"
 
 #define MAX_MESSAGE 160
 #define MAX_FDS 4 /* room to see (and close) what a hostile sender attaches beyond its one */
@@ -42,12 +43,6 @@
  * holding fds or queueing events without end. */
 #define MAX_PENDING_CLIENTS 64
 #define ACCEPT_PAUSE_MS 100 /* after running out of fds: accept again later, not in a loop */
-/* Larger pipes mean fewer wake-ups per byte (about a quarter more throughput
- * here), but they count against the user's pipe quota: only the first few
- * tunnels get them. */
-#define PIPE_BIG (1024 * 1024)
-#define BIG_PIPE_TUNNELS 8
-
 enum { EV_CLIENT = 1, EV_REFUSED = 2, EV_END = 3 };
 
 struct event {
@@ -56,28 +51,6 @@ struct event {
   int id; /* EV_END */
   double up, down;
   char text[MAX_MESSAGE + 1]; /* the token, the refusal or the outcome */
-};
-
-/* One direction of a tunnel: from -> pipe -> to, after a prefix (bytes the gate had already read). */
-struct dir {
-  int from, to;
-  int pipe[2];
-  size_t in_pipe, cap;
-  char *prefix;
-  size_t plen, poff;
-  double moved;
-  int eof, shut;
-  int full; /* a splice into the pipe found no room: its slots are used up by small pieces */
-};
-
-struct tunnel {
-  int id;
-  int fd[2]; /* client, upstream */
-  struct dir up, down;
-  double budget, received;
-  int64_t idle_ms, last;
-  int cancelled;
-  int hup[2]; /* poll has reported a hang-up or error on client, upstream */
 };
 
 struct list {
@@ -102,12 +75,6 @@ struct engine {
   int *relays;
   size_t nrelays, caprelays;
 };
-
-static int64_t now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 static int push(struct list *l, void *item) {
   if (l->n == l->cap) {
@@ -142,25 +109,6 @@ static void emit_text(struct engine *e, int kind, int fd, const char *text) {
 }
 
 /* --- clients from relays --- */
-
-/* Why fd cannot be a client connection, or NULL if it can. */
-static const char *not_a_client(int fd) {
-  struct stat st;
-  int v;
-  socklen_t len = sizeof v;
-  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return "the fd is not a socket";
-  if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) != 0 || (v != AF_INET && v != AF_INET6)) return "the socket is not an inet socket";
-  len = sizeof v;
-  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) != 0 || v != SOCK_STREAM) return "the socket is not a stream socket";
-  len = sizeof v;
-  if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &len) != 0 || v != IPPROTO_TCP) return "the socket is not a TCP socket";
-  len = sizeof v;
-  if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) != 0 || v != 0) return "the socket is a listening socket";
-  struct sockaddr_storage peer;
-  len = sizeof peer;
-  if (getpeername(fd, (struct sockaddr *)&peer, &len) != 0) return "the socket is not connected";
-  return NULL;
-}
 
 /* Reads one relay message; returns -1 when the relay connection is done. */
 static int take_message(struct engine *e, int relay) {
@@ -199,26 +147,11 @@ static int take_message(struct engine *e, int relay) {
 
 /* --- tunnels --- */
 
-static void free_tunnel(struct tunnel *t) {
-  for (int i = 0; i < 2; i++) {
-    if (t->fd[i] >= 0) close(t->fd[i]);
-    struct dir *d = i ? &t->down : &t->up;
-    if (d->pipe[0] >= 0) close(d->pipe[0]);
-    if (d->pipe[1] >= 0) close(d->pipe[1]);
-    free(d->prefix);
-  }
-  free(t);
-}
-
 static void end_tunnel(struct engine *e, struct tunnel *t, const char *outcome) {
   /* Only a tunnel whose two sides both ended is closed cleanly. Any other end
    * (an error, a limit, idle, revoked, the gate closing) resets both, so that
    * neither peer takes a cut stream for a complete one. */
-  if (strcmp(outcome, "completed") != 0) {
-    struct linger abort_close = {.l_onoff = 1, .l_linger = 0};
-    for (int i = 0; i < 2; i++)
-      if (t->fd[i] >= 0) setsockopt(t->fd[i], SOL_SOCKET, SO_LINGER, &abort_close, sizeof abort_close);
-  }
+  if (strcmp(outcome, "completed") != 0) reset_on_close(t);
   struct event *ev = calloc(1, sizeof *ev);
   if (ev) {
     ev->kind = EV_END;
@@ -231,101 +164,7 @@ static void end_tunnel(struct engine *e, struct tunnel *t, const char *outcome) 
   free_tunnel(t);
 }
 
-/* Moves what one direction can without waiting. Returns 1 if anything moved,
- * 0 if not, -1 on an error (errno set), -2 past the byte budget, -3 at urgent data. */
-static int step(struct tunnel *t, struct dir *d) {
-  int moved = 0;
-  if (d->poff < d->plen) {
-    ssize_t n = write(d->to, d->prefix + d->poff, d->plen - d->poff);
-    if (n > 0) d->poff += (size_t)n, moved = 1;
-    else if (n < 0 && errno != EAGAIN && errno != EINTR) return -1;
-  }
-  if (!d->eof && !d->full && d->in_pipe < d->cap) {
-    ssize_t n = splice(d->from, NULL, d->pipe[1], NULL, d->cap - d->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-    int mark = 0;
-    if (n > 0) {
-      d->in_pipe += (size_t)n, d->moved += (double)n, t->received += (double)n, moved = 1;
-      if (t->received > t->budget) return -2;
-    } else if (n == 0 && ioctl(d->from, SIOCATMARK, &mark) == 0 && mark) {
-      /* Splicing stops short of TCP urgent data and says 0, as at the end of
-       * the stream. It is not the end: refuse it rather than fake a clean one. */
-      return -3;
-    } else if (n == 0) {
-      d->eof = 1, moved = 1;
-    } else if (errno == EAGAIN && d->in_pipe > 0) {
-      /* No room (a pipe fills by slots, not bytes), or nothing to read: either
-       * way, wait until some of the pipe has gone out. */
-      d->full = 1;
-    } else if (errno != EAGAIN && errno != EINTR) {
-      return -1;
-    }
-  }
-  if (d->poff == d->plen && d->in_pipe > 0) {
-    ssize_t n = splice(d->pipe[0], NULL, d->to, NULL, d->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-    if (n > 0) d->in_pipe -= (size_t)n, d->full = 0, moved = 1;
-    else if (n < 0 && errno != EAGAIN && errno != EINTR) return -1;
-  }
-  if (d->eof && d->in_pipe == 0 && d->poff == d->plen && !d->shut) {
-    shutdown(d->to, SHUT_WR);
-    d->shut = 1, moved = 1;
-  }
-  return moved;
-}
-
-static short wanted(const struct dir *in, const struct dir *out) {
-  short ev = 0;
-  if (!in->eof && !in->full && in->in_pipe < in->cap) ev |= POLLIN;
-  if (out->poff < out->plen || out->in_pipe > 0) ev |= POLLOUT;
-  return ev;
-}
-
-/* Runs one tunnel after poll; returns the outcome that ends it, or NULL. */
-static const char *service(struct tunnel *t, short client_rev, short upstream_rev, char *why, size_t cap) {
-  /* A hang-up is not an end: a socket whose peer has sent FIN, and been sent
-   * ours, hangs up with data still to read. Reads and writes find the end or
-   * the error; a hang-up only decides what run() polls. */
-  if (client_rev & (POLLHUP | POLLERR)) t->hup[0] = 1;
-  if (upstream_rev & (POLLHUP | POLLERR)) t->hup[1] = 1;
-  if (t->cancelled) return "cancelled";
-  /* An error is: a reset side is not read or written again if it is done with, so ask it now. */
-  for (int i = 0; i < 2; i++) {
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (((i ? upstream_rev : client_rev) & POLLERR) && getsockopt(t->fd[i], SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err) {
-      snprintf(why, cap, "error: %s", strerror(err));
-      return why;
-    }
-  }
-  /* Moves until nothing moves (a few rounds at most, so that other tunnels get their turn): fewer polls per byte. */
-  int a = 0, b = 0, failed = 0;
-  for (int round = 0; round < 4 && !failed; round++) {
-    int ra = step(t, &t->up), rb = ra < 0 ? 0 : step(t, &t->down);
-    failed = ra < 0 ? ra : rb < 0 ? rb : 0;
-    a |= ra > 0, b |= rb > 0;
-    if (ra <= 0 && rb <= 0) break;
-  }
-  if (failed == -2) return "limit";
-  if (failed == -3) return "error: TCP urgent (out-of-band) data, which a tunnel does not carry";
-  if (failed == -1) {
-    snprintf(why, cap, "error: %s", strerror(errno));
-    return why;
-  }
-  if (t->up.shut && t->down.shut) return "completed";
-  if (a || b) t->last = now_ms();
-  return NULL;
-}
-
 /* --- the thread --- */
-
-/* Pipes are made here, on the engine thread, not on the event loop that hands the tunnel over. */
-static int open_dir(struct dir *d, int from, int to, int big) {
-  d->from = from, d->to = to;
-  if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) != 0) return -1;
-  if (big) fcntl(d->pipe[1], F_SETPIPE_SZ, PIPE_BIG); /* if the quota allows; the default otherwise */
-  int cap = fcntl(d->pipe[1], F_GETPIPE_SZ);
-  d->cap = cap > 0 ? (size_t)cap : 65536;
-  return 0;
-}
 
 static void *run(void *arg) {
   struct engine *e = arg;
@@ -338,7 +177,7 @@ static void *run(void *arg) {
     for (size_t i = 0; i < e->incoming.n; i++) {
       struct tunnel *t = e->incoming.items[i];
       int big = e->tunnels.n < BIG_PIPE_TUNNELS;
-      if (open_dir(&t->up, t->fd[0], t->fd[1], big) != 0 || open_dir(&t->down, t->fd[1], t->fd[0], big) != 0) {
+      if (open_pipes(t, big) != 0) {
         char why[MAX_MESSAGE];
         snprintf(why, sizeof why, "error: no pipe for the tunnel: %s", strerror(errno));
         end_tunnel(e, t, why);

@@ -1,0 +1,50 @@
+/* A tunnel of the egress gate's engine: two connected TCP sockets joined by
+ * two pipes, moved by splice(2). engine.c owns the thread that polls tunnels
+ * and what it tells JavaScript; this file owns how a tunnel moves and ends. */
+#ifndef VAK_TUNNEL_H
+#define VAK_TUNNEL_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* Larger pipes mean fewer wake-ups per byte (about a quarter more throughput
+ * here), but they count against the user's pipe quota: only the first few
+ * tunnels get them. */
+#define PIPE_BIG (1024 * 1024)
+#define BIG_PIPE_TUNNELS 8
+
+/* One direction of a tunnel: from -> pipe -> to, after a prefix (bytes the gate had already read). */
+struct dir {
+  int from, to;
+  int pipe[2];
+  size_t in_pipe, cap;
+  char *prefix;
+  size_t plen, poff;
+  double moved;
+  int eof, shut;
+  int full; /* a splice into the pipe found no room: its slots are used up by small pieces */
+};
+
+struct tunnel {
+  int id;
+  int fd[2]; /* client, upstream */
+  struct dir up, down;
+  double budget, received;
+  int64_t idle_ms, last;
+  int cancelled;
+  int hup[2]; /* poll has reported a hang-up or error on client, upstream */
+};
+
+int64_t now_ms(void);
+/* Why fd cannot be a client connection (a connected TCP socket), or NULL if it can. */
+const char *not_a_client(int fd);
+/* Makes the pipes; -1 (errno set) if it cannot. big: ask for large pipes. */
+int open_pipes(struct tunnel *t, int big);
+/* The poll events one side of a tunnel waits for: in is the direction read from it, out the one written to it. */
+short wanted(const struct dir *in, const struct dir *out);
+/* Runs one tunnel after poll; returns the outcome that ends it, or NULL. */
+const char *service(struct tunnel *t, short client_rev, short upstream_rev, char *why, size_t cap);
+/* Sets both sockets to reset, not close cleanly, when they are closed. */
+void reset_on_close(struct tunnel *t);
+void free_tunnel(struct tunnel *t);
+
+#endif
