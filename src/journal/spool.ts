@@ -88,7 +88,7 @@ export class Spool {
       this.unsynced = !durable;
       if (durable) fdatasyncSync(this.fd);
     } catch (e) {
-      throw new VakError("journal", `the journal spool ${this.path} could not be written (${why(e)}); nothing runs unrecorded`);
+      throw this.writeError(e);
     }
   }
 
@@ -101,6 +101,10 @@ export class Spool {
     const known = (t: string) => this.redactor.knownOnly(t);
     const line: SpoolLine = { kind, actor: this.redactor.value(actor, 0, known), generation, payload: this.redactor.value(payload, 0, known), time: new Date().toISOString() };
     this.line(JSON.stringify(line), durable);
+  }
+
+  private writeError(e: unknown): VakError {
+    return new VakError("journal", `the journal spool ${this.path} could not be written (${why(e)}); nothing runs unrecorded`);
   }
 
   private syncing: Promise<void> | undefined;
@@ -121,7 +125,7 @@ export class Spool {
           this.unsynced = false;
           resolve();
         } catch (e) {
-          reject(new VakError("journal", `the journal spool ${this.path} could not be written (${why(e)}); nothing runs unrecorded`));
+          reject(this.writeError(e));
         }
       }),
     );
@@ -134,7 +138,7 @@ export class Spool {
     try {
       if (this.unsynced) fdatasyncSync(this.fd);
     } catch (e) {
-      throw new VakError("journal", `the journal spool ${this.path} could not be written (${why(e)}); nothing runs unrecorded`);
+      throw this.writeError(e);
     }
     this.closed = true;
     closeSync(this.fd);
