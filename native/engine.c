@@ -133,7 +133,7 @@ static int take_message(struct engine *e, int relay) {
   if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) why = "a relay message that was too long, or carried too many fds";
   else if (nfds != 1) why = "a relay message without exactly one fd";
   else if (strlen(buf) != (size_t)n) why = "a relay message with a NUL byte";
-  else why = not_a_client(fds[0]);
+  else why = not_a_tcp_connection(fds[0]);
   __atomic_add_fetch(&e->pending, 1, __ATOMIC_RELAXED);
   if (why) {
     for (int i = 0; i < nfds; i++) close(fds[i]);
@@ -445,7 +445,7 @@ static napi_value tunnel(napi_env env, napi_callback_info info) {
   t->last = now_ms();
   t->fd[0] = fcntl(cfd, F_DUPFD_CLOEXEC, 3);
   t->fd[1] = fcntl(ufd, F_DUPFD_CLOEXEC, 3);
-  if (!t->up.prefix || !t->down.prefix || t->fd[0] < 0 || t->fd[1] < 0 || not_a_client(t->fd[0]) || not_a_client(t->fd[1])) {
+  if (!t->up.prefix || !t->down.prefix || t->fd[0] < 0 || t->fd[1] < 0 || not_a_tcp_connection(t->fd[0]) || not_a_tcp_connection(t->fd[1])) {
     int err = errno;
     free_tunnel(t);
     errno = err ? err : EINVAL;

@@ -21,7 +21,7 @@ int64_t now_ms(void) {
   return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-const char *not_a_client(int fd) {
+const char *not_a_tcp_connection(int fd) {
   struct stat st;
   int v;
   socklen_t len = sizeof v;

@@ -35,8 +35,8 @@ struct tunnel {
 };
 
 int64_t now_ms(void);
-/* Why fd cannot be a client connection (a connected TCP socket), or NULL if it can. */
-const char *not_a_client(int fd);
+/* Why fd is not a connected TCP socket (a client, or an upstream), or NULL if it is one. */
+const char *not_a_tcp_connection(int fd);
 /* Makes the pipes; -1 (errno set) if it cannot. big: ask for large pipes. */
 int open_pipes(struct tunnel *t, int big);
 /* The poll events one side of a tunnel waits for: in is the direction read from it, out the one written to it. */

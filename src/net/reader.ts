@@ -39,11 +39,15 @@ export class SocketReader implements ByteSource {
   takeBuffered(): Buffer {
     const parts = this.held ? [this.held] : [];
     this.held = undefined;
-    for (let b = this.socket.destroyed ? null : (this.socket.read() as Buffer | null); b !== null; b = this.socket.read() as Buffer | null) {
-      this.taken(b.length);
-      parts.push(b);
-    }
+    for (let b = this.readNow(); b !== null; b = this.readNow()) parts.push(b);
     return Buffer.concat(parts);
+  }
+
+  /** What the socket has already read from the kernel, counted as taken; null if nothing. */
+  private readNow(): Buffer | null {
+    const b = this.socket.destroyed ? null : (this.socket.read() as Buffer | null);
+    if (b !== null) this.taken(b.length);
+    return b;
   }
 
   /** Puts bytes back, to be read first. */
@@ -101,11 +105,8 @@ export class SocketReader implements ByteSource {
   private async pull(): Promise<Buffer | null> {
     const s = this.socket;
     for (;;) {
-      const b = s.destroyed ? null : (s.read() as Buffer | null);
-      if (b !== null) {
-        this.taken(b.length);
-        return b;
-      }
+      const b = this.readNow();
+      if (b !== null) return b;
       // A socket closes itself once both sides have ended: that is an end, not a failure.
       if (s.readableEnded) return null;
       if (s.destroyed) throw new ClosedError();

@@ -26,9 +26,9 @@ export async function upstream(handler?: (req: IncomingMessage) => { status: num
       res.end(custom?.body ?? `ok ${req.method} ${req.url}\n`);
     });
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  const port = await listenLoopback(server);
   return {
-    port: (server.address() as { port: number }).port,
+    port,
     requests,
     close: () => new Promise((r) => server.close(() => r())),
   };
@@ -100,9 +100,9 @@ export async function rawUpstream(opts: { answer?: (soFar: string, s: Socket) =>
       if (reply !== undefined) s.write(reply, "latin1");
     });
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  const port = await listenLoopback(server);
   return {
-    port: (server.address() as { port: number }).port,
+    port,
     received: () => all,
     get connections() {
       return state.connections;
@@ -176,9 +176,9 @@ export async function listenLoopback(server: NetServer): Promise<number> {
 /** Two ends of one loopback TCP connection: what a relay accepts, and the client it accepted. */
 export async function loopbackPair(allowHalfOpen = true): Promise<{ client: Socket; accepted: Socket }> {
   const server = createNetServer({ pauseOnConnect: true });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  const port = await listenLoopback(server);
   const accepted = new Promise<Socket>((r) => server.once("connection", r));
-  const client = connect({ port: (server.address() as { port: number }).port, host: "127.0.0.1", allowHalfOpen });
+  const client = connect({ port, host: "127.0.0.1", allowHalfOpen });
   client.on("error", () => {});
   await new Promise((r) => client.once("connect", r));
   const a = await accepted;
