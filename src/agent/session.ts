@@ -4,7 +4,7 @@ import { Broker } from "../broker/broker.js";
 import type { Journal, Session } from "../journal/journal.js";
 import type { Grants, Mode } from "../policy/grants.js";
 import type { SandboxKind } from "../policy/plan.js";
-import type { NetPolicy } from "../net/rules.js";
+import type { NetPolicy } from "../policy/net-grants.js";
 import type { InjectedSecret } from "../secrets/grant.js";
 import { Redactor } from "../secrets/redact.js";
 import type { Message, ModelClient } from "../model/types.js";

@@ -1,4 +1,4 @@
-import type { Op } from "../broker/protocol.js";
+import type { Op } from "../protocol/ops.js";
 
 /**
  * Which allowed ops wait for a person. Reads of granted paths run; writes and

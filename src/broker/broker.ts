@@ -6,17 +6,18 @@ import type { Actor, Payload } from "../journal/events.js";
 import type { Session } from "../journal/journal.js";
 import type { Grants, Limits, Mode } from "../policy/grants.js";
 import { decide, type HostFacts, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
+import { installation } from "../policy/install.js";
 import { isWithin } from "../policy/paths.js";
 import { hostFacts } from "../sandbox/host.js";
-import { packageRoot } from "../sandbox/launcher.js";
 import type { ApprovalGate } from "../approvals/gate.js";
 import { canonicalJson, sha256 } from "../approvals/digest.js";
 import { type ApprovalPolicy, capabilityOf, needsApproval, summarizeOp } from "../approvals/policy.js";
-import type { NetPolicy } from "../net/rules.js";
+import type { NetPolicy } from "../policy/net-grants.js";
 import type { HeaderSecret } from "../net/gate.js";
 import { describeRecipient, type InjectedSecret, placeholderFor } from "../secrets/grant.js";
 import { BrokerEgress } from "./egress.js";
-import { type Op, OpSchema, PROTOCOL_VERSION } from "./protocol.js";
+import { type Op, OpSchema } from "../protocol/ops.js";
+import { PROTOCOL_VERSION } from "../protocol/worker-protocol.js";
 import { type GrantView, resolveTarget } from "./targets.js";
 import { type WorkerOutcome, WorkerProcess } from "./worker-process.js";
 
@@ -91,7 +92,7 @@ export class Broker {
     this.mode = opts.mode;
     this.grantInput = opts.grants ?? {};
     this.host = opts.host ?? hostFacts();
-    this.runtime = join(packageRoot(), "dist", "runtime");
+    this.runtime = installation().workerDir;
     if (!existsSync(join(this.runtime, "worker.cjs"))) throw new Error(`the worker bundle is missing (${this.runtime}); run npm ci`);
     this.actor = { component: opts.component ?? "tools" };
     // Egress is recorded durably before the gate connects anything; if it cannot be, the gate refuses the

@@ -1,6 +1,6 @@
 import { rmSync } from "node:fs";
 import { EgressGate, type EgressEvent, type HeaderSecret } from "../net/gate.js";
-import type { NetPolicy } from "../net/rules.js";
+import type { NetPolicy } from "../policy/net-grants.js";
 import { gateSocketDir } from "../policy/state.js";
 import type { GateLink } from "../sandbox/launcher.js";
 

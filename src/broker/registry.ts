@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { type Op } from "./protocol.js";
+import { type Op } from "../protocol/ops.js";
 
 /**
  * The built-in model tools. A tool here is only a name, a description, an

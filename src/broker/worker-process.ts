@@ -1,6 +1,6 @@
 import type { LaunchPlan } from "../policy/plan.js";
 import { type GateLink, launch, type LaunchResult, type RunningSandbox } from "../sandbox/launcher.js";
-import { MAX_RESPONSE_BYTES, MAX_RESULT_BYTES, parseMessage, ProtocolError, type Request, type Response, ResponseSchema, TRUNCATED } from "./protocol.js";
+import { MAX_RESPONSE_BYTES, MAX_RESULT_BYTES, parseMessage, ProtocolError, type Request, type Response, ResponseSchema, TRUNCATED } from "../protocol/worker-protocol.js";
 
 /** How one op ended, as the broker reports it. */
 export type WorkerOutcome =

@@ -3,7 +3,7 @@ import type { ApprovalPolicy } from "../approvals/policy.js";
 import type { HostSessionOptions, SessionMode } from "../agent/session.js";
 import { Journal } from "../journal/journal.js";
 import { resolveModel } from "../model/providers.js";
-import { parseNetPolicy, RuleError } from "../net/rules.js";
+import { parseNetPolicy, RuleError } from "../policy/net-grants.js";
 import { loadUserConfig } from "../policy/config.js";
 import { VakError } from "../policy/errors.js";
 

@@ -8,7 +8,7 @@ import type { RunResult } from "../agent/agent.js";
 import { HostSession } from "../agent/session.js";
 import { Journal } from "../journal/journal.js";
 import { ScriptedClient } from "../model/scripted.js";
-import { parseNetPolicy } from "../net/rules.js";
+import { parseNetPolicy } from "../policy/net-grants.js";
 import { transcriptPrinter } from "./transcript.js";
 
 interface Attempt {

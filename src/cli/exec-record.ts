@@ -1,11 +1,11 @@
 import { spawn } from "node:child_process";
 import { userInfo } from "node:os";
-import { join } from "node:path";
 import type { Actor } from "../journal/events.js";
 import { pendingSpools, Spool } from "../journal/spool.js";
 import type { EgressEvent } from "../net/gate.js";
 import type { LaunchPlan } from "../policy/plan.js";
-import { type LaunchResult, packageRoot } from "../sandbox/launcher.js";
+import { installation } from "../policy/install.js";
+import type { LaunchResult } from "../sandbox/launcher.js";
 
 /** A secret given to the command, by reference: never its value. */
 export interface SecretUse {
@@ -96,7 +96,7 @@ export class ExecRecord {
     this.spool.close();
     if (pendingSpools().length >= INGEST_AT) {
       // Take the spool into the hash chain in the background; nothing waits for it.
-      spawn(process.execPath, [join(packageRoot(), "bin", "vak.cjs"), "journal", "ingest"], { detached: true, stdio: "ignore", env: process.env }).unref();
+      spawn(process.execPath, [installation().cli, "journal", "ingest"], { detached: true, stdio: "ignore", env: process.env }).unref();
     }
   }
 }

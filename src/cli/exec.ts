@@ -8,7 +8,7 @@ import type { Grants, Limits, Mode } from "../policy/grants.js";
 import { decide, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { launch, type GateLink, type LaunchResult } from "../sandbox/launcher.js";
-import type { NetPolicy } from "../net/rules.js";
+import type { NetPolicy } from "../policy/net-grants.js";
 import type { EgressEvent } from "../net/gate.js";
 import type { GrantFlags } from "./agent-options.js";
 import { ExecRecord, type SecretUse } from "./exec-record.js";
@@ -88,7 +88,7 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
   let net: NetPolicy | undefined;
   if (opts.allowNet?.length || opts.denyNet?.length) {
     // The network code (http, dns, ipaddr) loads only when a command asks for the network.
-    const { parseNetPolicy, RuleError } = await import("../net/rules.js");
+    const { parseNetPolicy, RuleError } = await import("../policy/net-grants.js");
     try {
       net = parseNetPolicy(opts.allowNet ?? [], opts.denyNet ?? []);
     } catch (e) {

@@ -1,6 +1,6 @@
 import { BrokerEgress } from "../broker/egress.js";
 import type { EgressEvent } from "../net/gate.js";
-import type { NetPolicy } from "../net/rules.js";
+import type { NetPolicy } from "../policy/net-grants.js";
 import type { GateLink } from "../sandbox/launcher.js";
 
 /** Starts an egress gate for one `vak exec` run, on a socket in a fresh private directory. */

@@ -1,7 +1,7 @@
 import { networkInterfaces } from "node:os";
-import { type AddressClass, canonicalHost, classify, type Host, hostText } from "./address.js";
+import { type AddressClass, canonicalHost, classify, type Host, hostText } from "../policy/address.js";
 import { dnsResolver, type Resolver } from "./dns.js";
-import { deniesAddress, namesLiteral, type NetPolicy } from "./rules.js";
+import { deniesAddress, namesLiteral, type NetPolicy } from "../policy/net-grants.js";
 
 export type { Resolver } from "./dns.js";
 

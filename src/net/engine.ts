@@ -1,9 +1,8 @@
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import type { Socket } from "node:net";
-import { join } from "node:path";
 import { VakError } from "../policy/errors.js";
-import { packageRoot } from "../sandbox/launcher.js";
+import { installation } from "../policy/install.js";
 
 /** What the native engine (native/engine.c) reports, on the main thread. */
 export type EngineEvent =
@@ -24,7 +23,7 @@ let addon: Addon | undefined;
 /** The addon built by node-gyp at install beside the launcher (build/Release/vak-engine.node). */
 function load(): Addon {
   if (addon) return addon;
-  const p = join(packageRoot(), "build/Release/vak-engine.node");
+  const p = installation().engine;
   if (!existsSync(p)) throw new VakError("unsupported", `the egress gate's engine is missing (${p}); run \`npm ci\` (or \`npx node-gyp rebuild\`) in the Vak package`);
   addon = createRequire(import.meta.url)(p) as Addon;
   return addon;

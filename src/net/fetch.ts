@@ -1,10 +1,10 @@
 import { connect as netConnect, type Socket } from "node:net";
 import { connect as tlsConnect } from "node:tls";
 import { Agent, request } from "undici";
-import { AddressError, type Host, hostText, parseAuthority } from "./address.js";
+import { AddressError, type Host, hostText, parseAuthority } from "../policy/address.js";
 import { hostAddresses, type Resolver, resolveDestination, systemResolver } from "./destination.js";
 import { capped, type EgressEvent } from "./egress-log.js";
-import { decideDestination, type NetPolicy } from "./rules.js";
+import { decideDestination, type NetPolicy } from "../policy/net-grants.js";
 
 /**
  * The host's own fetches (the web_fetch tool): the egress gate's rules, applied

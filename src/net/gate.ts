@@ -2,14 +2,14 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, closeSync, mkdirSync, rmSync } from "node:fs";
 import { connect as netConnect, Socket } from "node:net";
 import { join } from "node:path";
-import { type Host, hostText } from "./address.js";
+import { type Host, hostText } from "../policy/address.js";
 import { hostAddresses, resolveDestination, systemResolver } from "./destination.js";
 import { LOOKUP_MS, type Resolver, withDeadline } from "./dns.js";
 import { DEFAULT_EGRESS_LOG, EgressLog, type EgressEvent, type EgressLogOptions } from "./egress-log.js";
 import { GateEngine } from "./engine.js";
 import { type Checked, type EgressFields, LimitError, ProxyConnection, type ProxyContext } from "./proxy.js";
 import { SocketReader } from "./reader.js";
-import { decideDestination, type NetPolicy } from "./rules.js";
+import { decideDestination, type NetPolicy } from "../policy/net-grants.js";
 
 export type { EgressEvent } from "./egress-log.js";
 

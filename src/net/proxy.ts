@@ -1,6 +1,6 @@
 import { type ClientRequest, type IncomingMessage, request as httpRequest, STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
-import { type Host, hostText, parseAuthority } from "./address.js";
+import { type Host, hostText, parseAuthority } from "../policy/address.js";
 import type { EgressEvent } from "./egress-log.js";
 import {
   bodyPieces, chunk, connectionTokens, type Framing, type HeaderList, headerValues, HttpError, parseRequestHead,

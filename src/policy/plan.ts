@@ -4,8 +4,8 @@ import { VakError } from "./errors.js";
 import type { Grants, Limits, Mode } from "./grants.js";
 import { canonicalDir, canonicalGrant, canonicalMaybe, exists, isWithin } from "./paths.js";
 import { PROTECTED_PATHS } from "./protected.js";
-import { proxyEnv, RELAY_PORT } from "../net/proxy-env.js";
-import type { NetPolicy } from "../net/rules.js";
+import { proxyEnv, RELAY_PORT } from "./proxy-env.js";
+import type { NetPolicy } from "./net-grants.js";
 import {
   DEFAULT_MAX_PROCS, PRIVATE_HOME_BYTES, PRIVATE_SHM, PRIVATE_TMP, RUNTIME_DEVICES, RUNTIME_DIRS, RUNTIME_ETC, SANDBOX_HOSTNAME,
   synthesizedEtc,

@@ -1,12 +1,12 @@
-import { dirname, join } from "node:path";
 import { homedir, userInfo } from "node:os";
 import type { HostFacts } from "../policy/plan.js";
 import { vakStateDirs } from "../policy/state.js";
-import { packageRoot } from "./launcher.js";
+import { installation } from "../policy/install.js";
 
 /** Facts about this host that the policy core needs, read once. */
 export function hostFacts(env: NodeJS.ProcessEnv = process.env): HostFacts {
   const info = userInfo();
+  const install = installation();
   const home = homedir();
   return {
     home,
@@ -16,7 +16,7 @@ export function hostFacts(env: NodeJS.ProcessEnv = process.env): HostFacts {
     shell: info.shell && info.shell.startsWith("/") ? info.shell : "/bin/sh",
     env,
     stateDirs: vakStateDirs(env, home),
-    nodePrefix: dirname(dirname(process.execPath)),
-    preloadDir: join(packageRoot(), "dist", "preload"),
+    nodePrefix: install.nodePrefix,
+    preloadDir: install.preloadDir,
   };
 }

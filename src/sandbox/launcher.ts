@@ -2,20 +2,15 @@ import { spawn, type StdioOptions } from "node:child_process";
 import { closeSync, constants as fsConstants, existsSync, fstatSync, mkdirSync, openSync, readSync, unlinkSync, writeSync } from "node:fs";
 import { constants } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { VakError } from "../policy/errors.js";
+import { installation } from "../policy/install.js";
 import { vakDirs } from "../policy/state.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { parseReport, type Report } from "./report.js";
 
-/** The installed package's root: two levels above this module, in src/ and in the dist/ bundle alike. */
-export function packageRoot(): string {
-  return fileURLToPath(new URL("../..", import.meta.url));
-}
-
 /** The launcher binary built by node-gyp at install (build/Release/vak-launcher). */
 export function launcherPath(): string {
-  const p = join(packageRoot(), "build/Release/vak-launcher");
+  const p = installation().launcher;
   if (!existsSync(p))
     throw new VakError("unsupported", `the sandbox launcher is missing (${p}); run \`npm ci\` (or \`npx node-gyp rebuild\`) in the Vak package`);
   return p;

@@ -4,7 +4,7 @@ import { dirname, isAbsolute, resolve } from "node:path";
 import { parse } from "smol-toml";
 import { z } from "zod";
 import { TOOLS } from "../broker/registry.js";
-import { parseNetPolicy, RuleError, type NetPolicy } from "../net/rules.js";
+import { parseNetPolicy, RuleError, type NetPolicy } from "../policy/net-grants.js";
 import { checkEnvRecipient, type SecretRecipient } from "../secrets/grant.js";
 import { parseRef } from "../secrets/store.js";
 import { STORE_NAME } from "../stores/kv.js";

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { PROTOCOL_VERSION } from "../../src/broker/protocol.js";
+import { PROTOCOL_VERSION } from "../../src/protocol/worker-protocol.js";
 import { WorkerProcess } from "../../src/broker/worker-process.js";
 import { handle } from "../../src/worker/main.js";
 import { decide } from "../../src/policy/plan.js";

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GateEngine, sendClient, socketFd } from "../../src/net/engine.js";
 import { EgressGate, type EgressEvent } from "../../src/net/gate.js";
-import { parseNetPolicy } from "../../src/net/rules.js";
+import { parseNetPolicy } from "../../src/policy/net-grants.js";
 import { ROOT } from "../support/paths.js";
 import { collect, gateClient, listenLoopback, loopbackPair, testGate, until } from "../support/net.js";
 import { spawnVak } from "../support/vak.js";

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { HostSession } from "../../src/agent/session.js";
 import { Broker } from "../../src/broker/broker.js";
-import { parseNetPolicy } from "../../src/net/rules.js";
+import { parseNetPolicy } from "../../src/policy/net-grants.js";
 import { Journal } from "../../src/journal/journal.js";
 import { ScriptedClient } from "../../src/model/scripted.js";
 import type { InjectedSecret } from "../../src/secrets/grant.js";

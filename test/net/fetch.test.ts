@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { webFetch, WebFetchError } from "../../src/net/fetch.js";
-import { parseNetPolicy } from "../../src/net/rules.js";
+import { parseNetPolicy } from "../../src/policy/net-grants.js";
 import { loopbackOnly, upstream, type Upstream } from "../support/net.js";
 
 describe("webFetch: the host's own fetches under the gate's rules", () => {

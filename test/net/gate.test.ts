@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sendClient, socketFd } from "../../src/net/engine.js";
 import { EgressGate, type EgressEvent } from "../../src/net/gate.js";
-import { parseNetPolicy } from "../../src/net/rules.js";
+import { parseNetPolicy } from "../../src/policy/net-grants.js";
 import { gateClient, loopbackOnly, rawGate, statusOf, testGate, until, upstream, type Upstream } from "../support/net.js";
 
 // The gate in-process, driven over its unix socket exactly as the relay does.

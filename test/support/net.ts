@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sendClient, socketFd } from "../../src/net/engine.js";
 import { EgressGate, type EgressEvent, type GateLimits } from "../../src/net/gate.js";
-import { parseNetPolicy } from "../../src/net/rules.js";
+import { parseNetPolicy } from "../../src/policy/net-grants.js";
 
 /** A loopback HTTP server that records what reached it. */
 export interface Upstream {

@@ -1,7 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { closeSync, constants, existsSync, fstatSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { MAX_RESULT_BYTES } from "../../broker/protocol.js";
+import { MAX_RESULT_BYTES } from "../../protocol/worker-protocol.js";
 import { cut, type OpResult } from "./result.js";
 import { globToRegExp, walk } from "./walk.js";
 import { openNoFollow } from "../fsx.js";

@@ -1,4 +1,4 @@
-import { MAX_RESULT_BYTES, TRUNCATED } from "../../broker/protocol.js";
+import { MAX_RESULT_BYTES, TRUNCATED } from "../../protocol/worker-protocol.js";
 
 export type ErrorCode = "not-found" | "denied" | "not-unique" | "too-large" | "bad-request" | "io" | "changed" | "internal";
 

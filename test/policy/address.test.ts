@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { canonicalHost, classify, hostText, parseAuthority } from "../../src/net/address.js";
+import { canonicalHost, classify, hostText, parseAuthority } from "../../src/policy/address.js";
 
 describe("canonical hosts", () => {
   it.each([

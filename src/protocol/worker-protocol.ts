@@ -1,43 +1,20 @@
 import { z } from "zod";
+import { MAX_OP_CONTENT_BYTES, OpSchema } from "./ops.js";
 
 /**
  * The worker protocol: exactly one request in (a JSON line on stdin) and one
  * response out (a JSON line on stdout), each with a protocol version. Unknown
  * versions, unknown fields, oversized or malformed messages fail closed with a
- * named error, on both sides.
+ * named error, on both sides. The broker and the worker bundle both import
+ * this module; it imports nothing but zod and the op vocabulary.
  */
 export const PROTOCOL_VERSION = 1;
-export const MAX_REQUEST_BYTES = 4 * 1024 * 1024;
+export const MAX_REQUEST_BYTES = 2 * MAX_OP_CONTENT_BYTES;
 /** The worker cuts its own result below this; the broker kills a worker that writes more. */
 export const MAX_RESULT_BYTES = 1024 * 1024;
 export const MAX_RESPONSE_BYTES = MAX_RESULT_BYTES + 64 * 1024;
 /** The marker put where output was cut. */
 export const TRUNCATED = "\n[... output truncated by Vak ...]\n";
-
-const Path = z.string().min(1).max(4096).refine((p) => !p.includes("\0"), "a path cannot contain NUL");
-
-export const OpSchema = z.discriminatedUnion("kind", [
-  z.object({ kind: z.literal("read"), path: Path, offset: z.number().int().min(1).optional(), limit: z.number().int().min(1).max(100_000).optional() }).strict(),
-  z.object({ kind: z.literal("list"), path: Path }).strict(),
-  z.object({ kind: z.literal("glob"), pattern: z.string().min(1).max(1000), path: Path.optional() }).strict(),
-  z
-    .object({
-      kind: z.literal("grep"),
-      pattern: z.string().min(1).max(1000),
-      path: Path.optional(),
-      glob: z.string().max(1000).optional(),
-      ignoreCase: z.boolean().optional(),
-      maxMatches: z.number().int().min(1).max(10_000).optional(),
-    })
-    .strict(),
-  z.object({ kind: z.literal("write"), path: Path, content: z.string().max(MAX_REQUEST_BYTES / 2) }).strict(),
-  z.object({ kind: z.literal("edit"), path: Path, old: z.string().min(1), new: z.string(), replaceAll: z.boolean().optional() }).strict(),
-  z.object({ kind: z.literal("exec"), command: z.string().min(1).max(100_000), timeoutMs: z.number().int().min(1).max(3_600_000).optional() }).strict(),
-  // A component's own command (declared in its spec, never chosen by a model), given this input on stdin.
-  z.object({ kind: z.literal("tool"), input: z.string().max(MAX_REQUEST_BYTES / 2) }).strict(),
-]);
-export type Op = z.infer<typeof OpSchema>;
-export type OpKind = Op["kind"];
 
 /** What the broker sends: the op, with paths already resolved and checked. */
 export const RequestSchema = z.object({ v: z.literal(PROTOCOL_VERSION), id: z.string().min(1).max(64), op: OpSchema }).strict();

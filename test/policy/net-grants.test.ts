@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { canonicalHost } from "../../src/net/address.js";
-import { decideDestination, parseNetPolicy, parseNetRule } from "../../src/net/rules.js";
+import { canonicalHost } from "../../src/policy/address.js";
+import { decideDestination, parseNetPolicy, parseNetRule } from "../../src/policy/net-grants.js";
 
 const decide = (allow: string[], deny: string[], host: string, port: number, method = "GET") =>
   decideDestination(parseNetPolicy(allow, deny), canonicalHost(host), port, method);
