@@ -1,5 +1,7 @@
 // Vak as a library: build agents whose every effect goes through the host.
-export { createHost, type Host, type HostEvent, type HostOptions, type AgentSessionHandle } from "./workload/host.js";
+export { createHost, type Host, type HostEvent, type HostOptions, type WorkloadSessionHandle } from "./workload/host.js";
+/** @deprecated the same type as WorkloadSessionHandle, under its first name; kept so that code written against it still builds. */
+export type { WorkloadSessionHandle as AgentSessionHandle } from "./workload/host.js";
 export { checkSpec, loadSpec, type WorkloadPlan, type WorkloadSpecInput, type ComponentPlan } from "./workload/spec.js";
 export type { RunResult, AgentEvent } from "./agent/agent.js";
 export type { ModelClient, ModelRequest, ModelTurn, Message } from "./model/types.js";

@@ -3,22 +3,23 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { Actor, Payload } from "../journal/events.js";
-import type { Session } from "../journal/journal.js";
-import type { Grants, Limits, Mode } from "../policy/grants.js";
+import type { SessionWriter } from "../journal/journal.js";
+import type { Grants, Mode } from "../policy/grants.js";
+import type { Limits } from "../policy/limits.js";
 import { decide, type HostFacts, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { installation } from "../policy/install.js";
 import { isWithin } from "../policy/paths.js";
 import { hostFacts } from "../sandbox/host.js";
-import type { ApprovalGate } from "../approvals/gate.js";
+import type { ApprovalGate } from "../approvals/approval-gate.js";
 import { canonicalJson, sha256 } from "../approvals/digest.js";
-import { type ApprovalPolicy, capabilityOf, needsApproval, summarizeOp } from "../approvals/policy.js";
-import type { NetPolicy } from "../policy/net-grants.js";
-import type { HeaderSecret } from "../net/gate.js";
+import { type ApprovalRules, capabilityOf, needsApproval, summarizeOp } from "../approvals/approval-rules.js";
+import type { NetGrants } from "../policy/net-grants.js";
+import type { HeaderSecret } from "../net/egress-gate.js";
 import { describeRecipient, type InjectedSecret, placeholderFor } from "../secrets/grant.js";
 import { BrokerEgress } from "./egress.js";
 import { type Op, OpSchema } from "../protocol/ops.js";
 import { PROTOCOL_VERSION } from "../protocol/worker-protocol.js";
-import { type GrantView, resolveTarget } from "./targets.js";
+import { type GrantView, resolveTarget } from "./path-rules.js";
 import { type WorkerOutcome, WorkerProcess } from "./worker-process.js";
 
 /**
@@ -36,22 +37,22 @@ export interface BrokerOptions {
   /** Limits for exec commands (timeout, output, processes, memory). */
   limits?: Limits;
   opTimeoutMs?: number;
-  journal?: Session;
+  journal?: SessionWriter;
   host?: HostFacts;
   /** Workers started ahead of time per kind of op (0: none). */
   poolSize?: number;
   maxConcurrent?: number;
   generation?: number;
   /** Network grants for exec commands, through an egress gate the broker starts on first use. */
-  net?: NetPolicy | undefined;
+  net?: NetGrants | undefined;
   /** A component's own command, for "tool" ops: run in the sandbox with the op's input on stdin. */
   command?: readonly string[] | undefined;
   /** Where relative op paths resolve (default: the workspace). A component's sandbox workspace may be an empty scratch directory while its paths are the project's. */
   base?: string | undefined;
   /** Secrets this component's commands get, resolved by the host (env form here; headers through the gate). */
   secrets?: readonly InjectedSecret[] | undefined;
-  /** Host-owned approvals for allowed ops that the policy says to ask about. */
-  approvals?: { gate: ApprovalGate; policy: ApprovalPolicy } | undefined;
+  /** Host-owned approvals for allowed ops that the rules say to ask about. */
+  approvals?: { gate: ApprovalGate; rules: ApprovalRules } | undefined;
 }
 
 export type OpOutcome = (WorkerOutcome & { op: Op["kind"]; target?: string | undefined; ms: number });
@@ -132,8 +133,8 @@ export class Broker {
     return this.generationNow;
   }
 
-  /** The policy this broker enforces now (a sub-agent's broker may hold at most this). */
-  get policy(): { mode: Exclude<Mode, "full-access">; grants: Partial<Grants>; workspace: string } {
+  /** What this broker may reach now: its mode and grants (a sub-agent's broker may hold at most this). */
+  get ceiling(): { mode: Exclude<Mode, "full-access">; grants: Partial<Grants>; workspace: string } {
     return { mode: this.mode, grants: this.grantInput, workspace: this.opts.workspace };
   }
 
@@ -209,7 +210,7 @@ export class Broker {
     this.waiting.shift()?.();
   }
 
-  private record(kind: Parameters<Session["append"]>[0], payload: Record<string, unknown>): Promise<unknown> {
+  private record(kind: Parameters<SessionWriter["append"]>[0], payload: Record<string, unknown>): Promise<unknown> {
     if (!this.opts.journal) return Promise.resolve();
     const p = this.opts.journal.append(kind, this.actor, this.generationNow, payload).catch((e: Error) => {
       this.journalFailure ??= e;
@@ -263,7 +264,7 @@ export class Broker {
     if (op.kind === "tool") target = this.opts.command!.join(" ");
     records.push(this.record("decision", { op: op.kind, allowed: true, reason: op.kind === "exec" || op.kind === "tool" ? "the command runs under the component's grants" : `inside the grant ${target}`, target }));
 
-    if (this.opts.approvals && needsApproval(this.opts.approvals.policy, resolved)) {
+    if (this.opts.approvals && needsApproval(this.opts.approvals.rules, resolved)) {
       const refused = await this.approve(resolved, target, generation, opts.signal);
       if (refused) {
         records.push(this.record("tool.result", { op: op.kind, ok: false, code: refused.code, message: refused.message }));
@@ -304,7 +305,7 @@ export class Broker {
             if (sec.recipient.placeholderEnv) plan.env[sec.recipient.placeholderEnv] = placeholderFor(sec.ref);
           }
         }
-        const gate = plan.network.kind === "gate" ? await this.egress.link(plan.network.policy, generation, headers) : undefined;
+        const gate = plan.network.kind === "gate" ? await this.egress.link(plan.network.grants, generation, headers) : undefined;
         worker = new WorkerProcess(plan, generation, gate?.link);
         if (gate) void worker.done.finally(gate.release).catch(() => {});
       } else {
@@ -378,13 +379,13 @@ export class Broker {
    * recorded) before this resolves, so the caller may report the new state
    * knowing that nothing of the old one still runs.
    */
-  async setGeneration(generation: number, reason = "policy changed", policy: { mode?: Exclude<Mode, "full-access">; grants?: Partial<Grants>; record?: boolean } = {}): Promise<number> {
+  async setGeneration(generation: number, reason = "policy changed", change: { mode?: Exclude<Mode, "full-access">; grants?: Partial<Grants>; record?: boolean } = {}): Promise<number> {
     if (generation <= this.generationNow) throw new Error(`generation ${generation} is not newer than ${this.generationNow}`);
     const old = this.generationNow;
     const previousMode = this.mode;
     this.generationNow = generation;
-    if (policy.mode) this.mode = policy.mode;
-    if (policy.grants) this.grantInput = policy.grants;
+    if (change.mode) this.mode = change.mode;
+    if (change.grants) this.grantInput = change.grants;
     this.plans.clear();
     this.allowances.clear();
     await this.egress.setGeneration(generation);
@@ -395,7 +396,7 @@ export class Broker {
     await Promise.allSettled(stopping);
     await Promise.allSettled([...this.pending]);
     // A caller that changes more than this broker (a session) records the change itself, once all of it is done.
-    if (policy.record !== false) await this.record("policy.generation", { generation, previous: old, reason, mode: this.mode, previousMode, stopped: stopping.length });
+    if (change.record !== false) await this.record("policy.generation", { generation, previous: old, reason, mode: this.mode, previousMode, stopped: stopping.length });
     if ((this.opts.poolSize ?? 0) > 0) this.prewarm();
     return stopping.length;
   }

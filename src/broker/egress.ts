@@ -1,6 +1,6 @@
 import { rmSync } from "node:fs";
-import { EgressGate, type EgressEvent, type HeaderSecret } from "../net/gate.js";
-import type { NetPolicy } from "../policy/net-grants.js";
+import { EgressGate, type EgressEvent, type HeaderSecret } from "../net/egress-gate.js";
+import type { NetGrants } from "../policy/net-grants.js";
 import { gateSocketDir } from "../policy/state.js";
 import type { GateLink } from "../sandbox/launcher.js";
 
@@ -30,9 +30,9 @@ export class BrokerEgress {
   }
 
   /** A token for one command; release() forgets it and closes its connections. */
-  async link(policy: NetPolicy, generation: number, headers: readonly HeaderSecret[] = []): Promise<{ link: GateLink; release(): void }> {
+  async link(grants: NetGrants, generation: number, headers: readonly HeaderSecret[] = []): Promise<{ link: GateLink; release(): void }> {
     const { gate, dir } = await this.start();
-    const token = gate.register({ component: this.component, generation, policy, headers });
+    const token = gate.register({ component: this.component, generation, grants, headers });
     return { link: { dir, token }, release: () => gate.unregister(token, "released") };
   }
 

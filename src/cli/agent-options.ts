@@ -1,9 +1,9 @@
 import { realpathSync } from "node:fs";
-import type { ApprovalPolicy } from "../approvals/policy.js";
-import type { HostSessionOptions, SessionMode } from "../agent/session.js";
+import type { ApprovalRules } from "../approvals/approval-rules.js";
+import type { AgentSessionOptions, SessionMode } from "../agent/agent-session.js";
 import { Journal } from "../journal/journal.js";
 import { resolveModel } from "../model/providers.js";
-import { parseNetPolicy, RuleError } from "../policy/net-grants.js";
+import { parseNetGrants, RuleError } from "../policy/net-grants.js";
 import { loadUserConfig } from "../policy/config.js";
 import { VakError } from "../policy/errors.js";
 
@@ -31,22 +31,22 @@ export interface AgentFlags extends GrantFlags {
 const APPROVABLE = new Set(["write", "exec"]);
 
 /** Turns flags and the user's config into a session's options (not yet its callbacks). */
-export function sessionOptions(flags: AgentFlags): { options: HostSessionOptions; journal: Journal } {
+export function sessionOptions(flags: AgentFlags): { options: AgentSessionOptions; journal: Journal } {
   if (flags.fullAccess || flags.mode === "full-access")
     throw new VakError("unsupported", "an agent session always runs its tools in the sandbox; full access is for `vak exec --full-access` only");
   if (flags.mode === "read-only" && flags.allowWrite?.length)
     throw new VakError("bad-input", "--allow-write with --mode read-only: a read-only session writes nothing; use --mode workspace-write with --deny-write to narrow it");
   const config = loadUserConfig();
   const model = resolveModel(flags.model, config);
-  const approvalPolicy: ApprovalPolicy = { write: config.approvals.write ?? "ask", exec: config.approvals.exec ?? "ask" };
+  const approvalRules: ApprovalRules = { write: config.approvals.write ?? "ask", exec: config.approvals.exec ?? "ask" };
   for (const k of flags.approve ?? []) {
     if (!APPROVABLE.has(k)) throw new VakError("bad-input", `--approve ${k}: only write and exec can be approved ahead of time`);
-    approvalPolicy[k as keyof ApprovalPolicy] = "allow";
+    approvalRules[k as keyof ApprovalRules] = "allow";
   }
   let net;
   if (flags.allowNet?.length) {
     try {
-      net = parseNetPolicy(flags.allowNet, flags.denyNet ?? []);
+      net = parseNetGrants(flags.allowNet, flags.denyNet ?? []);
     } catch (e) {
       if (e instanceof RuleError) throw new VakError("bad-input", e.message);
       throw e;
@@ -69,7 +69,7 @@ export function sessionOptions(flags: AgentFlags): { options: HostSessionOptions
       model: model.client,
       journal,
       secrets: model.key ? [model.key] : [],
-      approvalPolicy,
+      approvalRules,
       approvalTimeoutMs: config.approvals.timeout_seconds ? config.approvals.timeout_seconds * 1000 : undefined,
       maxTurns: flags.maxTurns,
       sandbox: flags.sandbox === "reduced" ? "reduced" : "namespaces",

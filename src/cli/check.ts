@@ -1,4 +1,4 @@
-import { describe } from "../workload/session.js";
+import { describe } from "../workload/workload-session.js";
 import { loadSpec } from "../workload/spec.js";
 
 /** `vak check SPEC`: refuses a bad spec with file, line and field; else prints what each component can reach. */

@@ -5,10 +5,10 @@ import { createServer } from "node:http";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import type { RunResult } from "../agent/agent.js";
-import { HostSession } from "../agent/session.js";
+import { AgentSession } from "../agent/agent-session.js";
 import { Journal } from "../journal/journal.js";
 import { ScriptedClient } from "../model/scripted.js";
-import { parseNetPolicy } from "../policy/net-grants.js";
+import { parseNetGrants } from "../policy/net-grants.js";
 import { transcriptPrinter } from "./transcript.js";
 
 interface Attempt {
@@ -83,10 +83,10 @@ export async function demoCommand(): Promise<number> {
   const journal = Journal.open();
   const results: string[] = [];
   const printer = transcriptPrinter(out, (t) => session.redactor.text(t));
-  const session = new HostSession({
+  const session = new AgentSession({
     workspace: ws, mode: "workspace-write", model, journal, secrets: [fakeKey], maxTurns: attempts.length + 3,
     // A grant the demo never uses: with it, commands get the egress gate, and the gate refuses the rest.
-    net: parseNetPolicy(["read:api.example.com"], []),
+    net: parseNetGrants(["read:api.example.com"], []),
     title: "vak demo",
     onEvent: (e) => {
       printer(e);

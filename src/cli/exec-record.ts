@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { userInfo } from "node:os";
 import type { Actor } from "../journal/events.js";
 import { pendingSpools, Spool } from "../journal/spool.js";
-import type { EgressEvent } from "../net/gate.js";
+import type { EgressEvent } from "../net/egress-gate.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { installation } from "../policy/install.js";
 import type { LaunchResult } from "../sandbox/launcher.js";
@@ -38,7 +38,7 @@ export class ExecRecord {
     spool.append("session.started", actor, 0, { kind: "exec", title: plan.command.join(" "), command: plan.command, cwd: plan.cwd, mode: plan.mode, sandbox: plan.sandbox }, false);
     spool.append("policy.generation", actor, 1, {
       generation: 1, mode: plan.mode, grants: plan.grants, limits: plan.limits, defaultMaxProcs: plan.defaultMaxProcs,
-      network: plan.network.kind === "gate" ? { allow: plan.network.policy.allow.map((r) => r.text), deny: plan.network.policy.deny.map((r) => r.text) } : "none",
+      network: plan.network.kind === "gate" ? { allow: plan.network.grants.allow.map((r) => r.text), deny: plan.network.grants.deny.map((r) => r.text) } : "none",
       trust: plan.mode === "full-access" ? "explicit --full-access: no sandbox" : null,
     }, false);
     for (const x of secrets) spool.append("secret.used", actor, 1, { name: x.ref, recipient: x.recipient, component: "exec" }, false);

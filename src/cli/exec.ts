@@ -4,12 +4,13 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { VakError } from "../policy/errors.js";
 import { ENV_NAME } from "../policy/env.js";
-import type { Grants, Limits, Mode } from "../policy/grants.js";
+import type { Grants, Mode } from "../policy/grants.js";
+import type { Limits } from "../policy/limits.js";
 import { decide, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { launch, type GateLink, type LaunchResult } from "../sandbox/launcher.js";
-import type { NetPolicy } from "../policy/net-grants.js";
-import type { EgressEvent } from "../net/gate.js";
+import type { NetGrants } from "../policy/net-grants.js";
+import type { EgressEvent } from "../net/egress-gate.js";
 import type { GrantFlags } from "./agent-options.js";
 import { ExecRecord, type SecretUse } from "./exec-record.js";
 import { EXIT_REFUSED, EXIT_TIMEOUT } from "./exit.js";
@@ -85,12 +86,12 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
     denyWrite: opts.denyWrite ?? [], env: opts.allowEnv ?? [],
   };
   const sandbox: SandboxKind = mode === "full-access" ? "none" : (opts.sandbox as SandboxKind);
-  let net: NetPolicy | undefined;
+  let net: NetGrants | undefined;
   if (opts.allowNet?.length || opts.denyNet?.length) {
     // The network code (http, dns, ipaddr) loads only when a command asks for the network.
-    const { parseNetPolicy, RuleError } = await import("../policy/net-grants.js");
+    const { parseNetGrants, RuleError } = await import("../policy/net-grants.js");
     try {
-      net = parseNetPolicy(opts.allowNet ?? [], opts.denyNet ?? []);
+      net = parseNetGrants(opts.allowNet ?? [], opts.denyNet ?? []);
     } catch (e) {
       if (e instanceof RuleError) throw new VakError("bad-input", e.message);
       throw e;
@@ -143,7 +144,7 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secret
   let gate: { link: GateLink; close(): Promise<void> } | undefined;
   try {
     if (plan.network.kind === "gate")
-      gate = await (await import("./gate.js")).startGate(plan.network.policy, (e) => {
+      gate = await (await import("./exec-egress.js")).startGate(plan.network.grants, (e) => {
         if (egress.kept.length < MAX_EGRESS_KEPT) egress.kept.push(e);
         else egress.omitted += 1;
         if (e.decision === "denied") egress.refused += e.count ?? 1;
@@ -221,7 +222,7 @@ async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressSe
         denied: result.denied.map(({ op, path, reason }) => ({ op, path, reason })),
         limits: result.limits ? { procs: result.limits.procs, procsHit: result.limits.procs_hit, oomKills: result.limits.oom_kills, memoryCgroup: result.limits.memory_cgroup } : null,
         grants: plan.grants,
-        network: plan.network.kind === "gate" ? { allow: plan.network.policy.allow.map((r) => r.text), deny: plan.network.policy.deny.map((r) => r.text) } : null,
+        network: plan.network.kind === "gate" ? { allow: plan.network.grants.allow.map((r) => r.text), deny: plan.network.grants.deny.map((r) => r.text) } : null,
         egress: egress.kept,
         egressOmitted: egress.omitted,
       }) + "\n",

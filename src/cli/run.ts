@@ -1,6 +1,6 @@
 import { createInterface, type Interface } from "node:readline";
-import type { ApprovalGate, ApprovalRequest } from "../approvals/gate.js";
-import { HostSession, type SessionMode } from "../agent/session.js";
+import type { ApprovalGate, ApprovalRequest } from "../approvals/approval-gate.js";
+import { AgentSession, type SessionMode } from "../agent/agent-session.js";
 import type { RunResult } from "../agent/agent.js";
 import { type AgentFlags, sessionOptions } from "./agent-options.js";
 import { prefix, printSummary, transcriptPrinter } from "./transcript.js";
@@ -91,13 +91,13 @@ export async function runCommand(prompt: string, flags: AgentFlags & { json?: bo
   const interactive = Boolean(process.stdin.isTTY && process.stderr.isTTY);
   let rl: Interface | undefined;
   let approver: TerminalApprover | undefined;
-  let session: HostSession | undefined = undefined;
+  let session: AgentSession | undefined = undefined;
   if (interactive) {
     approver = new TerminalApprover(() => session!.approvals, process.stderr, (t) => session!.redactor.text(t));
     rl = createInterface({ input: process.stdin, terminal: false });
     rl.on("line", (l) => approver!.answer(l));
   }
-  session = new HostSession({ ...options, title: prompt.slice(0, 200), onEvent: transcriptPrinter(process.stdout, (t) => session!.redactor.text(t)), onApproval: approver?.request });
+  session = new AgentSession({ ...options, title: prompt.slice(0, 200), onEvent: transcriptPrinter(process.stdout, (t) => session!.redactor.text(t)), onApproval: approver?.request });
   const s = session;
   try {
     return await runToEnd((signal) => s.run(prompt, signal), s.journalSession?.id, flags.json ? {} : undefined);
@@ -117,9 +117,9 @@ const HELP = `  /mode read-only | workspace-write   change the mode (revokes wha
 export async function interactiveCommand(flags: AgentFlags): Promise<number> {
   const { options, journal } = sessionOptions(flags);
   const out = process.stdout;
-  let session: HostSession | undefined = undefined;
+  let session: AgentSession | undefined = undefined;
   const approver = new TerminalApprover(() => session!.approvals, out, (t) => session!.redactor.text(t));
-  session = new HostSession({
+  session = new AgentSession({
     ...options,
     title: "interactive session",
     onEvent: transcriptPrinter(out, (t) => session!.redactor.text(t)),
@@ -187,7 +187,7 @@ export async function interactiveCommand(flags: AgentFlags): Promise<number> {
 /** `vak run --spec SPEC "…"`: a workload's harness and components, each with its own grants. */
 async function runSpec(file: string, prompt: string, flags: AgentFlags & { json?: boolean }): Promise<number> {
   const { loadSpec } = await import("../workload/spec.js");
-  const { WorkloadSession } = await import("../workload/session.js");
+  const { WorkloadSession } = await import("../workload/workload-session.js");
   const { resolveModel } = await import("../model/providers.js");
   const { loadUserConfig } = await import("../policy/config.js");
   const { Journal } = await import("../journal/journal.js");

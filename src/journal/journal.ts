@@ -93,7 +93,7 @@ export function defaultJournalPath(env: NodeJS.ProcessEnv = process.env): string
 }
 
 interface Pending {
-  session: Session;
+  session: SessionWriter;
   event: NewEvent;
   resolve: (e: StoredEvent) => void;
   reject: (e: Error) => void;
@@ -164,10 +164,10 @@ export class Journal {
 
   /** Starts a session and records its start durably before returning (or, with
    *  deferred, with the next commit of this session, which must be appendNow). */
-  startSession(info: { kind: string; title: string; workspace?: string; actor?: Actor; payload?: Payload; deferred?: boolean }): Session {
+  startSession(info: { kind: string; title: string; workspace?: string; actor?: Actor; payload?: Payload; deferred?: boolean }): SessionWriter {
     const id = `${Date.now().toString(36)}-${randomBytes(5).toString("hex")}`;
     // The session's row goes in with its first commit: one fsync, not two.
-    const s = new Session(this, id, 0, { kind: info.kind, started: new Date().toISOString(), title: this.redactor.text(info.title), workspace: info.workspace ?? null });
+    const s = new SessionWriter(this, id, 0, { kind: info.kind, started: new Date().toISOString(), title: this.redactor.text(info.title), workspace: info.workspace ?? null });
     const payload = { kind: info.kind, title: info.title, ...info.payload };
     if (info.deferred) void s.append("session.started", info.actor ?? { component: "host" }, 0, payload).catch(() => undefined);
     else s.appendNow("session.started", info.actor ?? { component: "host" }, 0, payload);
@@ -175,7 +175,7 @@ export class Journal {
   }
 
   /** Queues an event; resolves once it is durably committed. */
-  enqueue(session: Session, event: NewEvent): Promise<StoredEvent> {
+  enqueue(session: SessionWriter, event: NewEvent): Promise<StoredEvent> {
     if (this.failed) return Promise.reject(this.failed);
     checkEvent(event);
     return new Promise((resolve, reject) => {
@@ -188,7 +188,7 @@ export class Journal {
   }
 
   /** Commits everything queued, plus event, now; throws if the commit fails. */
-  commitNow(session: Session, event: NewEvent): StoredEvent {
+  commitNow(session: SessionWriter, event: NewEvent): StoredEvent {
     if (this.failed) throw this.failed;
     checkEvent(event);
     let stored: StoredEvent | undefined;
@@ -470,7 +470,7 @@ interface SessionRow {
   workspace: string | null;
 }
 
-export class Session {
+export class SessionWriter {
   private seqInSession: number;
 
   constructor(

@@ -1,7 +1,7 @@
 import { networkInterfaces } from "node:os";
 import { type AddressClass, canonicalHost, classify, type Host, hostText } from "../policy/address.js";
 import { dnsResolver, type Resolver } from "./dns.js";
-import { deniesAddress, namesLiteral, type NetPolicy } from "../policy/net-grants.js";
+import { deniesAddress, namesLiteral, type NetGrants } from "../policy/net-grants.js";
 
 export type { Resolver } from "./dns.js";
 
@@ -34,7 +34,7 @@ export type Resolution =
  * a deny rule names literally is never used, whatever name led to it. The
  * caller connects to the returned address and never looks the name up again.
  */
-export async function resolveDestination(host: Host, port: number, policy: NetPolicy, resolver: Resolver, own: ReadonlySet<string>, method: string): Promise<Resolution> {
+export async function resolveDestination(host: Host, port: number, grants: NetGrants, resolver: Resolver, own: ReadonlySet<string>, method: string): Promise<Resolution> {
   let candidates: string[];
   if (host.kind === "ip") candidates = [host.ip];
   else {
@@ -59,13 +59,13 @@ export async function resolveDestination(host: Host, port: number, policy: NetPo
     }
     if (ip.kind !== "ip") continue;
     resolved.push(ip.ip);
-    const denied = deniesAddress(policy, ip.ip, port);
+    const denied = deniesAddress(grants, ip.ip, port);
     if (denied) {
       refused.push(`${ip.ip} (denied by --deny-net ${denied.text})`);
       continue;
     }
     const cls: AddressClass = classify(ip.ip, own);
-    if (cls === "public" || namesLiteral(policy, ip.ip, port, method)) return { ok: true, address: ip.ip, family: ip.family, resolved };
+    if (cls === "public" || namesLiteral(grants, ip.ip, port, method)) return { ok: true, address: ip.ip, family: ip.family, resolved };
     refused.push(`${ip.ip} (${cls})`);
     nonPublic = true;
   }

@@ -4,7 +4,7 @@ import { Agent, request } from "undici";
 import { AddressError, type Host, hostText, parseAuthority } from "../policy/address.js";
 import { hostAddresses, type Resolver, resolveDestination, systemResolver } from "./destination.js";
 import { capped, type EgressEvent } from "./egress-log.js";
-import { decideDestination, type NetPolicy } from "../policy/net-grants.js";
+import { decideDestination, type NetGrants } from "../policy/net-grants.js";
 
 /**
  * The host's own fetches (the web_fetch tool): the egress gate's rules, applied
@@ -14,7 +14,7 @@ import { decideDestination, type NetPolicy } from "../policy/net-grants.js";
  * separately.
  */
 export interface WebFetchOptions {
-  policy: NetPolicy;
+  grants: NetGrants;
   method?: string;
   headers?: Record<string, string>;
   body?: string | Uint8Array;
@@ -96,7 +96,7 @@ export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebF
       throw new WebFetchError(`refused ${current}: ${(e as Error).message}`, hops);
     }
     const canonical = `${hostText(t.host)}:${t.port}`;
-    const d = decideDestination(opts.policy, t.host, t.port, method);
+    const d = decideDestination(opts.grants, t.host, t.port, method);
     if (!d.allowed) {
       emit({ method, asked: current, canonical, decision: "denied", reason: d.reason });
       throw new WebFetchError(`refused ${method} ${current}: ${d.reason}`, hops);
@@ -106,7 +106,7 @@ export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebF
       emit({ method, asked: current, canonical, decision: "denied", code: "read-only", reason });
       throw new WebFetchError(`refused ${method} ${current}: ${reason}`, hops);
     }
-    const r = await resolveDestination(t.host, t.port, opts.policy, resolver, own, method);
+    const r = await resolveDestination(t.host, t.port, opts.grants, resolver, own, method);
     if (!r.ok) {
       emit({ method, asked: current, canonical, resolved: r.resolved, decision: "denied", reason: r.reason });
       throw new WebFetchError(`refused ${method} ${current}: ${r.reason}`, hops);

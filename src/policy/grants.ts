@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ENV_NAME } from "./env.js";
+import type { Limits } from "./limits.js";
 
 // These schemas guard input that arrives as data (config files, the library
 // API). The CLI hot path imports only their types: loading zod costs Node
@@ -12,6 +13,7 @@ export type Mode = z.infer<typeof ModeSchema>;
 
 export const EnvNameSchema = z.string().regex(ENV_NAME, "an environment variable name");
 
+/** Limits that arrive as data (the type is in limits.ts). */
 export const LimitsSchema = z
   .object({
     timeoutMs: z.number().int().positive().optional(),
@@ -22,8 +24,7 @@ export const LimitsSchema = z
     maxCpuSeconds: z.number().int().positive().optional(),
     maxOpenFiles: z.number().int().min(16).max(1 << 20).optional(),
   })
-  .strict();
-export type Limits = z.infer<typeof LimitsSchema>;
+  .strict() satisfies z.ZodType<Limits>;
 
 /** Grants as the user wrote them: paths may be relative to the workspace. */
 export const GrantsSchema = z

@@ -21,12 +21,12 @@ export interface NetRule {
   text: string;
 }
 
-export interface NetPolicy {
+export interface NetGrants {
   allow: NetRule[];
   deny: NetRule[];
 }
 
-export const EMPTY_NET_POLICY: NetPolicy = { allow: [], deny: [] };
+export const NO_NET_GRANTS: NetGrants = { allow: [], deny: [] };
 
 export class RuleError extends Error {
   constructor(message: string) {
@@ -102,7 +102,7 @@ export function parseNetRule(text: string, opts: { deny?: boolean } = {}): NetRu
   return { host, ports, methods, text };
 }
 
-export function parseNetPolicy(allow: readonly string[], deny: readonly string[] = []): NetPolicy {
+export function parseNetGrants(allow: readonly string[], deny: readonly string[] = []): NetGrants {
   return { allow: allow.map((t) => parseNetRule(t)), deny: deny.map((t) => parseNetRule(t, { deny: true })) };
 }
 
@@ -128,11 +128,11 @@ export type Decision = { allowed: true; rule: NetRule } | { allowed: false; code
  * HTTP method, or "CONNECT" for a tunnel: the gate cannot see the methods
  * inside a tunnel, so only an "any method" grant opens one.
  */
-export function decideDestination(policy: NetPolicy, host: Host, port: number, method: string): Decision {
+export function decideDestination(grants: NetGrants, host: Host, port: number, method: string): Decision {
   const dest = `${hostText(host)}:${port}`;
-  const denied = policy.deny.find((r) => hostMatches(r.host, host) && portMatches(r, port));
+  const denied = grants.deny.find((r) => hostMatches(r.host, host) && portMatches(r, port));
   if (denied) return { allowed: false, code: "denied", reason: `${dest} is denied by --deny-net ${denied.text}` };
-  const matching = policy.allow.filter((r) => hostMatches(r.host, host) && portMatches(r, port));
+  const matching = grants.allow.filter((r) => hostMatches(r.host, host) && portMatches(r, port));
   if (matching.length === 0) return { allowed: false, code: "no-grant", reason: `no grant names ${dest}; grant it with --allow-net ${grantHint(host, port)}` };
   const any = matching.find((r) => r.methods === "any");
   if (any) return { allowed: true, rule: any };
@@ -152,13 +152,13 @@ function methodMatches(rule: NetRule, method: string): boolean {
 }
 
 /** True when a grant for this method names this exact IP literal (the only way to reach a non-public address). */
-export function namesLiteral(policy: NetPolicy, ip: string, port: number, method: string): boolean {
+export function namesLiteral(grants: NetGrants, ip: string, port: number, method: string): boolean {
   const canon = parseIPv4(ip) ?? ip;
-  return policy.allow.some((r) => r.host.kind === "ip" && r.host.ip === canon && portMatches(r, port) && methodMatches(r, method));
+  return grants.allow.some((r) => r.host.kind === "ip" && r.host.ip === canon && portMatches(r, port) && methodMatches(r, method));
 }
 
 /** The deny rule naming this exact IP literal, if any: it applies to resolved addresses too. */
-export function deniesAddress(policy: NetPolicy, ip: string, port: number): NetRule | undefined {
+export function deniesAddress(grants: NetGrants, ip: string, port: number): NetRule | undefined {
   const canon = parseIPv4(ip) ?? ip;
-  return policy.deny.find((r) => r.host.kind === "ip" && r.host.ip === canon && portMatches(r, port));
+  return grants.deny.find((r) => r.host.kind === "ip" && r.host.ip === canon && portMatches(r, port));
 }

@@ -1,15 +1,16 @@
 import { lstatSync, readlinkSync } from "node:fs";
 import { sandboxEnv, sandboxPath } from "./env.js";
 import { VakError } from "./errors.js";
-import type { Grants, Limits, Mode } from "./grants.js";
+import type { Grants, Mode } from "./grants.js";
+import { DEFAULT_MAX_PROCS, type Limits } from "./limits.js";
 import { canonicalDir, canonicalGrant, canonicalMaybe, exists, isWithin } from "./paths.js";
 import { PROTECTED_PATHS } from "./protected.js";
 import { proxyEnv, RELAY_PORT } from "./proxy-env.js";
-import type { NetPolicy } from "./net-grants.js";
+import type { NetGrants } from "./net-grants.js";
 import {
-  DEFAULT_MAX_PROCS, PRIVATE_HOME_BYTES, PRIVATE_SHM, PRIVATE_TMP, RUNTIME_DEVICES, RUNTIME_DIRS, RUNTIME_ETC, SANDBOX_HOSTNAME,
+  PRIVATE_HOME_BYTES, PRIVATE_SHM, PRIVATE_TMP, RUNTIME_DEVICES, RUNTIME_DIRS, RUNTIME_ETC, SANDBOX_HOSTNAME,
   synthesizedEtc,
-} from "./runtime.js";
+} from "./runtime-set.js";
 
 /** How the sandbox is built: namespaces (the full view), reduced (Landlock and
  *  seccomp only, where user namespaces are unavailable), or none (full access). */
@@ -42,7 +43,7 @@ export interface HostFacts {
   preloadDir?: string | undefined;
 }
 
-export interface PolicyInput {
+export interface PlanInput {
   mode: Mode;
   sandbox: SandboxKind;
   workspace: string;
@@ -53,7 +54,7 @@ export interface PolicyInput {
   /** Vak's own files the command needs (the worker's code), read-only. */
   runtime?: readonly string[] | undefined;
   /** Network grants; without any allow rule the sandbox has no network at all. */
-  net?: NetPolicy | undefined;
+  net?: NetGrants | undefined;
   /** For reduced mode: host directories the caller created for TMPDIR and HOME. */
   scratch?: { tmp: string; home: string } | undefined;
 }
@@ -76,7 +77,7 @@ export interface LaunchPlan {
 }
 
 /** No network at all, or the egress gate reached through the relay on the sandbox's loopback. */
-export type Network = { kind: "none" } | { kind: "gate"; port: number; policy: NetPolicy };
+export type Network = { kind: "none" } | { kind: "gate"; port: number; grants: NetGrants };
 
 const depth = (p: string): number => (p === "/" ? 0 : p.split("/").length - 1);
 
@@ -85,7 +86,7 @@ const depth = (p: string): number => (p === "/" ? 0 : p.split("/").length - 1);
  * canonical, deny beating allow, the runtime set, protected paths and Vak's own
  * state held back. Reads the file system only to canonicalise and classify.
  */
-export function decide(input: PolicyInput, host: HostFacts): LaunchPlan {
+export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
   if (input.command.length === 0 || !input.command[0]) throw new VakError("bad-input", "no command given; usage: vak exec [options] -- CMD [ARGS...]");
   const workspace = canonicalDir(input.workspace, "--workspace");
   const cwd = input.cwd ? canonicalDir(input.cwd, "--cwd") : workspace;
@@ -174,7 +175,7 @@ export function decide(input: PolicyInput, host: HostFacts): LaunchPlan {
     mounts.push({ kind: "mask", path: s, why: "Vak's own state" });
   }
 
-  const network: Network = input.net && input.net.allow.length > 0 ? { kind: "gate", port: RELAY_PORT, policy: input.net } : { kind: "none" };
+  const network: Network = input.net && input.net.allow.length > 0 ? { kind: "gate", port: RELAY_PORT, grants: input.net } : { kind: "none" };
   if (network.kind === "gate" && reduced)
     throw new VakError("unsupported", "--allow-net: reduced mode has no private network namespace, so it cannot guarantee that traffic goes only through the egress gate");
   const preload = network.kind === "gate" && host.preloadDir && exists(host.preloadDir) ? host.preloadDir : undefined;

@@ -1,5 +1,5 @@
 import type { AgentEvent, RunResult } from "../agent/agent.js";
-import type { ApprovalRequest } from "../approvals/gate.js";
+import type { ApprovalRequest } from "../approvals/approval-gate.js";
 import { Journal } from "../journal/journal.js";
 import { resolveModel } from "../model/providers.js";
 import type { ModelClient } from "../model/types.js";
@@ -7,7 +7,7 @@ import { loadUserConfig } from "../policy/config.js";
 import type { SandboxKind } from "../policy/plan.js";
 import type { SecretStore } from "../secrets/store.js";
 import { checkSpec, loadSpec, type WorkloadPlan, type WorkloadSpecInput } from "./spec.js";
-import { WorkloadSession } from "./session.js";
+import { WorkloadSession } from "./workload-session.js";
 
 /** What an embedding application sees of a session as it runs. */
 export type HostEvent =
@@ -38,11 +38,12 @@ export interface HostOptions {
 export interface Host {
   readonly spec: WorkloadPlan;
   /** A new session of this workload. */
-  session(): AgentSessionHandle;
+  session(): WorkloadSessionHandle;
   close(): Promise<void>;
 }
 
-export interface AgentSessionHandle {
+/** A session of the workload (a WorkloadSession: the harness and its components), as the library hands it out. */
+export interface WorkloadSessionHandle {
   readonly id: string | undefined;
   /** Sends a message to the harness; resolves when the harness is done with it. */
   send(message: string, opts?: { signal?: AbortSignal }): Promise<RunResult>;
@@ -62,7 +63,7 @@ export function createHost(spec: WorkloadSpecInput | string, opts: HostOptions =
   const sessions = new Set<WorkloadSession>();
   return {
     spec: plan,
-    session(): AgentSessionHandle {
+    session(): WorkloadSessionHandle {
       const ws: WorkloadSession = new WorkloadSession(plan, {
         model: resolved.client,
         journal,

@@ -4,14 +4,14 @@ import { dirname, isAbsolute, resolve } from "node:path";
 import { parse } from "smol-toml";
 import { z } from "zod";
 import { TOOLS } from "../broker/registry.js";
-import { parseNetPolicy, RuleError, type NetPolicy } from "../policy/net-grants.js";
+import { parseNetGrants, RuleError, type NetGrants } from "../policy/net-grants.js";
 import { checkEnvRecipient, type SecretRecipient } from "../secrets/grant.js";
 import { parseRef } from "../secrets/store.js";
 import { STORE_NAME } from "../stores/kv.js";
 import { canonicalJson, sha256 } from "../approvals/digest.js";
 import { ENV_NAME } from "../policy/env.js";
 import { VakError } from "../policy/errors.js";
-import type { Limits } from "../policy/grants.js";
+import type { Limits } from "../policy/limits.js";
 import { isWithin } from "../policy/paths.js";
 import { resolveExisting, vakStateDirs } from "../policy/state.js";
 
@@ -93,7 +93,7 @@ export interface ComponentPlan {
   denyRead: string[];
   denyWrite: string[];
   env: string[];
-  net?: NetPolicy | undefined;
+  net?: NetGrants | undefined;
   netText: string[];
   secrets: { ref: string; recipient: SecretRecipient }[];
   stores: string[];
@@ -210,9 +210,9 @@ export function checkSpec(
     if (write.length && mode === "read-only") fail(where, at("write"), "the session is read-only; this component's write grant is wider than your mode allows");
     const writesTools = (c.builtin ?? []).filter((t) => t === "write_file" || t === "edit_file");
     if (writesTools.length && !write.length) fail(where, at("builtin"), `${writesTools.join(", ")} needs a write grant to be of any use; add write = [...] or drop it`);
-    let net: NetPolicy | undefined;
+    let net: NetGrants | undefined;
     try {
-      net = c.net.length ? parseNetPolicy(c.net, c.deny_net) : undefined;
+      net = c.net.length ? parseNetGrants(c.net, c.deny_net) : undefined;
     } catch (e) {
       if (e instanceof RuleError) fail(where, at("net"), e.message);
       throw e;

@@ -2,8 +2,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { ApprovalRequest } from "../../src/approvals/gate.js";
-import { HostSession, type HostSessionOptions } from "../../src/agent/session.js";
+import type { ApprovalRequest } from "../../src/approvals/approval-gate.js";
+import { AgentSession, type AgentSessionOptions } from "../../src/agent/agent-session.js";
 import { Journal } from "../../src/journal/journal.js";
 import type { StoredEvent } from "../../src/journal/events.js";
 import { OpenAIChatClient } from "../../src/model/openai.js";
@@ -14,7 +14,7 @@ import { wireServer } from "../support/model-servers.js";
 let s: Scratch;
 let journalDir: string;
 let journal: Journal;
-let sessions: HostSession[];
+let sessions: AgentSession[];
 beforeEach(() => {
   s = scratch({ git: true });
   writeFileSync(join(s.ws, "notes.txt"), "alpha\n");
@@ -37,14 +37,14 @@ type Answer = "allow" | "allow-session" | "deny";
  * and, given an answer, gives it as the host's UI would (nonce, digest and
  * generation copied from the request).
  */
-function session(script: Script | ScriptedClient, opts: Partial<HostSessionOptions> = {}, answer?: Answer): { host: HostSession; model: ScriptedClient; events: () => StoredEvent[]; asked: ApprovalRequest[] } {
+function session(script: Script | ScriptedClient, opts: Partial<AgentSessionOptions> = {}, answer?: Answer): { host: AgentSession; model: ScriptedClient; events: () => StoredEvent[]; asked: ApprovalRequest[] } {
   const model = script instanceof ScriptedClient ? script : new ScriptedClient(script);
   const asked: ApprovalRequest[] = [];
   const onApproval = (r: ApprovalRequest) => {
     asked.push(r);
     if (answer) queueMicrotask(() => host.approvals.answer({ nonce: r.nonce, digest: r.digest, generation: r.generation, answer, by: "test" }));
   };
-  const host: HostSession = new HostSession({ workspace: s.ws, mode: "workspace-write", model, journal, poolSize: 0, onApproval, ...opts });
+  const host: AgentSession = new AgentSession({ workspace: s.ws, mode: "workspace-write", model, journal, poolSize: 0, onApproval, ...opts });
   sessions.push(host);
   return {
     host, model, asked,

@@ -6,8 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GateEngine, sendClient, socketFd } from "../../src/net/engine.js";
-import { EgressGate, type EgressEvent } from "../../src/net/gate.js";
-import { parseNetPolicy } from "../../src/policy/net-grants.js";
+import { EgressGate, type EgressEvent } from "../../src/net/egress-gate.js";
+import { parseNetGrants } from "../../src/policy/net-grants.js";
 import { ROOT } from "../support/paths.js";
 import { collect, gateClient, listenLoopback, loopbackPair, testGate, until } from "../support/net.js";
 import { spawnVak } from "../support/vak.js";
@@ -590,7 +590,7 @@ describe("the hand-off and the tunnels", () => {
         await until(() => fdCount() <= baseline, `no fd stays behind (${fdCount()} > ${baseline})`);
 
         // setGeneration: a newer generation ends an older worker's tunnels too.
-        const tok = t.gate.register({ component: "old", generation: 1, policy: parseNetPolicy([`127.0.0.1:${port}`]) });
+        const tok = t.gate.register({ component: "old", generation: 1, grants: parseNetGrants([`127.0.0.1:${port}`]) });
         const more: Awaited<ReturnType<typeof openTunnel>>[] = [];
         for (let i = 0; i < 5; i++) more.push(await openTunnel(t.gate.socketPath, tok, port));
         const closed2 = more.map((x) => new Promise((r) => x.s.once("close", r)));
@@ -647,7 +647,7 @@ describe("the hand-off and the tunnels", () => {
         },
       });
       await gate.listen();
-      const token = gate.register({ component: "c", generation: 1, policy: parseNetPolicy([`127.0.0.1:${port}`]) });
+      const token = gate.register({ component: "c", generation: 1, grants: parseNetGrants([`127.0.0.1:${port}`]) });
       try {
         const clients: Socket[] = [];
         for (let i = 0; i < 20; i++) {

@@ -3,9 +3,9 @@ import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { HostSession } from "../../src/agent/session.js";
+import { AgentSession } from "../../src/agent/agent-session.js";
 import { Broker } from "../../src/broker/broker.js";
-import { parseNetPolicy } from "../../src/policy/net-grants.js";
+import { parseNetGrants } from "../../src/policy/net-grants.js";
 import { Journal } from "../../src/journal/journal.js";
 import { ScriptedClient } from "../../src/model/scripted.js";
 import type { InjectedSecret } from "../../src/secrets/grant.js";
@@ -130,12 +130,12 @@ describe("secrets injected into one component", () => {
   it("reach that component's commands only; never another's environment or /proc, the journal, or the model", async () => {
     const inject: InjectedSecret[] = [{ ref: "secret:deploy", value, recipient: { kind: "env", name: "DEPLOY_TOKEN" } }];
     // Component A holds the secret and keeps a command running with it.
-    const a = new HostSession({
-      workspace: s.ws, mode: "workspace-write", journal, inject, poolSize: 0, approvalPolicy: { write: "allow", exec: "allow" },
+    const a = new AgentSession({
+      workspace: s.ws, mode: "workspace-write", journal, inject, poolSize: 0, approvalRules: { write: "allow", exec: "allow" },
       model: new ScriptedClient({ turns: [{ tool_calls: [{ name: "exec", args: { command: 'echo "$DEPLOY_TOKEN" > a-saw.txt; echo raw:$DEPLOY_TOKEN; printf %s "$DEPLOY_TOKEN" | base64; env | base64; touch a-started; sleep 3' } }] }, { text: "ok" }] }),
     });
-    const b = new HostSession({
-      workspace: s.ws, mode: "workspace-write", journal, poolSize: 0, approvalPolicy: { write: "allow", exec: "allow" },
+    const b = new AgentSession({
+      workspace: s.ws, mode: "workspace-write", journal, poolSize: 0, approvalRules: { write: "allow", exec: "allow" },
       model: new ScriptedClient({
         turns: [{ tool_calls: [{ name: "exec", args: { command: "while [ ! -e a-started ]; do sleep 0.05; done; (env; cat /proc/*/environ; ps -eo args) > b-saw.txt 2>&1; echo checked" } }] }, { text: "ok" }],
       }),
@@ -208,7 +208,7 @@ describe("a header secret", () => {
     const session = journal.startSession({ kind: "test", title: "header secret" });
     const broker = new Broker({
       workspace: s.ws, mode: "workspace-write", journal: session,
-      net: parseNetPolicy([`127.0.0.1:${declared}`, `127.0.0.1:${other}`]),
+      net: parseNetGrants([`127.0.0.1:${declared}`, `127.0.0.1:${other}`]),
       secrets: [{ ref: "secret:api", value, recipient: { kind: "header", header: "X-Api-Key", hosts: [`127.0.0.1:${declared}`], placeholderEnv: "API_KEY" } }],
     });
     try {

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { canonicalHost } from "../../src/policy/address.js";
-import { decideDestination, parseNetPolicy, parseNetRule } from "../../src/policy/net-grants.js";
+import { decideDestination, parseNetGrants, parseNetRule } from "../../src/policy/net-grants.js";
 
 const decide = (allow: string[], deny: string[], host: string, port: number, method = "GET") =>
-  decideDestination(parseNetPolicy(allow, deny), canonicalHost(host), port, method);
+  decideDestination(parseNetGrants(allow, deny), canonicalHost(host), port, method);
 
 describe("network grants", () => {
   it.each([

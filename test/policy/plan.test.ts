@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { VakError } from "../../src/policy/errors.js";
 import type { Grants } from "../../src/policy/grants.js";
-import { decide, type HostFacts, type LaunchPlan, type PolicyInput } from "../../src/policy/plan.js";
+import { decide, type HostFacts, type LaunchPlan, type PlanInput } from "../../src/policy/plan.js";
 import { scratch, type Scratch } from "../support/fs.js";
 
 let s: Scratch;
@@ -28,7 +28,7 @@ const host = (): HostFacts => ({
 });
 
 const grants = (g: Partial<Grants> = {}): Grants => ({ read: [], write: [], denyRead: [], denyWrite: [], env: [], ...g });
-const plan = (over: Partial<PolicyInput> = {}): LaunchPlan =>
+const plan = (over: Partial<PlanInput> = {}): LaunchPlan =>
   decide({ mode: "workspace-write", sandbox: "namespaces", workspace: s.ws, grants: grants(), limits: {}, command: ["true"], ...over }, host());
 const mountOf = (p: LaunchPlan, path: string) => p.mounts.filter((m) => m.path === path).map((m) => m.kind);
 

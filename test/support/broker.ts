@@ -3,13 +3,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Broker, type BrokerOptions } from "../../src/broker/broker.js";
 import type { StoredEvent } from "../../src/journal/events.js";
-import { Journal, type Session } from "../../src/journal/journal.js";
+import { Journal, type SessionWriter } from "../../src/journal/journal.js";
 
 /** A broker over ws with a real journal of its own, for reading back what was recorded. */
 export interface TestBroker {
   broker: Broker;
   journal: Journal;
-  session: Session;
+  session: SessionWriter;
   events(): StoredEvent[];
   close(): Promise<void>;
 }

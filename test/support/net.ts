@@ -4,8 +4,8 @@ import { connect, createServer as createNetServer, type Server as NetServer, typ
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sendClient, socketFd } from "../../src/net/engine.js";
-import { EgressGate, type EgressEvent, type GateLimits } from "../../src/net/gate.js";
-import { parseNetPolicy } from "../../src/policy/net-grants.js";
+import { EgressGate, type EgressEvent, type GateLimits } from "../../src/net/egress-gate.js";
+import { parseNetGrants } from "../../src/policy/net-grants.js";
 
 /** A loopback HTTP server that records what reached it. */
 export interface Upstream {
@@ -154,7 +154,7 @@ export async function testGate(
     durable: opts.durable,
   });
   await gate.listen();
-  const token = gate.register({ component: "test", generation: 1, policy: parseNetPolicy(allow, opts.deny ?? []) });
+  const token = gate.register({ component: "test", generation: 1, grants: parseNetGrants(allow, opts.deny ?? []) });
   return {
     gate,
     token,

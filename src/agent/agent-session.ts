@@ -1,10 +1,10 @@
-import { ApprovalGate, type ApprovalRequest } from "../approvals/gate.js";
-import { type ApprovalPolicy, DEFAULT_APPROVAL_POLICY } from "../approvals/policy.js";
+import { ApprovalGate, type ApprovalRequest } from "../approvals/approval-gate.js";
+import { type ApprovalRules, DEFAULT_APPROVAL_RULES } from "../approvals/approval-rules.js";
 import { Broker } from "../broker/broker.js";
-import type { Journal, Session } from "../journal/journal.js";
+import type { Journal, SessionWriter } from "../journal/journal.js";
 import type { Grants, Mode } from "../policy/grants.js";
 import type { SandboxKind } from "../policy/plan.js";
-import type { NetPolicy } from "../policy/net-grants.js";
+import type { NetGrants } from "../policy/net-grants.js";
 import type { InjectedSecret } from "../secrets/grant.js";
 import { Redactor } from "../secrets/redact.js";
 import type { Message, ModelClient } from "../model/types.js";
@@ -13,19 +13,19 @@ import type { TaskArgs } from "./task.js";
 
 export type SessionMode = Exclude<Mode, "full-access">;
 
-export interface HostSessionOptions {
+export interface AgentSessionOptions {
   workspace: string;
   mode: SessionMode;
   grants?: Partial<Grants>;
   /** Network grants for the agent's commands (through the egress gate). */
-  net?: NetPolicy | undefined;
+  net?: NetGrants | undefined;
   model: ModelClient;
   journal?: Journal | undefined;
   /** Values to redact everywhere (the provider key among them). */
   secrets?: readonly string[];
   /** Secrets the agent's commands get, with their recipients (task sub-agents get none). */
   inject?: readonly InjectedSecret[];
-  approvalPolicy?: ApprovalPolicy;
+  approvalRules?: ApprovalRules;
   approvalTimeoutMs?: number;
   /** The host's approver; without one, every op that asks is denied. */
   onApproval?: ((r: ApprovalRequest) => void) | undefined;
@@ -43,9 +43,9 @@ export interface HostSessionOptions {
  * tools, the approval gate, the journal session. It owns the runs (the main
  * one and any task sub-agents) and the policy generation.
  */
-export class HostSession {
+export class AgentSession {
   readonly approvals: ApprovalGate;
-  readonly journalSession: Session | undefined;
+  readonly journalSession: SessionWriter | undefined;
   readonly redactor: Redactor;
   private readonly broker: Broker;
   private readonly messages: Message[] = [];
@@ -54,7 +54,7 @@ export class HostSession {
   private readonly taskBrokers = new Set<Broker>();
   private tasks = 0;
 
-  constructor(private readonly opts: HostSessionOptions) {
+  constructor(private readonly opts: AgentSessionOptions) {
     this.redactor = opts.journal?.redactor ?? new Redactor();
     for (const s of opts.secrets ?? []) this.redactor.add(s);
     for (const s of opts.inject ?? []) this.redactor.add(s.value);
@@ -63,7 +63,7 @@ export class HostSession {
     this.broker = this.makeBroker("agent", opts.mode, opts.poolSize ?? 1, opts.inject);
     void this.journalSession?.append("policy.generation", { component: "host" }, 1, {
       generation: 1, mode: opts.mode, grants: opts.grants ?? {}, net: opts.net ? opts.net.allow.map((r) => r.text) : [], model: `${opts.model.provider}:${opts.model.model}`,
-      approvals: opts.approvalPolicy ?? DEFAULT_APPROVAL_POLICY,
+      approvals: opts.approvalRules ?? DEFAULT_APPROVAL_RULES,
     }).catch(() => {});
   }
 
@@ -72,7 +72,7 @@ export class HostSession {
   }
 
   get mode(): SessionMode {
-    return this.broker.policy.mode;
+    return this.broker.ceiling.mode;
   }
 
   private makeBroker(component: string, mode: SessionMode, poolSize: number, secrets?: readonly InjectedSecret[]): Broker {
@@ -87,14 +87,14 @@ export class HostSession {
       generation: this.generationNow,
       sandbox: this.opts.sandbox,
       poolSize,
-      approvals: { gate: this.approvals, policy: this.opts.approvalPolicy ?? DEFAULT_APPROVAL_POLICY },
+      approvals: { gate: this.approvals, rules: this.opts.approvalRules ?? DEFAULT_APPROVAL_RULES },
     });
     if (poolSize > 0) b.prewarm();
     return b;
   }
 
   private role(b: Broker): string {
-    const p = b.policy;
+    const p = b.ceiling;
     return `You are a coding agent. Your workspace is ${p.workspace}; paths are relative to it. Mode: ${p.mode}.`;
   }
 
@@ -166,7 +166,7 @@ export class HostSession {
     for (const ac of cancelled) ac.abort(new Error(`policy changed: ${reason}`));
     if (cancelled.length) await this.journalSession?.append("run.cancelled", actor, generation, { reason, runs: cancelled.length });
     let stopped = 0;
-    for (const b of [...this.taskBrokers]) stopped += await b.setGeneration(generation, reason, { mode: mode === "read-only" ? "read-only" : b.policy.mode, record: false });
+    for (const b of [...this.taskBrokers]) stopped += await b.setGeneration(generation, reason, { mode: mode === "read-only" ? "read-only" : b.ceiling.mode, record: false });
     stopped += await this.broker.setGeneration(generation, reason, { mode, record: false });
     await Promise.allSettled([...this.runs.values()]);
     await this.journalSession?.append("policy.generation", actor, generation, {

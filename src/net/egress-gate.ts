@@ -9,7 +9,7 @@ import { DEFAULT_EGRESS_LOG, EgressLog, type EgressEvent, type EgressLogOptions 
 import { GateEngine } from "./engine.js";
 import { type Checked, type EgressFields, LimitError, ProxyConnection, type ProxyContext } from "./proxy.js";
 import { SocketReader } from "./reader.js";
-import { decideDestination, type NetPolicy } from "../policy/net-grants.js";
+import { decideDestination, type NetGrants } from "../policy/net-grants.js";
 
 export type { EgressEvent } from "./egress-log.js";
 
@@ -17,7 +17,7 @@ export type { EgressEvent } from "./egress-log.js";
 export interface GateWorker {
   component: string;
   generation: number;
-  policy: NetPolicy;
+  grants: NetGrants;
   /** Headers the gate sets on plain-HTTP requests to the named hosts: a secret's value, which the worker never sees. */
   headers?: readonly HeaderSecret[];
 }
@@ -301,7 +301,7 @@ export class EgressGate {
   /** Decides a destination and resolves it; connects nothing. */
   private async check(worker: Registered, method: string, host: Host, port: number, hasBody: boolean): Promise<Checked> {
     const canonical = `${hostText(host)}:${port}`;
-    const d = decideDestination(worker.policy, host, port, method);
+    const d = decideDestination(worker.grants, host, port, method);
     if (!d.allowed) return { ok: false, status: 403, code: d.code, reason: d.reason, canonical };
     if (d.rule.methods === "read" && hasBody)
       return { ok: false, status: 403, code: "read-only", reason: `the grant ${d.rule.text} is read-only: it allows no request body`, canonical };
@@ -309,7 +309,7 @@ export class EgressGate {
       return { ok: false, status: 503, code: "lookup-limit", reason: `more than ${this.limits.lookupsPerWorker} DNS lookups at once`, canonical };
     worker.lookups += 1;
     try {
-      const r = await Promise.race([resolveDestination(host, port, worker.policy, this.lookup, this.own, method), this.stopping]);
+      const r = await Promise.race([resolveDestination(host, port, worker.grants, this.lookup, this.own, method), this.stopping]);
       if (!r) return { ok: false, status: 503, code: "closing", reason: "the gate closed before the lookup finished", canonical };
       if (!r.ok) return { ok: false, status: 403, code: r.code, reason: r.reason, canonical, resolved: r.resolved };
       return { ok: true, canonical, address: r.address, resolved: r.resolved, rule: d.rule.text };

@@ -5,8 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sendClient, socketFd } from "../../src/net/engine.js";
-import { EgressGate, type EgressEvent } from "../../src/net/gate.js";
-import { parseNetPolicy } from "../../src/policy/net-grants.js";
+import { EgressGate, type EgressEvent } from "../../src/net/egress-gate.js";
+import { parseNetGrants } from "../../src/policy/net-grants.js";
 import { gateClient, loopbackOnly, rawGate, statusOf, testGate, until, upstream, type Upstream } from "../support/net.js";
 
 // The gate in-process, driven over its unix socket exactly as the relay does.
@@ -46,8 +46,8 @@ describe("egress gate", () => {
     });
     await gate.listen();
     const P = up.port;
-    token = gate.register({ component: "web", generation: 1, policy: parseNetPolicy([`granted.test:${P}`, `127.0.0.1:${P}`, `loop.test:${P}`, `meta.test:*`, `private.test:*`, `mixed.test:*`]) });
-    readToken = gate.register({ component: "reader", generation: 1, policy: parseNetPolicy([`read:granted.test:${P}`, `read:127.0.0.1:${P}`]) });
+    token = gate.register({ component: "web", generation: 1, grants: parseNetGrants([`granted.test:${P}`, `127.0.0.1:${P}`, `loop.test:${P}`, `meta.test:*`, `private.test:*`, `mixed.test:*`]) });
+    readToken = gate.register({ component: "reader", generation: 1, grants: parseNetGrants([`read:granted.test:${P}`, `read:127.0.0.1:${P}`]) });
   });
   afterAll(async () => {
     await gate.close();
@@ -72,7 +72,7 @@ describe("egress gate", () => {
     it("a token from another session's gate gets 407", async () => {
       const other = new EgressGate({ dir: join(dir, "other"), onEvent: () => {}, connect: hook.fn });
       await other.listen();
-      const foreign = other.register({ component: "x", generation: 1, policy: parseNetPolicy([`127.0.0.1:${up.port}`]) });
+      const foreign = other.register({ component: "x", generation: 1, grants: parseNetGrants([`127.0.0.1:${up.port}`]) });
       try {
         expect(statusOf(await get(foreign, `http://127.0.0.1:${up.port}/`, `127.0.0.1:${up.port}`))).toBe(407);
       } finally {
@@ -83,7 +83,7 @@ describe("egress gate", () => {
     it("a token from an older policy generation is refused, and its open tunnels closed", async () => {
       const g = new EgressGate({ dir: join(dir, "gen"), onEvent: () => {}, connect: hook.fn });
       await g.listen();
-      const old = g.register({ component: "x", generation: 1, policy: parseNetPolicy([`127.0.0.1:${up.port}`]) });
+      const old = g.register({ component: "x", generation: 1, grants: parseNetGrants([`127.0.0.1:${up.port}`]) });
       const s = await gateClient(g.socketPath, old, { allowHalfOpen: false });
       s.write(`CONNECT 127.0.0.1:${up.port} HTTP/1.1\r\n\r\n`);
       await new Promise((r) => s.once("data", r));

@@ -31,9 +31,6 @@ export const PRIVATE_HOME_BYTES = 1 << 30;
 
 export const SANDBOX_HOSTNAME = "vak";
 
-/** Process-count default when nothing is asked for; applied only where it can be held. */
-export const DEFAULT_MAX_PROCS = 1024;
-
 /** Files written into the view instead of bound from the host, so that host
  *  accounts and host names do not leak in. */
 export function synthesizedEtc(user: { name: string; uid: number; gid: number; home: string; shell: string }): Record<string, string> {

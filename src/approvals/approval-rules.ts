@@ -7,14 +7,14 @@ import type { Op } from "../protocol/ops.js";
  */
 export type AskRule = "ask" | "allow";
 
-export interface ApprovalPolicy {
+export interface ApprovalRules {
   write: AskRule;
   exec: AskRule;
 }
 
-export const DEFAULT_APPROVAL_POLICY: ApprovalPolicy = { write: "ask", exec: "ask" };
+export const DEFAULT_APPROVAL_RULES: ApprovalRules = { write: "ask", exec: "ask" };
 
-export function needsApproval(policy: ApprovalPolicy, op: Op): boolean {
+export function needsApproval(policy: ApprovalRules, op: Op): boolean {
   if (op.kind === "write" || op.kind === "edit") return policy.write === "ask";
   if (op.kind === "exec" || op.kind === "tool") return policy.exec === "ask";
   return false;

@@ -3,10 +3,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
 import { type AgentEvent, outcomeText, type RunResult, runAgent, runBuiltin, type ToolAnswer, type ToolRouter } from "../agent/agent.js";
-import { ApprovalGate, type ApprovalRequest } from "../approvals/gate.js";
+import { ApprovalGate, type ApprovalRequest } from "../approvals/approval-gate.js";
 import { Broker } from "../broker/broker.js";
 import { findTool, toolJsonSchema } from "../broker/registry.js";
-import type { Journal, Session } from "../journal/journal.js";
+import type { Journal, SessionWriter } from "../journal/journal.js";
 import type { Message, ModelClient, ToolSpec } from "../model/types.js";
 import type { SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
@@ -65,7 +65,7 @@ interface Live {
  */
 export class WorkloadSession {
   readonly approvals: ApprovalGate;
-  readonly journalSession: Session | undefined;
+  readonly journalSession: SessionWriter | undefined;
   readonly redactor: Redactor;
   private live: Live[] = [];
   private plan: WorkloadPlan;
@@ -134,7 +134,7 @@ export class WorkloadSession {
         generation: this.generationNow,
         sandbox: this.opts.sandbox,
         host: this.opts.env ? hostFacts(this.opts.env) : undefined,
-        approvals: { gate: this.approvals, policy: c.approval },
+        approvals: { gate: this.approvals, rules: c.approval },
       });
       const input = c.input ? z.fromJSONSchema(c.input as Parameters<typeof z.fromJSONSchema>[0]) : undefined;
       return { plan: c, broker, scratch, input };

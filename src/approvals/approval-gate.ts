@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { Actor } from "../journal/events.js";
-import type { Session } from "../journal/journal.js";
+import type { SessionWriter } from "../journal/journal.js";
 
 /**
  * Host-owned approval gates. A request is bound to the op's digest, the
@@ -41,7 +41,7 @@ interface Open {
 }
 
 export interface ApprovalGateOptions {
-  journal?: Session | undefined;
+  journal?: SessionWriter | undefined;
   generation?: number;
   timeoutMs?: number;
   /** Told of every new request; the host's approver (a terminal prompt, the web client) answers through answer(). */
