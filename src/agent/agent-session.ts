@@ -1,7 +1,8 @@
 import { ApprovalGate, type ApprovalRequest } from "../approvals/approval-gate.js";
 import { type ApprovalRules, DEFAULT_APPROVAL_RULES } from "../approvals/approval-rules.js";
 import { Broker } from "../broker/broker.js";
-import type { Journal, SessionWriter } from "../journal/journal.js";
+import type { Journal } from "../journal/journal.js";
+import type { SessionWriter } from "../journal/session-writer.js";
 import type { Grants, Mode } from "../policy/grants.js";
 import type { SandboxKind } from "../policy/plan.js";
 import type { NetGrants } from "../policy/net-grants.js";

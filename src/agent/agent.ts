@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Broker, OpOutcome } from "../broker/broker.js";
 import { TOOLS, toolCallToOp, toolJsonSchema } from "../broker/registry.js";
-import type { SessionWriter } from "../journal/journal.js";
+import type { SessionWriter } from "../journal/session-writer.js";
 import type { Redactor } from "../secrets/redact.js";
 import { ModelError, type Message, type ModelClient, type ToolCallRequest, type ToolSpec } from "../model/types.js";
 import { UNTRUSTED_RULE } from "../model/untrusted.js";

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { Actor } from "../journal/events.js";
-import type { SessionWriter } from "../journal/journal.js";
+import type { SessionWriter } from "../journal/session-writer.js";
 
 /**
  * Host-owned approval gates. A request is bound to the op's digest, the

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { Actor, Payload } from "../journal/events.js";
-import type { SessionWriter } from "../journal/journal.js";
+import type { SessionWriter } from "../journal/session-writer.js";
 import type { Grants, Mode } from "../policy/grants.js";
 import type { Limits } from "../policy/limits.js";
 import { decide, type HostFacts, type LaunchPlan, type SandboxKind } from "../policy/plan.js";

@@ -6,7 +6,8 @@ import { type AgentEvent, outcomeText, type RunResult, runAgent, runBuiltin, typ
 import { ApprovalGate, type ApprovalRequest } from "../approvals/approval-gate.js";
 import { Broker } from "../broker/broker.js";
 import { findTool, toolJsonSchema } from "../broker/registry.js";
-import type { Journal, SessionWriter } from "../journal/journal.js";
+import type { Journal } from "../journal/journal.js";
+import type { SessionWriter } from "../journal/session-writer.js";
 import type { Message, ModelClient, ToolSpec } from "../model/types.js";
 import type { SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";

@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Broker, type BrokerOptions } from "../../src/broker/broker.js";
 import type { StoredEvent } from "../../src/journal/events.js";
-import { Journal, type SessionWriter } from "../../src/journal/journal.js";
+import { Journal } from "../../src/journal/journal.js";
+import type { SessionWriter } from "../../src/journal/session-writer.js";
 
 /** A broker over ws with a real journal of its own, for reading back what was recorded. */
 export interface TestBroker {

@@ -1,0 +1,120 @@
+import { renameSync, unlinkSync } from "node:fs";
+import type Database from "better-sqlite3";
+import type { Redactor } from "../secrets/redact.js";
+import type { Chain } from "./chain.js";
+import { checkEvent, type EventKind } from "./events.js";
+import type { Db } from "./schema.js";
+import { MAX_SPOOL_LINE, OPEN_SUFFIX, pendingSpools, type SpoolHeader, type SpoolLine, spoolDir, spoolLines, type SpoolText } from "./spool.js";
+
+/** What ingest writes into: the journal's database, its chain, its redactor and its sessions insert. */
+export interface IngestTarget {
+  db: Db;
+  chain: Chain;
+  redactor: Redactor;
+  insertSession: Database.Statement;
+}
+
+/**
+ * Takes spooled runs (see spool.ts) into the chain, oldest first, one commit
+ * each, and removes their files. A file is claimed by renaming it, so that two
+ * ingesters never take the same run twice; a run whose session is already in
+ * the journal (an ingester died between commit and unlink) is only removed.
+ * Files are read a line at a time. A line that cannot be taken (damaged, not
+ * an event, or over MAX_SPOOL_LINE) is recorded in its place as a refused
+ * "journal.ingest" decision, the rest of the run is taken in, the file is kept
+ * beside the spool as .partial, and a message says so: one bad file never
+ * stops the journal.
+ */
+export function ingestSpools(into: IngestTarget, dir: string = spoolDir()): number {
+  let taken = 0;
+  for (const found of pendingSpools(dir)) {
+    const file = found.replace(/\.ingesting-\d+$/, "");
+    const claimed = `${file}.ingesting-${process.pid}`;
+    try {
+      renameSync(found, claimed);
+    } catch {
+      continue; // another ingester has it
+    }
+    const lines = spoolLines(claimed);
+    let header: SpoolHeader | undefined;
+    try {
+      header = (JSON.parse(lines.next().value?.text ?? "") as { header: SpoolHeader }).header;
+      if (!header?.session) throw new Error("no header");
+    } catch {
+      lines.return(undefined);
+      renameSync(claimed, `${file}.unreadable`);
+      process.stderr.write(`vak: journal: ${file} has no readable header; it is kept as ${file}.unreadable\n`);
+      continue;
+    }
+    const problems: string[] = [];
+    const kept = `${file}.partial`;
+    try {
+      takeRun(into, header, lines, file.endsWith(OPEN_SUFFIX), problems, kept);
+    } finally {
+      lines.return(undefined); // closes the file, whether or not every line was read
+    }
+    if (problems.length) {
+      renameSync(claimed, kept);
+      const shown = problems.slice(0, 3).join("; ") + (problems.length > 3 ? `; and ${problems.length - 3} more` : "");
+      process.stderr.write(`vak: journal: took in ${file} in part: ${shown}; each is recorded in its place, and the file is kept as ${kept}\n`);
+    } else unlinkSync(claimed);
+    taken += 1;
+  }
+  return taken;
+}
+
+/** One spooled run into the chain, in one commit. */
+function takeRun(into: IngestTarget, header: SpoolHeader, lines: Iterable<SpoolText>, open: boolean, problems: string[], kept: string): void {
+  const { db, chain, redactor } = into;
+  db.transaction(() => {
+    if (db.prepare("SELECT 1 FROM sessions WHERE id = ?").get(header.session)) return;
+    // The spool holds known secrets redacted already; credential shapes are redacted here, on the way in.
+    into.insertSession.run(header.session, header.kind, header.started, redactor.text(header.title), header.workspace);
+    let batch: SpoolLine[] = [];
+    let count = 0;
+    let last: EventKind | undefined;
+    const add = (e: SpoolLine) => {
+      batch.push(e);
+      last = e.kind;
+      if (batch.length >= 1000) flush();
+    };
+    const flush = () => {
+      chain.append(batch.map((e) => ({
+        session: header.session, session_seq: ++count, time: e.time, kind: e.kind, actor: JSON.stringify(redactor.value(e.actor)),
+        generation: e.generation, payload: JSON.stringify(redactor.value(e.payload)),
+      })));
+      batch = [];
+    };
+    for (const l of lines) {
+      if (l.bytes === 0) continue;
+      const e = l.text === undefined ? undefined : spoolEvent(l.text);
+      if (e) add(e);
+      // A torn last line: its write never returned, so it was never acknowledged.
+      else if (l.terminated) add(placeholder(l, problems, kept));
+    }
+    if (open && last !== "session.ended")
+      add({ kind: "session.ended", actor: { component: "host" }, generation: 0, time: new Date().toISOString(), payload: { outcome: "interrupted: vak stopped before the run ended" } });
+    flush();
+  }).immediate();
+}
+
+/** A spool line as an event the chain can hold, or undefined. */
+function spoolEvent(text: string): SpoolLine | undefined {
+  try {
+    const e = JSON.parse(text) as SpoolLine;
+    checkEvent(e);
+    return typeof e.time === "string" ? e : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What the chain holds where a spool line could not be taken in. */
+function placeholder(l: SpoolText, problems: string[], kept: string): SpoolLine {
+  const problem = `line ${l.line} ${l.text === undefined ? `is ${l.bytes} bytes, over the ${MAX_SPOOL_LINE}-byte limit` : "is not a readable event"}`;
+  problems.push(problem);
+  return {
+    kind: "decision", actor: { component: "journal" }, generation: 0, time: new Date().toISOString(),
+    payload: { op: "journal.ingest", allowed: false, reason: `${problem}; not taken in (the spool file is kept as ${kept})`, line: l.line, bytes: l.bytes },
+  };
+}
