@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Broker, OpOutcome } from "../broker/broker.js";
 import { TOOLS, toolCallToOp, toolJsonSchema } from "../broker/registry.js";
+import { traitsOf } from "../protocol/ops.js";
 import type { SessionWriter } from "../journal/session-writer.js";
 import type { Redactor } from "../secrets/redact.js";
 import { ModelError, type Message, type ModelClient, type ToolCallRequest, type ToolSpec } from "../model/types.js";
@@ -87,7 +88,7 @@ export function builtinSpecs(): ToolSpec[] {
 /** The text a tool's outcome becomes for the model. */
 export function outcomeText(r: OpOutcome): string {
   if (!r.ok) return `refused (${r.code}): ${r.message}`;
-  if (r.op !== "exec" && r.op !== "tool") return r.output;
+  if (traitsOf(r.op)?.effect !== "exec") return r.output;
   const d = r.data as { exitCode?: number | null; timedOut?: boolean } | undefined;
   return `${r.output}${r.output && !r.output.endsWith("\n") ? "\n" : ""}[exit code ${d?.exitCode ?? "none"}${d?.timedOut ? ", timed out" : ""}]`;
 }

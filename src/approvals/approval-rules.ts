@@ -1,29 +1,39 @@
-import type { Op } from "../protocol/ops.js";
+import { type Effect, type Op, traitsOf, unhandled } from "../protocol/ops.js";
 
 /**
- * Which allowed ops wait for a person. Reads of granted paths run; writes and
- * commands ask unless the user's config says "allow". Nothing here can allow
- * what the grant refuses: the broker asks only about ops already inside it.
+ * Which allowed ops wait for a person, decided on the effect each op kind
+ * declares (protocol/ops.ts), never on a list of kind names. Reads of granted
+ * paths run; writes and commands ask unless the user's config says "allow";
+ * a kind without a declared effect always asks. Nothing here can allow what
+ * the grant refuses: the broker asks only about ops already inside it.
  */
 export type AskRule = "ask" | "allow";
 
-export interface ApprovalRules {
-  write: AskRule;
-  exec: AskRule;
-}
+/** One rule per effect that can change anything: a new effect does not compile until it has one. */
+export type ApprovalRules = Record<Exclude<Effect, "read">, AskRule>;
 
 export const DEFAULT_APPROVAL_RULES: ApprovalRules = { write: "ask", exec: "ask" };
 
-export function needsApproval(policy: ApprovalRules, op: Op): boolean {
-  if (op.kind === "write" || op.kind === "edit") return policy.write === "ask";
-  if (op.kind === "exec" || op.kind === "tool") return policy.exec === "ask";
-  return false;
+/** Whether an allowed op waits for a person. Only a read, or an effect the rules say "allow" to, runs without asking. */
+export function needsApproval(rules: ApprovalRules, op: { kind: string }): boolean {
+  const effect = traitsOf(op.kind)?.effect;
+  if (effect === undefined) return true;
+  switch (effect) {
+    case "read": return false;
+    case "write": return rules.write !== "allow";
+    case "exec": return rules.exec !== "allow";
+    default: return unhandled(effect, "effect");
+  }
 }
 
 /** The exact capability an "allow for this session" answer covers: this op kind on this target, or this exact command. */
 export function capabilityOf(op: Op, target: string | undefined): string {
-  if (op.kind === "tool") return "tool";
-  return op.kind === "exec" ? `exec\0${op.command}` : `${op.kind}\0${target ?? ""}`;
+  switch (op.kind) {
+    case "tool": return "tool";
+    case "exec": return `exec\0${op.command}`;
+    case "read": case "list": case "glob": case "grep": case "write": case "edit": return `${op.kind}\0${target ?? ""}`;
+    default: return unhandled(op, "op kind");
+  }
 }
 
 /** What the op does, in a line, for the person deciding. */
@@ -34,6 +44,7 @@ export function summarizeOp(op: Op, target: string | undefined): string {
     case "edit": return `edit ${target}: replace "${clip(op.old, 300)}" with "${clip(op.new, 300)}"${op.replaceAll ? " (every occurrence)" : ""}`;
     case "exec": return `run: ${clip(op.command, 2000)}`;
     case "tool": return `run ${target ?? "the component's command"} with input ${clip(op.input, 200)}`;
-    default: return `${op.kind} ${target ?? ""}`;
+    case "read": case "list": case "glob": case "grep": return `${op.kind} ${target ?? ""}`;
+    default: return unhandled(op, "op kind");
   }
 }

@@ -17,7 +17,7 @@ import type { NetGrants } from "../policy/net-grants.js";
 import type { HeaderSecret } from "../net/egress-gate.js";
 import { describeRecipient, type InjectedSecret, placeholderFor } from "../secrets/grant.js";
 import { BrokerEgress } from "./egress.js";
-import { type Op, OpSchema } from "../protocol/ops.js";
+import { OP_TRAITS, type Op, OpSchema, unhandled } from "../protocol/ops.js";
 import { PROTOCOL_VERSION } from "../protocol/worker-protocol.js";
 import { type GrantView, resolveTarget } from "./path-rules.js";
 import { type WorkerOutcome, WorkerProcess } from "./worker-process.js";
@@ -59,9 +59,6 @@ export type OpOutcome = (WorkerOutcome & { op: Op["kind"]; target?: string | und
 
 /** How long a command may run when its component sets no limit. */
 const COMMAND_TIMEOUT_MS = 10 * 60_000;
-
-/** Ops that only read run in a read-only sandbox, whatever the session's mode. */
-const READS = new Set<Op["kind"]>(["read", "list", "glob", "grep"]);
 
 type PlanKey = "read" | "write";
 
@@ -247,11 +244,12 @@ export class Broker {
       await Promise.allSettled(records);
       return fail("bad-request", "this component has no command to run");
     }
-    if (op.kind !== "exec" && op.kind !== "tool") {
+    const traits = OP_TRAITS[op.kind];
+    if (traits.effect !== "exec") {
       const base = this.opts.base ?? this.opts.workspace;
       const raw = "path" in op && op.path ? op.path : base;
-      const access = READS.has(op.kind) ? "read" : "write";
-      const t = resolveTarget(base, this.grants, raw, access, op.kind === "write");
+      const access = traits.effect;
+      const t = resolveTarget(base, this.grants, raw, access, traits.creates);
       if (!t.ok) {
         records.push(this.record("decision", { op: op.kind, allowed: false, reason: t.message, rule: t.rule, asked: raw }));
         await Promise.allSettled(records);
@@ -262,7 +260,7 @@ export class Broker {
       records.push(this.record("target.resolved", { asked: raw, resolved: t.path }));
     }
     if (op.kind === "tool") target = this.opts.command!.join(" ");
-    records.push(this.record("decision", { op: op.kind, allowed: true, reason: op.kind === "exec" || op.kind === "tool" ? "the command runs under the component's grants" : `inside the grant ${target}`, target }));
+    records.push(this.record("decision", { op: op.kind, allowed: true, reason: traits.effect === "exec" ? "the command runs under the component's grants" : `inside the grant ${target}`, target }));
 
     if (this.opts.approvals && needsApproval(this.opts.approvals.rules, resolved)) {
       const refused = await this.approve(resolved, target, generation, opts.signal);
@@ -284,7 +282,7 @@ export class Broker {
     }
     let outcome: WorkerOutcome;
     // A model may ask for less time than the component's limit, never more. Commands may run longer than file ops by default.
-    const commands = op.kind === "exec" || op.kind === "tool";
+    const commands = traits.effect === "exec";
     const limitMs = this.opts.limits?.timeoutMs ?? (commands ? COMMAND_TIMEOUT_MS : (this.opts.opTimeoutMs ?? 120_000));
     const timeoutMs = op.kind === "exec" && op.timeoutMs ? Math.min(op.timeoutMs, limitMs) : limitMs;
     const timeout = AbortSignal.timeout(timeoutMs);
@@ -292,7 +290,7 @@ export class Broker {
     let worker: WorkerProcess | undefined;
     let refill: PlanKey | undefined;
     try {
-      if (op.kind === "exec" || op.kind === "tool") {
+      if (commands) {
         const plan = this.plan("write", op.kind === "exec" ? ["/bin/sh", "-c", op.command] : [...this.opts.command!]);
         const headers: HeaderSecret[] = [];
         for (const sec of this.opts.secrets ?? []) {
@@ -309,7 +307,8 @@ export class Broker {
         worker = new WorkerProcess(plan, generation, gate?.link);
         if (gate) void worker.done.finally(gate.release).catch(() => {});
       } else {
-        const key = READS.has(op.kind) ? "read" : "write";
+        // Ops that only read run in a read-only sandbox, whatever the session's mode.
+        const key = traits.effect === "read" ? "read" : "write";
         const taken = this.takeWorker(key);
         worker = taken.worker;
         if (taken.fromPool) refill = key;
@@ -324,7 +323,7 @@ export class Broker {
       );
       records.push(this.record("worker.spawned", { sandbox: worker.plan.sandbox, op: op.kind, mode: worker.plan.mode, pid: worker.pid, warm: refill !== undefined }));
       outcome =
-        op.kind === "exec" || op.kind === "tool"
+        commands
           ? await worker.runCommand(signal, op.kind === "tool" ? op.input : undefined)
           : await worker.run({ v: PROTOCOL_VERSION, id: randomBytes(8).toString("hex"), op: resolved }, signal);
       if (!outcome.ok && outcome.code === "cancelled" && timeout.aborted && !opts.signal?.aborted)
@@ -424,6 +423,7 @@ export function summarize(op: Op): Record<string, unknown> {
     case "write": return { path: op.path, content: digest(op.content) };
     case "tool": return { input: op.input.slice(0, 500), ...digest(op.input) };
     case "edit": return { path: op.path, old: op.old.slice(0, 200), new: op.new.slice(0, 200), replaceAll: op.replaceAll ?? false };
-    default: return { ...op };
+    case "read": case "list": case "glob": case "grep": case "exec": return { ...op };
+    default: return unhandled(op, "op kind");
   }
 }

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { type Op } from "../protocol/ops.js";
+import { type Effect, OP_TRAITS, type Op, type OpKind } from "../protocol/ops.js";
 
 /**
  * The built-in model tools. A tool here is only a name, a description, an
@@ -8,20 +8,29 @@ import { type Op } from "../protocol/ops.js";
  * tool crosses the protocol into a sandboxed worker (the parity test in
  * test/broker/parity.test.ts holds this module to that: no fs, no child_process).
  */
-export interface ToolDef<A = unknown> {
+export interface ToolDef<A = unknown, K extends OpKind = OpKind> {
   name: string;
   description: string;
   input: z.ZodType<A>;
-  /** Whether the tool can change files or run commands (an approval gate may sit in front of it). */
-  mutates: boolean;
-  toOp(args: A): Op;
+  /**
+   * The one op kind the tool becomes. Its declared effect (OP_TRAITS) is the
+   * tool's: approvals ask by it and the broker picks the sandbox by it, and a
+   * call whose op is of another kind is refused (toolCallToOp).
+   */
+  op: K;
+  toOp(args: A): Extract<Op, { kind: K }>;
 }
 
 const path = z.string().min(1).max(4096).describe("a path, relative to the workspace or absolute");
 
-/** Types a definition by its schema; toOp only ever sees what the schema accepted. */
-function tool<A>(def: ToolDef<A>): ToolDef {
+/** Types a definition by its schema and its op kind; toOp only ever sees what the schema accepted, and can only return that kind. */
+function tool<A, K extends OpKind>(def: ToolDef<A, K>): ToolDef {
   return def as unknown as ToolDef;
+}
+
+/** What a tool does (read, write, exec), as its op kind declares it. */
+export function toolEffect(t: ToolDef): Effect {
+  return OP_TRAITS[t.op].effect;
 }
 
 export const TOOLS: readonly ToolDef[] = [
@@ -29,21 +38,21 @@ export const TOOLS: readonly ToolDef[] = [
     name: "read_file",
     description: "Read a text file, by lines. offset is the first line (1-based), limit how many lines (default 2000).",
     input: z.object({ path, offset: z.number().int().min(1).optional(), limit: z.number().int().min(1).max(100_000).optional() }).strict(),
-    mutates: false,
+    op: "read",
     toOp: (a) => ({ kind: "read", path: a.path, ...(a.offset ? { offset: a.offset } : {}), ...(a.limit ? { limit: a.limit } : {}) }),
   }),
   tool({
     name: "list_dir",
     description: "List a directory: one entry a line, directories end in '/', symbolic links in '@'.",
     input: z.object({ path: path.optional() }).strict(),
-    mutates: false,
+    op: "list",
     toOp: (a) => ({ kind: "list", path: a.path ?? "." }),
   }),
   tool({
     name: "glob",
     description: "Find files whose path matches a glob (*, **, ?, {a,b}, [...]); a pattern without '/' matches file names at any depth.",
     input: z.object({ pattern: z.string().min(1).max(1000), path: path.optional() }).strict(),
-    mutates: false,
+    op: "glob",
     toOp: (a) => ({ kind: "glob", pattern: a.pattern, ...(a.path ? { path: a.path } : {}) }),
   }),
   tool({
@@ -58,7 +67,7 @@ export const TOOLS: readonly ToolDef[] = [
         max_matches: z.number().int().min(1).max(10_000).optional(),
       })
       .strict(),
-    mutates: false,
+    op: "grep",
     toOp: (a) => ({
       kind: "grep", pattern: a.pattern,
       ...(a.path ? { path: a.path } : {}), ...(a.glob ? { glob: a.glob } : {}),
@@ -69,21 +78,21 @@ export const TOOLS: readonly ToolDef[] = [
     name: "write_file",
     description: "Write a whole file, creating it and its directory if needed.",
     input: z.object({ path, content: z.string() }).strict(),
-    mutates: true,
+    op: "write",
     toOp: (a) => ({ kind: "write", path: a.path, content: a.content }),
   }),
   tool({
     name: "edit_file",
     description: "Replace an exact piece of text in a file. It must occur exactly once unless replace_all is set.",
     input: z.object({ path, old_text: z.string().min(1), new_text: z.string(), replace_all: z.boolean().optional() }).strict(),
-    mutates: true,
+    op: "edit",
     toOp: (a) => ({ kind: "edit", path: a.path, old: a.old_text, new: a.new_text, ...(a.replace_all !== undefined ? { replaceAll: a.replace_all } : {}) }),
   }),
   tool({
     name: "exec",
     description: "Run a shell command in the workspace, inside the sandbox. Output is bounded; the command is stopped at its timeout.",
     input: z.object({ command: z.string().min(1).max(100_000), timeout_ms: z.number().int().min(1).max(3_600_000).optional() }).strict(),
-    mutates: true,
+    op: "exec",
     toOp: (a) => ({ kind: "exec", command: a.command, ...(a.timeout_ms ? { timeoutMs: a.timeout_ms } : {}) }),
   }),
 ];
@@ -108,5 +117,8 @@ export function toolCallToOp(name: string, args: unknown): ToolCall {
     const i = r.error.issues[0]!;
     return { ok: false, message: `${name}: bad arguments at ${i.path.join(".") || "(top level)"}: ${i.message}` };
   }
-  return { ok: true, op: t.toOp(r.data) };
+  const op = t.toOp(r.data);
+  // The op's kind is what approvals and the sandbox are decided on: a tool that became another kind than it declares fails closed.
+  if (op.kind !== t.op) return { ok: false, message: `${name}: the tool declares ${t.op} ops but made a ${op.kind} op; refused` };
+  return { ok: true, op };
 }

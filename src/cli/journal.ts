@@ -34,7 +34,8 @@ export function describe(e: StoredEvent): string {
   const who = e.actor.component + (e.generation ? `@g${e.generation}` : "");
   const time = e.time.slice(11, 23);
   const detail = (() => {
-    switch (e.kind) {
+    const kind = e.kind;
+    switch (kind) {
       case "session.started": return `${p.kind}: ${p.title}`;
       case "session.ended": return `${p.outcome}`;
       case "decision": return `${p.allowed ? "allowed" : "DENIED"} ${p.op} ${p.path ?? p.target ?? ""}: ${p.reason}`;
@@ -42,7 +43,14 @@ export function describe(e: StoredEvent): string {
       case "worker.spawned": return `${p.sandbox} ${Array.isArray(p.command) ? (p.command as string[]).join(" ") : ""}`;
       case "worker.exited": return `exit ${p.code}${p.timedOut ? " (timed out)" : ""}${p.error ? `: ${p.error}` : ""}`;
       case "policy.generation": return `generation ${p.generation}: ${p.mode ?? ""}`;
-      default: return JSON.stringify(p).slice(0, 200);
+      case "run.cancelled": case "op.requested": case "target.resolved": case "approval.asked": case "approval.answered": case "approval.voided":
+      case "model.call": case "secret.used": case "tool.result": case "message": case "journal.pruned":
+        return JSON.stringify(p).slice(0, 200);
+      default: {
+        // Every kind is named above, so a new kind does not compile until it has its line; a row from a newer Vak still shows.
+        const unnamed: never = kind;
+        return JSON.stringify(p ?? unnamed).slice(0, 200);
+      }
     }
   })();
   return `${String(e.sessionSeq).padStart(4)} ${time} ${e.kind.padEnd(17)} ${who.padEnd(12)} ${detail}`;

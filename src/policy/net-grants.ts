@@ -1,3 +1,4 @@
+import { unhandled } from "../protocol/ops.js";
 import { AddressError, canonicalHost, type Host, hostText, parseIPv4 } from "./address.js";
 
 /**
@@ -114,6 +115,8 @@ function hostMatches(rule: RuleHost, host: Host): boolean {
       return host.kind === "name" && host.name.endsWith(`.${rule.suffix}`);
     case "ip":
       return host.kind === "ip" && host.ip === rule.ip;
+    default:
+      return unhandled(rule, "rule host kind");
   }
 }
 

@@ -34,3 +34,39 @@ export const OpSchema = z.discriminatedUnion("kind", [
 ]);
 export type Op = z.infer<typeof OpSchema>;
 export type OpKind = Op["kind"];
+
+/**
+ * What an op does, declared once per kind: the approval rules ask by effect
+ * (approvals/approval-rules.ts), the broker picks the sandbox by it (a read
+ * runs in a read-only one whatever the session's mode) and applies the path
+ * rules for it, and an exec op is a command under the launcher, not a worker.
+ */
+export type Effect = "read" | "write" | "exec";
+
+export interface OpTraits {
+  readonly effect: Effect;
+  /** The op may create the file it names: a protected name is then refused as an entry, whether or not it exists. */
+  readonly creates: boolean;
+}
+
+/** Every op kind's traits. A kind missing here, or one here that is not an op, does not compile. */
+export const OP_TRAITS = {
+  read: { effect: "read", creates: false },
+  list: { effect: "read", creates: false },
+  glob: { effect: "read", creates: false },
+  grep: { effect: "read", creates: false },
+  write: { effect: "write", creates: true },
+  edit: { effect: "write", creates: false },
+  exec: { effect: "exec", creates: false },
+  tool: { effect: "exec", creates: false },
+} as const satisfies Record<OpKind, OpTraits>;
+
+/** The traits of a kind, or undefined for a string that is not an op kind (every decider then refuses or asks). */
+export function traitsOf(kind: string): OpTraits | undefined {
+  return Object.hasOwn(OP_TRAITS, kind) ? OP_TRAITS[kind as OpKind] : undefined;
+}
+
+/** For the default of a switch that handles every case: a new case fails to compile there; at run time it throws. */
+export function unhandled(value: never, what: string): never {
+  throw new Error(`unhandled ${what}: ${JSON.stringify(value)}`);
+}

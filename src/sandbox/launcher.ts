@@ -4,6 +4,7 @@ import { constants } from "node:os";
 import { join } from "node:path";
 import { VakError } from "../policy/errors.js";
 import { installation } from "../policy/install.js";
+import { unhandled } from "../protocol/ops.js";
 import { vakDirs } from "../policy/state.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { parseReport, type Report } from "./report.js";
@@ -30,7 +31,8 @@ export function launcherArgs(plan: LaunchPlan, reportFd: number, gate?: GateLink
       case "tmpfs": a.push("--tmpfs", m.path, String(m.bytes)); break;
       case "symlink": a.push("--symlink", m.path, m.target); break;
       case "file": a.push("--file", m.path, m.content); break;
-      default: a.push(`--${m.kind}`, m.path);
+      case "ro": case "rw": case "mask": case "dir": case "dev": a.push(`--${m.kind}`, m.path); break;
+      default: unhandled(m, "mount kind");
     }
   }
   for (const r of plan.protect) a.push(`--protect-${r.kind}`, r.pattern);

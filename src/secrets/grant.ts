@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { ENV_NAME } from "../policy/env.js";
 import { VakError } from "../policy/errors.js";
+import { unhandled } from "../protocol/ops.js";
 
 /**
  * A secret granted to one component, resolved by the host, with its declared
@@ -30,7 +31,11 @@ export function checkEnvRecipient(name: string): void {
 }
 
 export function describeRecipient(r: SecretRecipient): string {
-  return r.kind === "env" ? `env ${r.name}` : `header ${r.header} for ${r.hosts.join(", ")}`;
+  switch (r.kind) {
+    case "env": return `env ${r.name}`;
+    case "header": return `header ${r.header} for ${r.hosts.join(", ")}`;
+    default: return unhandled(r, "secret recipient");
+  }
 }
 
 /** What a command sees instead of a header secret: stable per reference and process, never the value. */

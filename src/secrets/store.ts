@@ -5,6 +5,7 @@ import { z } from "zod";
 import { ENV_NAME } from "../policy/env.js";
 import { VakError } from "../policy/errors.js";
 import { vakDirs } from "../policy/state.js";
+import { unhandled } from "../protocol/ops.js";
 
 /**
  * Secrets by reference. A grant names a secret as `secret:NAME` (Vak's store,
@@ -108,18 +109,27 @@ export type SecretCommands = Record<string, readonly string[]>;
 
 /** Resolves a reference to its value on the host; a missing secret fails closed, naming the reference. */
 export function resolveRef(ref: SecretRef, opts: { store?: SecretStore; env?: NodeJS.ProcessEnv; commands?: SecretCommands } = {}): string {
-  if (ref.kind === "env") {
-    const v = (opts.env ?? process.env)[ref.name];
-    if (!v) throw new VakError("bad-input", `${ref.text}: the host environment has no ${ref.name}`);
-    return v;
+  const kind = ref.kind;
+  switch (kind) {
+    case "env": {
+      const v = (opts.env ?? process.env)[ref.name];
+      if (!v) throw new VakError("bad-input", `${ref.text}: the host environment has no ${ref.name}`);
+      return v;
+    }
+    case "secret": {
+      const store = opts.store ?? new SecretStore();
+      const v = store.get(ref.name);
+      if (v === undefined) throw new VakError("bad-input", `${ref.text}: no such secret in ${store.path}; add it with: vak secret set ${ref.name}`);
+      return v;
+    }
+    case "cmd": return fromCommand(ref, opts.commands);
+    default: return unhandled(kind, "secret reference kind");
   }
-  if (ref.kind === "secret") {
-    const store = opts.store ?? new SecretStore();
-    const v = store.get(ref.name);
-    if (v === undefined) throw new VakError("bad-input", `${ref.text}: no such secret in ${store.path}; add it with: vak secret set ${ref.name}`);
-    return v;
-  }
-  const argv = opts.commands?.[ref.name];
+}
+
+/** A cmd: reference: the output of the command the user's config names. */
+function fromCommand(ref: SecretRef, commands: SecretCommands | undefined): string {
+  const argv = commands?.[ref.name];
   if (!argv?.length) throw new VakError("bad-input", `${ref.text}: no command named ${ref.name} in [secret_commands] of ~/.config/vak/config.toml`);
   let out: string;
   try {

@@ -3,6 +3,7 @@
 // stdout and exits (see scripts/worker-boot.cjs). It holds no policy, no keys,
 // no journal, no session: only what the sandbox lets it reach.
 import { readSync, writeSync } from "node:fs";
+import { unhandled } from "../protocol/ops.js";
 import { MAX_REQUEST_BYTES, parseMessage, PROTOCOL_VERSION, type Request, RequestSchema, type Response } from "../protocol/worker-protocol.js";
 import { ChangedError } from "./fsx.js";
 import { edit } from "./ops/edit.js";
@@ -45,6 +46,8 @@ function perform(req: Request): OpResult {
     case "exec":
     case "tool":
       return { error: { code: "bad-request", message: `${op.kind} is run by the launcher, not by a worker` } };
+    default:
+      return unhandled(op, "op kind");
   }
 }
 

@@ -11,7 +11,7 @@ import type { SessionWriter } from "../journal/session-writer.js";
 import type { Message, ModelClient, ToolSpec } from "../model/types.js";
 import type { SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
-import type { InjectedSecret } from "../secrets/grant.js";
+import { describeRecipient, type InjectedSecret } from "../secrets/grant.js";
 import { Redactor } from "../secrets/redact.js";
 import { resolveRef, parseRef, type SecretCommands, type SecretStore } from "../secrets/store.js";
 import { KvStores } from "../stores/kv.js";
@@ -322,7 +322,7 @@ export function describe(plan: WorkloadPlan): Record<string, unknown>[] {
     denyWrite: c.denyWrite,
     net: c.netText,
     env: c.env,
-    secrets: c.secrets.map((s) => ({ ref: s.ref, to: s.recipient.kind === "env" ? `env ${s.recipient.name}` : `header ${s.recipient.header} for ${s.recipient.hosts.join(", ")}` })),
+    secrets: c.secrets.map((s) => ({ ref: s.ref, to: describeRecipient(s.recipient) })),
     stores: c.stores,
     limits: c.limits,
     approval: c.approval,

@@ -1,7 +1,8 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TOOLS, toolCallToOp, toolJsonSchema } from "../../src/broker/registry.js";
+import { DEFAULT_APPROVAL_RULES, needsApproval } from "../../src/approvals/approval-rules.js";
+import { TOOLS, toolCallToOp, toolEffect, toolJsonSchema } from "../../src/broker/registry.js";
 import { scratch, type Scratch } from "../support/fs.js";
 import { testBroker, type TestBroker } from "../support/broker.js";
 import { ROOT } from "../support/paths.js";
@@ -51,8 +52,26 @@ describe("tool parity", () => {
     expect(mine.some((e) => e.kind === "tool.result" && (e.payload as { ok: boolean }).ok)).toBe(true);
   });
 
-  it("tools that mutate say so (an approval gate keys on it)", () => {
-    expect(TOOLS.filter((x) => x.mutates).map((x) => x.name).sort()).toEqual(["edit_file", "exec", "write_file"]);
+  it("tools that change files or run commands say so, and the approval rules ask about exactly those", () => {
+    expect(TOOLS.filter((x) => toolEffect(x) !== "read").map((x) => x.name).sort()).toEqual(["edit_file", "exec", "write_file"]);
+    for (const tool of TOOLS) {
+      const call = toolCallToOp(tool.name, SAMPLES[tool.name]);
+      if (!call.ok) throw new Error(call.message);
+      expect(call.op.kind).toBe(tool.op);
+      expect(needsApproval(DEFAULT_APPROVAL_RULES, call.op)).toBe(toolEffect(tool) !== "read");
+    }
+  });
+
+  it("a tool whose op is of another kind than it declares is refused", () => {
+    const read = TOOLS.find((x) => x.name === "read_file")!;
+    const lying = { ...read, name: "read_file", toOp: () => ({ kind: "write", path: "x", content: "y" }) } as unknown as typeof read;
+    const i = TOOLS.indexOf(read);
+    (TOOLS as typeof read[])[i] = lying;
+    try {
+      expect(toolCallToOp("read_file", { path: "a.txt" })).toMatchObject({ ok: false, message: expect.stringContaining("declares read ops but made a write op") });
+    } finally {
+      (TOOLS as typeof read[])[i] = read;
+    }
   });
 
   it("each tool's input has a JSON schema for the model, strict about unknown fields", () => {
