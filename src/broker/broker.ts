@@ -1,8 +1,8 @@
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import type { Actor, Payload } from "../journal/events.js";
+import type { Actor } from "../journal/events.js";
 import type { SessionWriter } from "../journal/session-writer.js";
 import type { Grants, Mode } from "../policy/grants.js";
 import type { Limits } from "../policy/limits.js";
@@ -14,12 +14,14 @@ import type { ApprovalGate } from "../approvals/approval-gate.js";
 import { canonicalJson, sha256 } from "../approvals/digest.js";
 import { type ApprovalRules, capabilityOf, needsApproval, summarizeOp } from "../approvals/approval-rules.js";
 import type { NetGrants } from "../policy/net-grants.js";
-import type { HeaderSecret } from "../net/egress-gate.js";
-import { describeRecipient, type InjectedSecret, placeholderFor } from "../secrets/grant.js";
-import { BrokerEgress } from "./egress.js";
+import type { InjectedSecret } from "../secrets/grant.js";
+import { type BrokerEgress, recordedEgress } from "./egress.js";
+import { type Refusal, resultPayload, revoked, summarize } from "./op-record.js";
 import { OP_TRAITS, type Op, OpSchema, unhandled } from "../protocol/ops.js";
 import { PROTOCOL_VERSION } from "../protocol/worker-protocol.js";
 import { type GrantView, resolveTarget } from "./path-rules.js";
+import { injectSecrets } from "./secret-injection.js";
+import { type PlanKey, WarmPool } from "./warm-pool.js";
 import { type WorkerOutcome, WorkerProcess } from "./worker-process.js";
 
 /**
@@ -60,11 +62,9 @@ export type OpOutcome = (WorkerOutcome & { op: Op["kind"]; target?: string | und
 /** How long a command may run when its component sets no limit. */
 const COMMAND_TIMEOUT_MS = 10 * 60_000;
 
-type PlanKey = "read" | "write";
-
 export class Broker {
   private generationNow: number;
-  private readonly pool = new Map<PlanKey, WorkerProcess[]>();
+  private readonly pool: WarmPool;
   private readonly inflight = new Set<WorkerProcess>();
   /** Journal writes that follow an op (a worker's exit), awaited by close(). */
   private readonly pending = new Set<Promise<unknown>>();
@@ -91,31 +91,10 @@ export class Broker {
     this.grantInput = opts.grants ?? {};
     this.host = opts.host ?? hostFacts();
     this.runtime = installation().workerDir;
+    this.pool = new WarmPool(() => this.opts.poolSize ?? 0, (key) => this.plan(key), () => this.generationNow, () => this.closed);
     if (!existsSync(join(this.runtime, "worker.cjs"))) throw new Error(`the worker bundle is missing (${this.runtime}); run npm ci`);
     this.actor = { component: opts.component ?? "tools" };
-    // Egress is recorded durably before the gate connects anything; if it cannot be, the gate refuses the
-    // request. Appends are batched: the gate waits for the commit that holds the latest one, so requests
-    // made together share one commit.
-    let latest: Promise<unknown> = Promise.resolve();
-    const append = (kind: "egress" | "secret.used", generation: number, payload: Payload) => {
-      const p = this.opts.journal?.append(kind, this.actor, generation, payload);
-      if (!p) return;
-      p.catch(() => undefined); // a refusal or an end that cannot be recorded stops nothing; an allowed request waits on it
-      latest = p;
-    };
-    this.egress = new BrokerEgress(
-      this.actor.component,
-      (e) => {
-        const { time: _t, generation, ...fields } = e;
-        append("egress", generation, fields);
-        if (e.decision === "allowed" && !e.outcome)
-          for (const ref of e.secrets ?? []) {
-            const sec = this.opts.secrets?.find((x) => x.ref === ref);
-            if (sec) append("secret.used", generation, { name: ref, recipient: `${describeRecipient(sec.recipient)} (${e.canonical})`, component: this.actor.component });
-          }
-      },
-      () => latest.then(() => undefined),
-    );
+    this.egress = recordedEgress(this.actor, this.opts.journal, this.opts.secrets ?? []);
     if (opts.sandbox === "reduced") {
       const root = mkdtempSync(join(tmpdir(), "vak-scratch-"));
       mkdirSync(join(root, "tmp"), { mode: 0o700 });
@@ -168,29 +147,7 @@ export class Broker {
 
   /** Starts workers ahead of time, so that the next ops need not wait for one. */
   prewarm(): void {
-    for (const key of ["read", "write"] as const) this.refill(key);
-  }
-
-  private refill(key: PlanKey): void {
-    const size = this.opts.poolSize ?? 0;
-    const idle = this.pool.get(key) ?? [];
-    this.pool.set(key, idle);
-    while (!this.closed && idle.length < size) {
-      const w = new WorkerProcess(this.plan(key), this.generationNow);
-      idle.push(w);
-      // A warm worker that dies waiting (killed, drained) leaves the pool.
-      void w.done.then(() => {
-        const i = idle.indexOf(w);
-        if (i >= 0) idle.splice(i, 1);
-      });
-    }
-  }
-
-  /** A worker from the pool if one is waiting; it is refilled once the op is done, off the op's path. */
-  private takeWorker(key: PlanKey): { worker: WorkerProcess; fromPool: boolean } {
-    const w = this.pool.get(key)?.shift();
-    if (w) return { worker: w, fromPool: true };
-    return { worker: new WorkerProcess(this.plan(key), this.generationNow), fromPool: false };
+    this.pool.prewarm();
   }
 
   private async slot(): Promise<void> {
@@ -218,42 +175,94 @@ export class Broker {
     return p;
   }
 
-  /** Runs one op; never throws for the op's own failures, which come back as outcomes. */
+  /**
+   * Runs one op; never throws for the op's own failures, which come back as
+   * outcomes. In order: admit it, check it against the path rules, ask about
+   * it if the approval rules say so, wait for a slot, run it in a sandbox, and
+   * return only what is on the record.
+   */
   async run(input: unknown, opts: { signal?: AbortSignal } = {}): Promise<OpOutcome> {
     const started = Date.now();
     const parsed = OpSchema.safeParse(input);
-    const kindOf = (input as { kind?: unknown })?.kind;
-    const fail = (code: string, message: string, target?: string): OpOutcome => ({
-      ok: false, code, message, op: (parsed.success ? parsed.data.kind : String(kindOf)) as Op["kind"], target, ms: Date.now() - started,
-    });
-    if (this.closed) return fail("closed", "the broker is closed");
-    if (this.journalFailure) return fail("journal", `refused: the journal cannot be written (${this.journalFailure.message})`);
-    if (!parsed.success) {
-      const i = parsed.error.issues[0]!;
-      return fail("bad-request", `malformed op at ${i.path.join(".") || "(top level)"}: ${i.message}`);
-    }
-    const op = parsed.data;
+    const kind = (parsed.success ? parsed.data.kind : String((input as { kind?: unknown })?.kind)) as Op["kind"];
+    const outcome = (r: WorkerOutcome, target?: string): OpOutcome => ({ ...r, op: kind, target, ms: Date.now() - started });
+
+    const inadmissible = this.admit(parsed);
+    if (inadmissible) return outcome(inadmissible);
+    const op = (parsed as { data: Op }).data;
     const generation = this.generationNow;
     const records: Promise<unknown>[] = [this.record("op.requested", { op: op.kind, args: summarize(op) })];
+    /** Refuses an op the path rules allowed: its result is the refusal, on the record. */
+    const refuse = async (r: Refusal, target: string | undefined): Promise<OpOutcome> => {
+      records.push(this.record("tool.result", resultPayload(op.kind, r)));
+      await Promise.allSettled(records);
+      return outcome(r, target);
+    };
 
-    // The path rules, before any worker starts.
-    let resolved: Op = op;
-    let target: string | undefined;
+    const checked = this.checkPathRules(op, records);
+    if (!checked.ok) {
+      await Promise.allSettled(records);
+      return outcome(checked);
+    }
+    const { resolved, target } = checked;
+
+    if (this.opts.approvals && needsApproval(this.opts.approvals.rules, resolved)) {
+      const refused = await this.approve(resolved, target, generation, opts.signal);
+      if (refused) return refuse(refused, target);
+    }
+
+    await this.slot();
+    // An op that waited for a slot across a policy change does not start under the old grants.
+    if (generation !== this.generationNow || this.closed) {
+      this.release();
+      return refuse(this.closed ? { ok: false, code: "closed", message: "the broker closed before this op started" } : revoked(this.generationNow), target);
+    }
+    let result = await this.runInSandbox(op, resolved, generation, records, opts.signal);
+    if (generation !== this.generationNow) result = revoked(this.generationNow);
+    records.push(this.record("tool.result", resultPayload(op.kind, result, Date.now() - started)));
+    // Nothing is returned that is not on the record.
+    const written = await Promise.allSettled(records);
+    if (written.some((r) => r.status === "rejected"))
+      return outcome({ ok: false, code: "journal", message: `the journal cannot be written; the result is withheld (${(this.journalFailure as Error | undefined)?.message})` }, target);
+    // A result is not delivered once the policy has changed under it, even if it came in just before.
+    if (result.ok && generation !== this.generationNow) {
+      result = revoked(this.generationNow);
+      await this.record("tool.result", resultPayload(op.kind, result)).catch(() => {});
+    }
+    return outcome(result, target);
+  }
+
+  /** Why an op cannot even be considered (nothing is recorded for it), or undefined. */
+  private admit(parsed: ReturnType<typeof OpSchema.safeParse>): Refusal | undefined {
+    if (this.closed) return { ok: false, code: "closed", message: "the broker is closed" };
+    if (this.journalFailure) return { ok: false, code: "journal", message: `refused: the journal cannot be written (${this.journalFailure.message})` };
+    if (!parsed.success) {
+      const i = parsed.error.issues[0]!;
+      return { ok: false, code: "bad-request", message: `malformed op at ${i.path.join(".") || "(top level)"}: ${i.message}` };
+    }
+    return undefined;
+  }
+
+  /**
+   * The path rules, before any worker starts: a path op's target resolved and
+   * checked against the grants (path-rules.ts), a command op checked to have a
+   * command. Records the decision either way, and the resolved target.
+   */
+  private checkPathRules(op: Op, records: Promise<unknown>[]): { ok: true; resolved: Op; target: string | undefined } | Refusal {
     if (op.kind === "tool" && !this.opts.command) {
       records.push(this.record("decision", { op: op.kind, allowed: false, reason: "this component has no command" }));
-      await Promise.allSettled(records);
-      return fail("bad-request", "this component has no command to run");
+      return { ok: false, code: "bad-request", message: "this component has no command to run" };
     }
     const traits = OP_TRAITS[op.kind];
+    let resolved: Op = op;
+    let target: string | undefined;
     if (traits.effect !== "exec") {
       const base = this.opts.base ?? this.opts.workspace;
       const raw = "path" in op && op.path ? op.path : base;
-      const access = traits.effect;
-      const t = resolveTarget(base, this.grants, raw, access, traits.creates);
+      const t = resolveTarget(base, this.grants, raw, traits.effect, traits.creates);
       if (!t.ok) {
         records.push(this.record("decision", { op: op.kind, allowed: false, reason: t.message, rule: t.rule, asked: raw }));
-        await Promise.allSettled(records);
-        return fail("denied", t.message);
+        return { ok: false, code: "denied", message: t.message };
       }
       target = t.path;
       resolved = { ...op, path: t.path } as Op;
@@ -261,55 +270,59 @@ export class Broker {
     }
     if (op.kind === "tool") target = this.opts.command!.join(" ");
     records.push(this.record("decision", { op: op.kind, allowed: true, reason: traits.effect === "exec" ? "the command runs under the component's grants" : `inside the grant ${target}`, target }));
+    return { ok: true, resolved, target };
+  }
 
-    if (this.opts.approvals && needsApproval(this.opts.approvals.rules, resolved)) {
-      const refused = await this.approve(resolved, target, generation, opts.signal);
-      if (refused) {
-        records.push(this.record("tool.result", { op: op.kind, ok: false, code: refused.code, message: refused.message }));
-        await Promise.allSettled(records);
-        return { ...refused, op: op.kind, target, ms: Date.now() - started };
-      }
-    }
+  /** How long an op may run: a model may ask for less time than the component's limit, never more. Commands may run longer than file ops by default. */
+  private timeoutFor(op: Op): number {
+    const command = OP_TRAITS[op.kind].effect === "exec";
+    const limitMs = this.opts.limits?.timeoutMs ?? (command ? COMMAND_TIMEOUT_MS : (this.opts.opTimeoutMs ?? 120_000));
+    return op.kind === "exec" && op.timeoutMs ? Math.min(op.timeoutMs, limitMs) : limitMs;
+  }
 
-    await this.slot();
-    // An op that waited for a slot across a policy change does not start under the old grants.
-    if (generation !== this.generationNow || this.closed) {
-      this.release();
-      const r = this.closed ? { ok: false as const, code: "closed", message: "the broker closed before this op started" } : revoked(this.generationNow);
-      records.push(this.record("tool.result", { op: op.kind, ok: false, code: r.code, message: r.message }));
-      await Promise.allSettled(records);
-      return { ...r, op: op.kind, target, ms: Date.now() - started };
+  /** What an exec-effect op runs, and what it gets on stdin. */
+  private commandOf(op: Op): { argv: string[]; stdin?: string } {
+    switch (op.kind) {
+      case "exec": return { argv: ["/bin/sh", "-c", op.command] };
+      case "tool": return { argv: [...this.opts.command!], stdin: op.input };
+      case "read": case "list": case "glob": case "grep": case "write": case "edit": throw new Error(`${op.kind} is not a command`);
+      default: return unhandled(op, "op kind");
     }
-    let outcome: WorkerOutcome;
-    // A model may ask for less time than the component's limit, never more. Commands may run longer than file ops by default.
-    const commands = traits.effect === "exec";
-    const limitMs = this.opts.limits?.timeoutMs ?? (commands ? COMMAND_TIMEOUT_MS : (this.opts.opTimeoutMs ?? 120_000));
-    const timeoutMs = op.kind === "exec" && op.timeoutMs ? Math.min(op.timeoutMs, limitMs) : limitMs;
+  }
+
+  /** A sandbox for one command: its plan, its secrets where their recipients say, and a gate token when it has network grants. */
+  private async startCommand(argv: string[], generation: number, records: Promise<unknown>[]): Promise<WorkerProcess> {
+    const plan = this.plan("write", argv);
+    const { headers, envUses } = injectSecrets(plan.env, this.opts.secrets ?? [], this.actor.component);
+    for (const use of envUses) records.push(this.record("secret.used", { ...use }));
+    const gate = plan.network.kind === "gate" ? await this.egress.link(plan.network.grants, generation, headers) : undefined;
+    const worker = new WorkerProcess(plan, generation, gate?.link);
+    if (gate) void worker.done.finally(gate.release).catch(() => {});
+    return worker;
+  }
+
+  /**
+   * Runs an admitted, allowed op: a command under the launcher, or a path op
+   * in a worker (a warm one when the pool has it) sandboxed for its effect.
+   * Holds the slot taken before it and gives it back.
+   */
+  private async runInSandbox(op: Op, resolved: Op, generation: number, records: Promise<unknown>[], caller?: AbortSignal): Promise<WorkerOutcome> {
+    const effect = OP_TRAITS[op.kind].effect;
+    const timeoutMs = this.timeoutFor(op);
     const timeout = AbortSignal.timeout(timeoutMs);
-    const signal = opts.signal ? AbortSignal.any([opts.signal, timeout]) : timeout;
-    let worker: WorkerProcess | undefined;
+    const signal = caller ? AbortSignal.any([caller, timeout]) : timeout;
     let refill: PlanKey | undefined;
+    let outcome: WorkerOutcome;
     try {
-      if (commands) {
-        const plan = this.plan("write", op.kind === "exec" ? ["/bin/sh", "-c", op.command] : [...this.opts.command!]);
-        const headers: HeaderSecret[] = [];
-        for (const sec of this.opts.secrets ?? []) {
-          if (sec.recipient.kind === "env") {
-            plan.env[sec.recipient.name] = sec.value;
-            records.push(this.record("secret.used", { name: sec.ref, recipient: describeRecipient(sec.recipient), component: this.actor.component }));
-          } else {
-            // The gate adds the value on the way out; the command sees at most a placeholder. Its use is recorded by the gate.
-            headers.push({ ref: sec.ref, header: sec.recipient.header, value: sec.value, hosts: sec.recipient.hosts });
-            if (sec.recipient.placeholderEnv) plan.env[sec.recipient.placeholderEnv] = placeholderFor(sec.ref);
-          }
-        }
-        const gate = plan.network.kind === "gate" ? await this.egress.link(plan.network.grants, generation, headers) : undefined;
-        worker = new WorkerProcess(plan, generation, gate?.link);
-        if (gate) void worker.done.finally(gate.release).catch(() => {});
+      let worker: WorkerProcess;
+      let command: { argv: string[]; stdin?: string } | undefined;
+      if (effect === "exec") {
+        command = this.commandOf(op);
+        worker = await this.startCommand(command.argv, generation, records);
       } else {
         // Ops that only read run in a read-only sandbox, whatever the session's mode.
-        const key = traits.effect === "read" ? "read" : "write";
-        const taken = this.takeWorker(key);
+        const key = effect === "read" ? "read" : "write";
+        const taken = this.pool.take(key);
         worker = taken.worker;
         if (taken.fromPool) refill = key;
       }
@@ -322,38 +335,25 @@ export class Broker {
           .then((r) => this.record("worker.exited", { op: op.kind, pid: w.pid, code: r.code, denied: r.denied.map((d) => `${d.op} ${d.path}: ${d.reason}`) })),
       );
       records.push(this.record("worker.spawned", { sandbox: worker.plan.sandbox, op: op.kind, mode: worker.plan.mode, pid: worker.pid, warm: refill !== undefined }));
-      outcome =
-        commands
-          ? await worker.runCommand(signal, op.kind === "tool" ? op.input : undefined)
-          : await worker.run({ v: PROTOCOL_VERSION, id: randomBytes(8).toString("hex"), op: resolved }, signal);
-      if (!outcome.ok && outcome.code === "cancelled" && timeout.aborted && !opts.signal?.aborted)
+      outcome = command
+        ? await worker.runCommand(signal, command.stdin)
+        : await worker.run({ v: PROTOCOL_VERSION, id: randomBytes(8).toString("hex"), op: resolved }, signal);
+      if (!outcome.ok && outcome.code === "cancelled" && timeout.aborted && !caller?.aborted)
         outcome = { ok: false, code: "timeout", message: `timed out after ${timeoutMs} ms; the worker and everything it started were stopped` };
     } catch (e) {
       outcome = { ok: false, code: "sandbox-setup", message: (e as Error).message };
     } finally {
       this.release();
     }
-    if (refill) setImmediate(() => this.refill(refill));
-    if (generation !== this.generationNow) outcome = revoked(this.generationNow);
-    records.push(
-      this.record("tool.result", outcome.ok
-        ? { op: op.kind, ok: true, bytes: Buffer.byteLength(outcome.output), digest: createHash("sha256").update(outcome.output).digest("hex"), truncated: outcome.truncated, data: outcome.data ?? null, ms: Date.now() - started }
-        : { op: op.kind, ok: false, code: outcome.code, message: outcome.message, ms: Date.now() - started }),
-    );
-    // Nothing is returned that is not on the record.
-    const written = await Promise.allSettled(records);
-    if (written.some((r) => r.status === "rejected")) return fail("journal", `the journal cannot be written; the result is withheld (${(this.journalFailure as Error | undefined)?.message})`, target);
-    // A result is not delivered once the policy has changed under it, even if it came in just before.
-    if (outcome.ok && generation !== this.generationNow) {
-      const r = revoked(this.generationNow);
-      outcome = r;
-      await this.record("tool.result", { op: op.kind, ok: false, code: r.code, message: r.message }).catch(() => {});
+    if (refill) {
+      const key = refill;
+      setImmediate(() => this.pool.refill(key));
     }
-    return { ...outcome, op: op.kind, target, ms: Date.now() - started };
+    return outcome;
   }
 
   /** Asks the host's approvers about an allowed op; returns the refusal, if it is not approved. */
-  private async approve(op: Op, target: string | undefined, generation: number, signal?: AbortSignal): Promise<{ ok: false; code: string; message: string } | undefined> {
+  private async approve(op: Op, target: string | undefined, generation: number, signal?: AbortSignal): Promise<Refusal | undefined> {
     const capability = capabilityOf(op, target);
     if (!this.allowances.has(capability)) {
       const digest = sha256(canonicalJson({ component: this.actor.component, generation, op }));
@@ -389,8 +389,7 @@ export class Broker {
     this.allowances.clear();
     await this.egress.setGeneration(generation);
     this.grants = { ...this.plan("write").grants, stateDirs: this.host.stateDirs };
-    const stopping: Promise<unknown>[] = [];
-    for (const idle of this.pool.values()) for (const w of idle.splice(0)) (w.cancel(), stopping.push(w.done));
+    const stopping = this.pool.drain();
     for (const w of this.inflight) if (w.generation < generation) (w.cancel(), stopping.push(w.done));
     await Promise.allSettled(stopping);
     await Promise.allSettled([...this.pending]);
@@ -402,28 +401,11 @@ export class Broker {
 
   async close(): Promise<void> {
     this.closed = true;
-    const stopping: Promise<unknown>[] = [];
-    for (const idle of this.pool.values()) for (const w of idle.splice(0)) (w.cancel(), stopping.push(w.done));
+    const stopping = this.pool.drain();
     for (const w of this.inflight) (w.cancel(), stopping.push(w.done));
     await Promise.allSettled(stopping);
     await Promise.allSettled([...this.pending]);
     await this.egress.close();
     if (this.scratch) rmSync(dirname(this.scratch.tmp), { recursive: true, force: true });
-  }
-}
-
-function revoked(generation: number): { ok: false; code: string; message: string } {
-  return { ok: false, code: "revoked", message: `revoked: the policy changed to generation ${generation} while this op ran; its result is withheld` };
-}
-
-/** What the journal keeps of an op's arguments: everything but file contents, which become a length and a digest. */
-export function summarize(op: Op): Record<string, unknown> {
-  const digest = (s: string) => ({ bytes: Buffer.byteLength(s), sha256: createHash("sha256").update(s).digest("hex") });
-  switch (op.kind) {
-    case "write": return { path: op.path, content: digest(op.content) };
-    case "tool": return { input: op.input.slice(0, 500), ...digest(op.input) };
-    case "edit": return { path: op.path, old: op.old.slice(0, 200), new: op.new.slice(0, 200), replaceAll: op.replaceAll ?? false };
-    case "read": case "list": case "glob": case "grep": case "exec": return { ...op };
-    default: return unhandled(op, "op kind");
   }
 }

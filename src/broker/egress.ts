@@ -1,8 +1,11 @@
 import { rmSync } from "node:fs";
+import type { Actor, Payload } from "../journal/events.js";
+import type { SessionWriter } from "../journal/session-writer.js";
 import { EgressGate, type EgressEvent, type HeaderSecret } from "../net/egress-gate.js";
 import type { NetGrants } from "../policy/net-grants.js";
 import { gateSocketDir } from "../policy/state.js";
 import type { GateLink } from "../sandbox/launcher.js";
+import { describeRecipient, type InjectedSecret } from "../secrets/grant.js";
 
 /**
  * The egress gate for one broker's exec commands, started on first use. Each
@@ -52,4 +55,34 @@ export class BrokerEgress {
     });
     return this.closed;
   }
+}
+
+/**
+ * A broker's gate, every event of which goes on the component's record. Egress
+ * is recorded durably before the gate connects anything; if it cannot be, the
+ * gate refuses the request. Appends are batched: the gate waits for the commit
+ * that holds the latest one, so requests made together share one commit. A
+ * header secret's use is recorded with the allowed request that carries it.
+ */
+export function recordedEgress(actor: Actor, journal: SessionWriter | undefined, secrets: readonly InjectedSecret[]): BrokerEgress {
+  let latest: Promise<unknown> = Promise.resolve();
+  const append = (kind: "egress" | "secret.used", generation: number, payload: Payload) => {
+    const p = journal?.append(kind, actor, generation, payload);
+    if (!p) return;
+    p.catch(() => undefined); // a refusal or an end that cannot be recorded stops nothing; an allowed request waits on it
+    latest = p;
+  };
+  return new BrokerEgress(
+    actor.component,
+    (e) => {
+      const { time: _t, generation, ...fields } = e;
+      append("egress", generation, fields);
+      if (e.decision === "allowed" && !e.outcome)
+        for (const ref of e.secrets ?? []) {
+          const sec = secrets.find((x) => x.ref === ref);
+          if (sec) append("secret.used", generation, { name: ref, recipient: `${describeRecipient(sec.recipient)} (${e.canonical})`, component: actor.component });
+        }
+    },
+    () => latest.then(() => undefined),
+  );
 }

@@ -1,0 +1,38 @@
+import type { HeaderSecret } from "../net/egress-gate.js";
+import { unhandled } from "../protocol/ops.js";
+import { describeRecipient, type InjectedSecret, placeholderFor } from "../secrets/grant.js";
+
+/** A secret put into a command's environment, for its secret.used record. */
+export interface EnvUse {
+  name: string;
+  recipient: string;
+  component: string;
+}
+
+/**
+ * Puts a component's secrets where their recipients say, for one command: an
+ * env recipient's value into the command's environment (each such use is
+ * returned, to be recorded); a header recipient's value to the egress gate,
+ * which sets it on the way out and records each use, while the command sees
+ * at most a placeholder. Changes env; returns what the gate needs.
+ */
+export function injectSecrets(env: Record<string, string>, secrets: readonly InjectedSecret[], component: string): { headers: HeaderSecret[]; envUses: EnvUse[] } {
+  const headers: HeaderSecret[] = [];
+  const envUses: EnvUse[] = [];
+  for (const sec of secrets) {
+    const r = sec.recipient;
+    switch (r.kind) {
+      case "env":
+        env[r.name] = sec.value;
+        envUses.push({ name: sec.ref, recipient: describeRecipient(r), component });
+        break;
+      case "header":
+        headers.push({ ref: sec.ref, header: r.header, value: sec.value, hosts: r.hosts });
+        if (r.placeholderEnv) env[r.placeholderEnv] = placeholderFor(sec.ref);
+        break;
+      default:
+        unhandled(r, "secret recipient");
+    }
+  }
+  return { headers, envUses };
+}
