@@ -1,8 +1,12 @@
 /* The write guard: performs filesystem writes on behalf of sandboxed processes,
  * after checking the path that will actually be touched.
  *
- * Why: protected paths (.git/hooks, .envrc, ...) must stay read-only at any
- * depth inside a writable workspace, including paths that do not exist yet.
+ * Why: protected paths must stay read-only at any depth inside a writable
+ * workspace, including paths that do not exist yet. Which paths, and why each
+ * one, is written in one place: src/policy/protected.ts (PROTECTED_PATHS),
+ * which decide() passes here as --protect-tree/--protect-file rules; this file
+ * holds no list of its own, only the matcher and the git rules no pattern can
+ * express (git_rules() below, described in that file's header too).
  * Mounts cannot mask a path that does not exist without leaving a file on the
  * host, and Landlock cannot carve a name out of a writable tree.
  *
