@@ -1,4 +1,5 @@
-import { type Effect, type Op, traitsOf, unhandled } from "../protocol/ops.js";
+import { type Effect, type Op, traitsOf } from "../protocol/ops.js";
+import { unhandled } from "../protocol/unhandled.js";
 
 /**
  * Which allowed ops wait for a person, decided on the effect each op kind

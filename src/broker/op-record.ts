@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
-import { type Op, unhandled } from "../protocol/ops.js";
+import type { Op } from "../protocol/ops.js";
+import { unhandled } from "../protocol/unhandled.js";
 import type { WorkerOutcome } from "./worker-process.js";
 
 /** What the broker refuses with, before or instead of a worker's outcome. */

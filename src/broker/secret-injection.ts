@@ -1,5 +1,5 @@
 import type { HeaderSecret } from "../net/egress-gate.js";
-import { unhandled } from "../protocol/ops.js";
+import { unhandled } from "../protocol/unhandled.js";
 import { describeRecipient, type InjectedSecret, placeholderFor } from "../secrets/grant.js";
 
 /** A secret put into a command's environment, for its secret.used record. */

@@ -1,4 +1,4 @@
-import { unhandled } from "../protocol/ops.js";
+import { unhandled } from "../protocol/unhandled.js";
 import { AddressError, canonicalHost, type Host, hostText, parseIPv4 } from "./address.js";
 
 /**

@@ -65,8 +65,3 @@ export const OP_TRAITS = {
 export function traitsOf(kind: string): OpTraits | undefined {
   return Object.hasOwn(OP_TRAITS, kind) ? OP_TRAITS[kind as OpKind] : undefined;
 }
-
-/** For the default of a switch that handles every case: a new case fails to compile there; at run time it throws. */
-export function unhandled(value: never, what: string): never {
-  throw new Error(`unhandled ${what}: ${JSON.stringify(value)}`);
-}

@@ -4,7 +4,7 @@ import { constants } from "node:os";
 import { join } from "node:path";
 import { VakError } from "../policy/errors.js";
 import { installation } from "../policy/install.js";
-import { unhandled } from "../protocol/ops.js";
+import { unhandled } from "../protocol/unhandled.js";
 import { vakDirs } from "../policy/state.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { parseReport, type Report } from "./report.js";

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { ENV_NAME } from "../policy/env.js";
 import { VakError } from "../policy/errors.js";
-import { unhandled } from "../protocol/ops.js";
+import { unhandled } from "../protocol/unhandled.js";
 
 /**
  * A secret granted to one component, resolved by the host, with its declared

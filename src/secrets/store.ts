@@ -5,7 +5,7 @@ import { z } from "zod";
 import { ENV_NAME } from "../policy/env.js";
 import { VakError } from "../policy/errors.js";
 import { vakDirs } from "../policy/state.js";
-import { unhandled } from "../protocol/ops.js";
+import { unhandled } from "../protocol/unhandled.js";
 
 /**
  * Secrets by reference. A grant names a secret as `secret:NAME` (Vak's store,

@@ -3,7 +3,7 @@
 // stdout and exits (see scripts/worker-boot.cjs). It holds no policy, no keys,
 // no journal, no session: only what the sandbox lets it reach.
 import { readSync, writeSync } from "node:fs";
-import { unhandled } from "../protocol/ops.js";
+import { unhandled } from "../protocol/unhandled.js";
 import { MAX_REQUEST_BYTES, parseMessage, PROTOCOL_VERSION, type Request, RequestSchema, type Response } from "../protocol/worker-protocol.js";
 import { ChangedError } from "./fsx.js";
 import { edit } from "./ops/edit.js";
