@@ -40,6 +40,20 @@ const forbidden = [
     to: {},
   },
   {
+    name: "imports-only-placed-folders",
+    comment: "A module in a folder that has no place in LAYERS is not imported either: place the folder first.",
+    severity: "error",
+    from: { path: "^src/" },
+    to: { path: "^src/", pathNot: known },
+  },
+  {
+    name: "no-unplaced-orphans",
+    comment: "A module that imports nothing and is imported by nothing still needs its folder in LAYERS.",
+    severity: "error",
+    from: { orphan: true, path: "^src/", pathNot: [...known, "\\.d\\.ts$", "README\\.md$"] },
+    to: {},
+  },
+  {
     name: "worker-holds-no-authority",
     comment: "The worker runs among hostile code in its sandbox: it may import only src/protocol/ (and Node's modules, zod). No journal, secrets, broker, approvals, gate, model, agent or CLI.",
     severity: "error",

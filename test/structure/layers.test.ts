@@ -25,9 +25,14 @@ const PROBES: [what: string, file: string, text: string, rule: string][] = [
   ["the fetch preload importing Vak's own code", "src/net/preload/leak.ts", `export { VakError } from "../../policy/errors.js";\n`, "preload-holds-no-authority"],
   ["an import cycle inside one layer", "src/policy/cycle-a.ts", `import { b } from "./cycle-b.js";\nexport const a = () => b;\n`, "no-cycles"],
   ["a folder that has no place in the layers", "src/newroom/thing.ts", `export { VakError } from "../policy/errors.js";\n`, "every-folder-has-a-layer"],
+  ["a placed folder importing one that has no place", "src/cli/unplaced.ts", `export { thing } from "../elsewhere/thing.js";\n`, "imports-only-placed-folders"],
+  ["a lone module in a folder that has no place", "src/lonely/alone.ts", `export const alone = 1;\n`, "no-unplaced-orphans"],
   ["a host module importing the worker bundle", "src/cli/reach.ts", `export { handle } from "../worker/main.js";\n`, "nothing-imports-the-worker"],
 ];
-const CYCLE_PARTNER = { "src/policy/cycle-b.ts": `import { a } from "./cycle-a.js";\nexport const b = () => a;\n` };
+const CYCLE_PARTNER = {
+  "src/policy/cycle-b.ts": `import { a } from "./cycle-a.js";\nexport const b = () => a;\n`,
+  "src/elsewhere/thing.ts": `export const thing = 1;\n`,
+};
 
 interface Violation {
   rule: { name: string };
