@@ -1,0 +1,46 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { scratch, type Scratch } from "../support/fs.js";
+import { VAK_BIN } from "../support/paths.js";
+import { baseEnv } from "../support/vak.js";
+
+// What `vak exec` loads on its way to the command is most of its cost: zod
+// (~60 ms) and SQLite (~10 ms) stay off that path (the schemas are only types
+// there, the record goes through the spool). A module moved or an import added
+// that pulls either in shows here, whatever the machine's speed.
+describe("vak exec's start-up", () => {
+  let s: Scratch;
+  let dir: string;
+  let hook: string;
+  beforeAll(() => {
+    s = scratch();
+    dir = mkdtempSync(join(tmpdir(), "vak-startup-"));
+    hook = join(dir, "hook.cjs");
+    writeFileSync(hook, `process.on("exit", () => process.stderr.write("\\nloaded " + JSON.stringify({
+      zod: "__zod_globalConfig" in globalThis,
+      sqlite: Object.keys(require.cache).some((k) => k.includes("better-sqlite3")),
+    }) + "\\n"));\n`);
+  });
+  afterAll(() => {
+    s.cleanup();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("loads neither zod nor SQLite", () => {
+    const r = spawnSync(process.execPath, ["--require", hook, VAK_BIN, "exec", "--", "/bin/true"], { cwd: s.ws, env: baseEnv(), encoding: "utf8" });
+    expect(r.status).toBe(0);
+    const line = /loaded (\{.*\})/.exec(r.stderr)?.[1];
+    expect(JSON.parse(line ?? "null")).toEqual({ zod: false, sqlite: false });
+  });
+
+  it("the probe sees both when a command does load them (vak check reads a spec with zod; the journal is SQLite)", () => {
+    writeFileSync(join(s.ws, "w.toml"), `name = "w"\n[harness]\nmodel = "scripted:x"\n`);
+    const check = spawnSync(process.execPath, ["--require", hook, VAK_BIN, "check", "w.toml"], { cwd: s.ws, env: baseEnv(), encoding: "utf8" });
+    expect(JSON.parse(/loaded (\{.*\})/.exec(check.stderr)?.[1] ?? "null")).toMatchObject({ zod: true });
+    const list = spawnSync(process.execPath, ["--require", hook, VAK_BIN, "journal", "list", "--json"], { cwd: s.ws, env: baseEnv(), encoding: "utf8" });
+    expect(JSON.parse(/loaded (\{.*\})/.exec(list.stderr)?.[1] ?? "null")).toMatchObject({ sqlite: true });
+  });
+});
