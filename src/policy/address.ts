@@ -5,6 +5,10 @@ import ipaddr from "ipaddr.js";
  * before any rule sees it: lower case, no trailing dot, and every IPv4 spelling
  * (`127.1`, `2130706433`, `0x7f000001`, `0177.0.0.1`) and every IPv4-mapped or
  * -compatible IPv6 spelling parsed to the one dotted quad it means.
+ * The unspecified addresses are spelled as the loopback address they reach:
+ * Linux connects 0.0.0.0 to 127.0.0.1 and :: to ::1, so a rule or a check
+ * that saw them apart would let `0.0.0.0:Q` reach a listener on 127.0.0.1:Q
+ * that `--deny-net 127.0.0.1` names.
  */
 export type Host = { kind: "name"; name: string } | { kind: "ip"; ip: string; family: 4 | 6 };
 
@@ -63,17 +67,27 @@ function endsInNumber(name: string): boolean {
   return /^[0-9]+$/.test(last) || /^0x[0-9a-f]*$/i.test(last);
 }
 
+const UNSPECIFIED_V4 = "0.0.0.0";
+const UNSPECIFIED_V6 = "::";
+
+/** The address a TCP connect to ip reaches: the unspecified addresses mean this host's loopback. */
+export function connectAddress(ip: string): string {
+  if (ip === UNSPECIFIED_V4) return "127.0.0.1";
+  if (ip === UNSPECIFIED_V6) return "::1";
+  return ip;
+}
+
 /** Canonical IPv6, or its IPv4 when it embeds one (mapped ::ffff:a.b.c.d or compatible ::a.b.c.d). */
 function canonicalIPv6(text: string): Host {
   if (text.includes("%")) throw new AddressError("IPv6 zone identifiers are not allowed");
   if (!ipaddr.IPv6.isValid(text)) throw new AddressError(`not an IPv6 address: ${text}`);
   const a = ipaddr.IPv6.parse(text);
-  if (a.isIPv4MappedAddress()) return { kind: "ip", ip: a.toIPv4Address().toString(), family: 4 };
+  if (a.isIPv4MappedAddress()) return { kind: "ip", ip: connectAddress(a.toIPv4Address().toString()), family: 4 };
   const p = a.parts;
   // IPv4-compatible (deprecated ::a.b.c.d): the first 96 bits zero, and not :: or ::1 themselves.
   if (p.slice(0, 6).every((x: number) => x === 0) && ((p[6] ?? 0) !== 0 || (p[7] ?? 0) > 1))
     return { kind: "ip", ip: `${(p[6]! >> 8) & 255}.${p[6]! & 255}.${(p[7]! >> 8) & 255}.${p[7]! & 255}`, family: 4 };
-  return { kind: "ip", ip: a.toString(), family: 6 };
+  return { kind: "ip", ip: connectAddress(a.toString()), family: 6 };
 }
 
 /**
@@ -98,7 +112,7 @@ export function canonicalHost(raw: string): Host {
   if (endsInNumber(name)) {
     const v4 = parseIPv4(name);
     if (!v4) throw new AddressError(`not a valid IPv4 address: ${raw}`);
-    return { kind: "ip", ip: v4, family: 4 };
+    return { kind: "ip", ip: connectAddress(v4), family: 4 };
   }
   if (name.length > MAX_NAME) throw new AddressError("host name too long");
   for (const label of name.split(".")) {
@@ -168,7 +182,8 @@ const V6_RANGES: [string, AddressClass][] = [
  * Classifies a canonical IP address. IPv6 forms that carry an IPv4 address
  * (6to4, NAT64) are classified by the address they carry.
  */
-export function classify(ip: string, ownAddresses: ReadonlySet<string> = new Set()): AddressClass {
+export function classify(raw: string, ownAddresses: ReadonlySet<string> = new Set()): AddressClass {
+  const ip = connectAddress(ipaddr.parse(raw).toString());
   if (METADATA.has(ip)) return "metadata";
   const cls = rangeClass(ip);
   if (cls === "public" && ownAddresses.has(ip)) return "host-interface";

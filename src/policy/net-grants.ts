@@ -1,5 +1,5 @@
 import { unhandled } from "../protocol/unhandled.js";
-import { AddressError, canonicalHost, type Host, hostText, parseIPv4 } from "./address.js";
+import { AddressError, canonicalHost, type Host, hostText } from "./address.js";
 
 /**
  * Network grants. A destination is `host`, `*.suffix` (subdomains only: never
@@ -156,12 +156,22 @@ function methodMatches(rule: NetRule, method: string): boolean {
 
 /** True when a grant for this method names this exact IP literal (the only way to reach a non-public address). */
 export function namesLiteral(grants: NetGrants, ip: string, port: number, method: string): boolean {
-  const canon = parseIPv4(ip) ?? ip;
+  const canon = literal(ip);
   return grants.allow.some((r) => r.host.kind === "ip" && r.host.ip === canon && portMatches(r, port) && methodMatches(r, method));
 }
 
 /** The deny rule naming this exact IP literal, if any: it applies to resolved addresses too. */
 export function deniesAddress(grants: NetGrants, ip: string, port: number): NetRule | undefined {
-  const canon = parseIPv4(ip) ?? ip;
+  const canon = literal(ip);
   return grants.deny.find((r) => r.host.kind === "ip" && r.host.ip === canon && portMatches(r, port));
+}
+
+/** An address in the one spelling rules hold (every IPv4 and mapped spelling, the unspecified ones as loopback). */
+function literal(ip: string): string | undefined {
+  try {
+    const h = canonicalHost(ip.includes(":") && !ip.startsWith("[") ? `[${ip}]` : ip);
+    return h.kind === "ip" ? h.ip : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -2,8 +2,10 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createServer, type Server } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testInternet, type TestInternet } from "../support/netns.js";
+import { runVak } from "../support/vak.js";
 
 // Real clients (curl, Node's fetch, git) inside `vak exec`, reaching a web
 // server in a network namespace the test made, through the egress gate. The
@@ -217,5 +219,73 @@ print("held", len(socks))`);
     expect(summary.egress).toContainEqual(expect.objectContaining({ method: "GET", asked: "http://granted.test/echo/j", canonical: "granted.test:80", resolved: ["11.0.0.2"], address: "11.0.0.2", decision: "allowed" }));
     // curl rewrites 2852039166 to dotted form before asking; the gate's own tests send it raw.
     expect(summary.egress).toContainEqual(expect.objectContaining({ asked: "http://169.254.169.254/", canonical: "169.254.169.254:80", decision: "denied", status: 403 }));
+  });
+});
+
+// The unspecified addresses alias loopback on Linux: a connect to 0.0.0.0
+// reaches 127.0.0.1, and one to :: reaches ::1. Only loopback is involved, so
+// these run on the host's own network: a gate that failed would connect to
+// the test's own listeners and nowhere else.
+describe("the unspecified addresses are loopback to the gate", () => {
+  let v4: Server;
+  let v6: Server;
+  let port = 0;
+  const reached: string[] = [];
+  const ws = mkdtempSync(join(tmpdir(), "vak-unspec-"));
+
+  beforeAll(async () => {
+    const listen = (host: string, p: number) =>
+      new Promise<Server>((resolve, reject) => {
+        const srv = createServer((s) => {
+          reached.push(host);
+          s.end("HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\nREACHED");
+        });
+        srv.on("error", reject);
+        srv.listen(p, host, () => resolve(srv));
+      });
+    v4 = await listen("127.0.0.1", 0);
+    port = (v4.address() as { port: number }).port;
+    v6 = await listen("::1", port);
+  });
+  afterAll(() => {
+    v4?.close();
+    v6?.close();
+  });
+
+  const curl = (url: string) => `curl -s -S -o - -w ' status=%{http_code}\\n' --max-time 5 '${url}'`;
+  const exec = (allow: string[], deny: string[], urls: string[]) =>
+    runVak(["exec", ...allow.flatMap((a) => ["--allow-net", a]), ...deny.flatMap((d) => ["--deny-net", d]), "--", "/bin/sh", "-c", urls.map(curl).join("; ") + "; true"], { cwd: ws });
+
+  it("--allow-net 0.0.0.0:Q --deny-net 127.0.0.1 does not reach a listener on 127.0.0.1:Q, in any spelling", async () => {
+    const spellings = ["0.0.0.0", "0", "0x0", "0.0", "0.0.0", "00.00.00.00", "0x0.0x0.0x0.0x0", "[::ffff:0.0.0.0]", "[::ffff:0:0]"];
+    const before = reached.length;
+    const r = await exec([`0.0.0.0:${port}`, `0:${port}`, `[::ffff:0.0.0.0]:${port}`], ["127.0.0.1"], spellings.map((h) => `http://${h}:${port}/`));
+    expect(r.stdout).not.toContain("REACHED");
+    expect(r.stdout.match(/status=403/g)?.length).toBe(spellings.length);
+    expect(r.stderr).toContain("denied by --deny-net 127.0.0.1");
+    expect(reached.length).toBe(before);
+  });
+
+  it("--allow-net [::]:Q --deny-net [::1] does not reach a listener on [::1]:Q", async () => {
+    const before = reached.length;
+    const r = await exec([`[::]:${port}`, `[0:0:0:0:0:0:0:0]:${port}`], ["[::1]"], [`http://[::]:${port}/`, `http://[0:0::0]:${port}/`, `http://[::0]:${port}/`]);
+    expect(r.stdout).not.toContain("REACHED");
+    expect(r.stdout.match(/status=403/g)?.length).toBe(3);
+    expect(reached.length).toBe(before);
+  });
+
+  it("a deny of 0.0.0.0 covers 127.0.0.1, and a grant of loopback under any name is still only a literal grant", async () => {
+    const before = reached.length;
+    const denied = await exec([`127.0.0.1:${port}`], ["0.0.0.0"], [`http://127.0.0.1:${port}/`, `http://0.0.0.0:${port}/`]);
+    expect(denied.stdout).not.toContain("REACHED");
+    // Another port of loopback is not granted by naming 0.0.0.0:Q.
+    const other = await exec([`0.0.0.0:${port}`], [], [`http://127.0.0.1:${port + 1}/`]);
+    expect(other.stdout).toContain("status=403");
+    expect(reached.length).toBe(before);
+  });
+
+  it("without a deny rule, naming 0.0.0.0:Q is naming loopback:Q (what the kernel would connect to)", async () => {
+    const r = await exec([`0.0.0.0:${port}`], [], [`http://0.0.0.0:${port}/`, `http://127.0.0.1:${port}/`]);
+    expect(r.stdout.match(/REACHED status=200/g)?.length).toBe(2);
   });
 });

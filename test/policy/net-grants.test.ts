@@ -39,6 +39,16 @@ describe("network grants", () => {
     [["example.com:*"], ["example.com"], "example.com", 8080, "GET", false],
     [["example.com:*"], ["example.com"], "example.com", 22, "CONNECT", false],
     [["198.51.99.7:*"], ["198.51.99.7"], "198.51.99.7", 9000, "GET", false],
+    // The unspecified addresses are loopback: a deny of 127.0.0.1 (or ::1) covers them in every spelling.
+    [["0.0.0.0:8080"], ["127.0.0.1"], "0.0.0.0", 8080, "GET", false],
+    [["0:8080"], ["127.0.0.1"], "0", 8080, "GET", false],
+    [["0x0:8080"], ["127.1"], "0.0", 8080, "GET", false],
+    [["[::]:8080"], ["[::1]"], "[::]", 8080, "GET", false],
+    [["[::ffff:0.0.0.0]:8080"], ["127.0.0.1"], "[::ffff:0:0]", 8080, "GET", false],
+    [["127.0.0.1:8080"], ["0.0.0.0"], "127.0.0.1", 8080, "GET", false],
+    [["0.0.0.0:8080"], [], "127.0.0.1", 8080, "GET", true],
+    [["127.0.0.1:8080"], [], "0.0.0.0", 8080, "GET", true],
+    [["[::1]:8080"], [], "[::]", 8080, "GET", true],
   ] as const)("allow %j deny %j: %s %s:%d → %s", (allow, deny, host, port, method, allowed) => {
     expect(decide([...allow], [...deny], host, port, method).allowed).toBe(allowed);
   });
