@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, mkdirSync } from "node:fs";
+import { fstatSync, mkdtempSync, rmSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { VakError } from "../policy/errors.js";
@@ -14,6 +14,7 @@ import type { EgressEvent } from "../net/egress-gate.js";
 import type { GrantFlags } from "./agent-options.js";
 import { ExecRecord, type SecretUse } from "./exec-record.js";
 import { EXIT_REFUSED, EXIT_TIMEOUT } from "./exit.js";
+import { OwnLines } from "./line-start.js";
 
 export interface ExecOptions extends GrantFlags {
   allowEnv?: string[];
@@ -133,7 +134,7 @@ async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secr
     child.on("close", (c, s) => resolve(c ?? 128 + (s ? 9 : 0)));
   });
   record.finish(undefined, code);
-  if (opts.json) process.stderr.write(JSON.stringify({ exit: code, mode: plan.mode, sandbox: "none" }) + "\n");
+  if (opts.json) new OwnLines(undefined).line(JSON.stringify({ exit: code, mode: plan.mode, sandbox: "none" }));
   return code;
 }
 
@@ -175,14 +176,22 @@ async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressSe
   for (const s of STOP_SIGNALS) process.on(s, onSignal);
 
   let outputExceeded = false;
+  // What the command last wrote where vak's own lines go (stderr, and stdout too when both are one file).
+  const relayed = limitOutput ? { wrote: false, lastByte: undefined as number | undefined } : undefined;
+  const sameFile = relayed ? sameOpenFile(1, 2) : false;
   if (limitOutput) {
     let total = 0;
     const relay = (from: NodeJS.ReadableStream | null, to: NodeJS.WriteStream) =>
       from?.on("data", (chunk: Buffer) => {
         if (outputExceeded) return;
         total += chunk.length;
+        const part = total > limitOutput ? chunk.subarray(0, Math.max(0, chunk.length - (total - limitOutput))) : chunk;
+        if (relayed && part.length > 0 && (to === process.stderr || sameFile)) {
+          relayed.wrote = true;
+          relayed.lastByte = part[part.length - 1];
+        }
         if (total > limitOutput) {
-          to.write(chunk.subarray(0, Math.max(0, chunk.length - (total - limitOutput))));
+          to.write(part);
           outputExceeded = true;
           sb.kill("SIGKILL");
           return;
@@ -202,14 +211,15 @@ async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressSe
   }
   // The sandbox is gone: closing the gate records how its last requests ended, and the refusal counts, before the record closes.
   await gate?.close();
-  let code = explain(plan, result, outputExceeded, egress);
+  const own = new OwnLines(relayed);
+  let code = explain(plan, result, outputExceeded, egress, own);
   if (record.failed) {
-    process.stderr.write(`vak: ${record.failed.message}; the sandbox was stopped\n`);
+    own.line(`vak: ${record.failed.message}; the sandbox was stopped`);
     code = EXIT_REFUSED;
   }
   record.finish(result, code, { outputExceeded });
   if (opts.json) {
-    process.stderr.write(
+    own.line(
       JSON.stringify({
         exit: code,
         mode: plan.mode,
@@ -225,15 +235,15 @@ async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressSe
         network: plan.network.kind === "gate" ? { allow: plan.network.grants.allow.map((r) => r.text), deny: plan.network.grants.deny.map((r) => r.text) } : null,
         egress: egress.kept,
         egressOmitted: egress.omitted,
-      }) + "\n",
+      }),
     );
   }
   return code;
 }
 
 /** Prints what the sandbox refused and why the run ended, and picks the exit status. */
-function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, egress: EgressSeen): number {
-  const err = (s: string) => process.stderr.write(`vak: ${s}\n`);
+function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, egress: EgressSeen, own: OwnLines): number {
+  const err = (s: string) => own.line(`vak: ${s}`);
   if (r.malformed.length) {
     err(`the sandbox launcher sent ${r.malformed.length} unreadable report line(s); treating the run as failed`);
     return EXIT_REFUSED;
@@ -273,4 +283,15 @@ function hint(plan: LaunchPlan, reason: string, path: string): string {
   if (reason.includes("read-only") && plan.mode === "read-only") return " (use --mode workspace-write to allow writes)";
   if (reason.includes("read-only")) return ` (grant it with --allow-write ${path})`;
   return "";
+}
+
+/** Do two fds name one open file (2>&1)? Then the command's stdout ends the line vak writes to stderr as well. */
+function sameOpenFile(a: number, b: number): boolean {
+  try {
+    const x = fstatSync(a);
+    const y = fstatSync(b);
+    return x.dev === y.dev && x.ino === y.ino;
+  } catch {
+    return false;
+  }
 }
