@@ -515,6 +515,11 @@ static const char *check(const struct plan *p, const char *path, enum access acc
   char *comps[PATH_MAX / 2];
   int n = split(all, comps, (int)(sizeof comps / sizeof comps[0]));
   int root_depth = path_depth(root->path);
+  /* Only a rename or a symlink can put a prepared tree under a protected
+   * name; creating or removing an empty directory or a file at a name that
+   * could become an ancestor cannot (what is later created below it is
+   * checked in turn), so `mkdir node_modules` or `.config` stays ordinary. */
+  int places = !strcmp(op_name, "rename") || !strcmp(op_name, "symlink");
   for (int r = 0; r < p->nrules; r++) {
     const struct protect_rule *pr = &p->rules[r];
     if (pr->kind == PROT_ABS) continue;
@@ -526,7 +531,7 @@ static const char *check(const struct plan *p, const char *path, enum access acc
       if (pr->kind == PROT_TREE)
         for (int end = start + 1; end <= n && !full; end++)
           full = end > root_depth && matches_at(comps, end, start, pc, k, 0, 1);
-      if (full || (access == ACCESS_ENTRY && n > root_depth && prefix_at(comps, n, start, pc, k, 0, 0))) {
+      if (full || (access == ACCESS_ENTRY && places && n > root_depth && prefix_at(comps, n, start, pc, k, 0, 0))) {
         snprintf(why, cap, "protected path %s%s", pr->pattern, full ? "" : " (an ancestor of it)");
         return why;
       }

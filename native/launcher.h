@@ -41,7 +41,7 @@ struct protect_rule {
 };
 
 #define MAX_OPS 512
-#define MAX_RULES 128
+#define MAX_RULES 2048
 
 struct plan {
   int use_ns;          /* 1: namespaces and a private mount view; 0: reduced mode */
