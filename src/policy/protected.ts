@@ -20,40 +20,156 @@ export interface ProtectedPath {
   readonly why: string;
 }
 
+/**
+ * What is on this list, and what is not. An entry is here when a tool that
+ * is not itself a "run this project's code" command reads it and runs what it
+ * says: the shell on start-up or on `cd` (direnv, mise), git on every commit
+ * or status (hooks, config, hook managers), an editor or an agent when the
+ * folder is opened (tasks, MCP servers, hooks), a package manager before it
+ * runs anything (npmrc, yarnPath, pnpmfile), a debugger or linter on start.
+ * A project's own build and test files (package.json scripts, Makefile,
+ * build.rs, conftest.py) are not: running them is running the project, which
+ * is what the sandbox was for. Reviewed against Codex (`.git`, `.codex`,
+ * `.agents` read-only), sandbox-runtime (`.gitconfig`, `.gitmodules`, shell rc
+ * files, `.ripgreprc`, `.mcp.json`, `.vscode`, `.idea`, `.claude/commands`,
+ * `.claude/agents`, `.git/hooks`, `.git/config`) and Claude Code (which uses
+ * sandbox-runtime's list): everything they protect is here, most of it more
+ * broadly (all of `.claude`, all of `.git`'s redirects).
+ *
+ * Files that a repository's git config or a protected link points to are not
+ * on this list by name: `held.ts` finds them on disk for each run.
+ */
 const RC_FILES = [
-  ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
-  ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".cshrc", ".tcshrc", ".kshrc",
+  ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases", ".profile",
+  ".zshrc", ".zshenv", ".zprofile", ".zlogin", ".zlogout", ".cshrc", ".tcshrc", ".kshrc", ".inputrc",
 ] as const;
 
+const file = (pattern: string, why: string): ProtectedPath => ({ pattern, kind: "file", why });
+const tree = (pattern: string, why: string): ProtectedPath => ({ pattern, kind: "tree", why });
+
+// lefthook reads lefthook.*, .lefthook.* and .config/lefthook.*, each with a -local twin, in five formats.
+const LEFTHOOK = ["yml", "yaml", "toml", "json", "jsonc"].flatMap((ext) =>
+  ["lefthook", ".lefthook", ".config/lefthook"].flatMap((base) => [`${base}.${ext}`, `${base}-local.${ext}`]),
+);
+
 export const PROTECTED_PATHS: readonly ProtectedPath[] = [
-  { pattern: ".vak", kind: "tree", why: "Vak's repository configuration" },
-  { pattern: ".git", kind: "file", why: "a repository's git dir, or a gitdir pointer that redirects git" },
-  { pattern: ".git/config", kind: "file", why: "git configuration can run commands (core.fsmonitor, core.pager)" },
-  { pattern: ".git/config.worktree", kind: "file", why: "per-worktree git configuration" },
-  { pattern: ".git/commondir", kind: "file", why: "redirects git to another git directory, its config and hooks" },
-  { pattern: ".git/modules/**/commondir", kind: "file", why: "redirects a submodule's git directory" },
-  { pattern: ".git/hooks", kind: "tree", why: "git hooks run on the host" },
-  { pattern: ".git/modules/**/config", kind: "file", why: "a submodule's git configuration" },
-  { pattern: ".git/modules/**/hooks", kind: "tree", why: "a submodule's git hooks" },
-  { pattern: ".git/worktrees/**/config.worktree", kind: "file", why: "a worktree's git configuration" },
-  { pattern: ".git/worktrees/**/commondir", kind: "file", why: "redirects a worktree to another git dir" },
-  { pattern: ".git/worktrees/**/gitdir", kind: "file", why: "redirects a worktree's git dir" },
-  { pattern: ".gitmodules", kind: "file", why: "submodule URLs and commands" },
-  { pattern: ".mcp.json", kind: "file", why: "MCP servers that agents start" },
-  { pattern: ".vscode", kind: "tree", why: "editor tasks and settings that run commands" },
-  { pattern: ".idea", kind: "tree", why: "editor run configurations" },
-  { pattern: ".husky", kind: "tree", why: "git hooks installed by husky" },
-  { pattern: ".envrc", kind: "file", why: "direnv runs it on cd" },
-  { pattern: ".devcontainer", kind: "tree", why: "dev container commands that editors run" },
-  { pattern: ".claude", kind: "tree", why: "agent settings and hooks that run commands" },
-  { pattern: ".cursor", kind: "tree", why: "editor agent rules and settings" },
-  { pattern: ".npmrc", kind: "file", why: "npm settings (script-shell, node-options) that run code" },
-  { pattern: ".yarnrc", kind: "file", why: "yarn settings that run code" },
-  { pattern: ".yarnrc.yml", kind: "file", why: "yarn settings (yarnPath) that run code" },
-  { pattern: ".pnpmfile.cjs", kind: "file", why: "pnpm hooks that run on install" },
-  { pattern: ".gitconfig", kind: "file", why: "a user git configuration, when a grant covers a home directory" },
-  { pattern: ".ssh", kind: "tree", why: "SSH keys and configuration" },
-  ...RC_FILES.map((f) => ({ pattern: f, kind: "file" as const, why: "shell startup file" })),
+  // Vak itself.
+  tree(".vak", "Vak's repository configuration"),
+  tree("node_modules/vak", "a copy of Vak that `npx vak` would run next, outside any sandbox"),
+  file("node_modules/.bin/vak", "the launcher `npx vak` looks for first, walking up from the current directory"),
+
+  // git: what it reads from a repository and runs.
+  file(".git", "a repository's git dir, or a gitdir pointer that redirects git"),
+  file(".git/config", "git configuration can run commands (core.fsmonitor, core.pager)"),
+  file(".git/config.worktree", "per-worktree git configuration"),
+  file(".git/commondir", "redirects git to another git directory, its config and hooks"),
+  file(".git/modules/**/commondir", "redirects a submodule's git directory"),
+  tree(".git/hooks", "git hooks run on the host"),
+  file(".git/info/attributes", "chooses the diff, merge and filter drivers git runs for each path"),
+  file(".git/modules/**/config", "a submodule's git configuration"),
+  file(".git/modules/**/config.worktree", "a submodule's per-worktree git configuration"),
+  tree(".git/modules/**/hooks", "a submodule's git hooks"),
+  file(".git/modules/**/info/attributes", "a submodule's driver choices"),
+  file(".git/worktrees/**/config.worktree", "a worktree's git configuration"),
+  file(".git/worktrees/**/commondir", "redirects a worktree to another git dir"),
+  file(".git/worktrees/**/gitdir", "redirects a worktree's git dir"),
+  file(".gitmodules", "submodule URLs and commands"),
+  file(".lfsconfig", "git-lfs settings, among them custom transfer agents (lfs.customtransfer.*.path) it runs"),
+  file(".gitconfig", "a user git configuration, when a grant covers a home directory"),
+  file(".hg/hgrc", "Mercurial runs the hooks a repository's hgrc names"),
+  file(".hgrc", "a user Mercurial configuration (hooks), when a grant covers a home directory"),
+
+  // git hook managers: the installed hook reads these on every commit and runs what they say.
+  tree(".husky", "git hooks installed by husky"),
+  file(".pre-commit-config.yaml", "pre-commit's hooks (`repo: local` entries are commands) run on every commit"),
+  file(".overcommit.yml", "overcommit's hooks run on every commit"),
+  ...LEFTHOOK.map((p) => file(p, "lefthook's hooks run on every commit")),
+  tree(".lefthook", "lefthook's hook scripts (source_dir)"),
+  tree(".lefthook-local", "lefthook's local hook scripts (source_dir_local)"),
+
+  // The shell: on start-up and on cd.
+  file(".envrc", "direnv runs it on cd"),
+  ...["mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml", ".config/mise.toml", ".config/mise/config.toml", ".mise/config.toml"].map((p) =>
+    file(p, "mise runs its hooks and env scripts on cd, once the file is trusted (by path)"),
+  ),
+  ...RC_FILES.map((f) => file(f, "shell startup file")),
+
+  // Editors: tasks, settings and run configurations that run commands when a folder is opened.
+  tree(".vscode", "editor tasks and settings that run commands"),
+  tree(".idea", "editor run configurations"),
+  tree(".fleet", "JetBrains Fleet run configurations"),
+  tree(".zed", "Zed tasks and settings (language servers, formatters as commands)"),
+  tree(".devcontainer", "dev container commands that editors run"),
+  file(".devcontainer.json", "dev container commands that editors run"),
+  file(".nvim.lua", "Neovim runs it on start with 'exrc'"),
+  file(".nvimrc", "Neovim runs it on start with 'exrc'"),
+  file(".exrc", "Vim and Neovim run it on start with 'exrc'"),
+  file(".dir-locals.el", "Emacs applies (and may evaluate) it when a file below is opened"),
+  file(".dir-locals-2.el", "Emacs applies (and may evaluate) it when a file below is opened"),
+
+  // Coding agents: their settings name hooks, MCP servers and commands they start.
+  tree(".claude", "agent settings and hooks that run commands"),
+  tree(".codex", "Codex's project config (MCP servers, commands) and its sandbox settings"),
+  tree(".agents", "agent skills and instructions that Codex and others load and run"),
+  tree(".gemini", "Gemini CLI settings (MCP servers, tool commands)"),
+  tree(".cursor", "editor agent rules, MCP servers and settings"),
+  tree(".windsurf", "Windsurf agent workflows and rules"),
+  tree(".continue", "Continue's config (MCP servers, commands)"),
+  tree(".roo", "Roo Code's MCP servers and rules"),
+  tree(".kiro", "Kiro's agent hooks (commands on file events) and MCP servers"),
+  tree(".amazonq", "Amazon Q's MCP servers and rules"),
+  tree(".opencode", "opencode's plugins (code it loads) and commands"),
+  file("opencode.json", "opencode's project config (MCP servers as commands)"),
+  file("opencode.jsonc", "opencode's project config (MCP servers as commands)"),
+  file(".aider.conf.yml", "aider runs its lint-cmd and test-cmd automatically"),
+  file(".mcp.json", "MCP servers that agents start"),
+
+  // Package managers and toolchains: settings read before anything the user asked for runs.
+  file(".npmrc", "npm settings (script-shell, node-options) that run code"),
+  file(".yarnrc", "yarn settings that run code"),
+  file(".yarnrc.yml", "yarn settings (yarnPath, plugins) that run code"),
+  tree(".yarn/releases", "where yarnPath points: the yarn that every `yarn` command runs"),
+  tree(".yarn/plugins", "yarn plugins that every `yarn` command loads"),
+  file(".pnpmfile.cjs", "pnpm hooks that run on install"),
+  file(".cargo/config.toml", "cargo settings (rustc-wrapper, runners, aliases) that run commands"),
+  file(".cargo/config", "cargo settings (the older name) that run commands"),
+  file("rust-toolchain.toml", "rustup runs the toolchain it names, which may be a path"),
+  file("rust-toolchain", "rustup runs the toolchain it names, which may be a path"),
+
+  // Other tools that read a file in the current directory and run what it says.
+  file(".ripgreprc", "ripgrep's --pre command, where RIPGREP_CONFIG_PATH names it"),
+  file(".pdbrc", "Python's debugger runs its commands on start"),
+  file(".gdbinit", "gdb runs its commands on start"),
+  file(".lldbinit", "lldb runs its commands on start"),
+  file(".pylintrc", "pylint runs its init-hook (editors run pylint on open)"),
+  file("pylintrc", "pylint runs its init-hook (editors run pylint on open)"),
+
+  // A user's own configuration and keys, when a grant covers a home directory.
+  tree(".ssh", "SSH keys and configuration"),
+  tree(".gnupg", "GnuPG keys and agent settings (pinentry-program is a command)"),
+];
+
+/**
+ * Protected paths that only mean something in the user's home directory:
+ * held there by absolute path (see homeHeld) rather than at any depth, so
+ * that a project's own `.config/` or `.aws/` directory stays ordinary.
+ */
+export const HOME_PROTECTED: readonly ProtectedPath[] = [
+  tree(".config/git", "the user's git configuration, attributes and ignore rules ($XDG_CONFIG_HOME/git)"),
+  tree(".config/husky", "husky sources its init.sh before every hook"),
+  tree(".config/fish", "fish startup files"),
+  tree(".config/mise", "mise's global config (hooks, env scripts)"),
+  tree(".config/direnv", "direnv's own settings and libraries (direnvrc)"),
+  tree(".config/nvim", "Neovim's startup files"),
+  tree(".config/Code/User", "VS Code's user settings and tasks"),
+  file(".aws/config", "credential_process is a command the AWS tools run"),
+  file(".kube/config", "exec credential plugins are commands kubectl runs"),
+  file(".docker/config.json", "credential helpers that docker runs"),
+  file(".vimrc", "Vim's startup file"),
+  file(".emacs", "Emacs's startup file"),
+  tree(".emacs.d", "Emacs's startup files"),
+  file(".tmux.conf", "tmux runs its run-shell commands"),
+  tree(".npm/_npx", "where `npx` keeps the packages it runs"),
 ];
 
 const same = (a: string, b: string): boolean => a.toLowerCase() === b.toLowerCase();
