@@ -103,7 +103,7 @@ export class Broker {
       this.scratch = { tmp: join(root, "tmp"), home: join(root, "home") };
     }
     const write = this.plan("write");
-    this.grants = { ...write.grants, stateDirs: this.host.stateDirs };
+    this.grants = { ...write.grants, stateDirs: this.host.stateDirs, held: write.held };
   }
 
   get generation(): number {
@@ -139,6 +139,8 @@ export class Broker {
         runtime: command ? [] : [this.runtime],
         scratch: this.scratch,
         net: command ? this.opts.net : undefined,
+        // A command runs with the write plan's grants: what that plan found on disk holds for it too.
+        held: command && !readOnly ? this.plans.get("write")?.held : undefined,
       },
       this.host,
     );
@@ -389,7 +391,8 @@ export class Broker {
     this.plans.clear();
     this.allowances.clear();
     await this.egress.setGeneration(generation);
-    this.grants = { ...this.plan("write").grants, stateDirs: this.host.stateDirs };
+    const write = this.plan("write");
+    this.grants = { ...write.grants, stateDirs: this.host.stateDirs, held: write.held };
     const stopping = this.pool.drain();
     for (const w of this.inflight) if (w.generation < generation) (w.cancel(), stopping.push(w.done));
     await Promise.allSettled(stopping);

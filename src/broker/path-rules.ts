@@ -1,6 +1,7 @@
 import { lstatSync, realpathSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { isWithin } from "../policy/paths.js";
+import type { HeldPath } from "../policy/chain.js";
 import { protectedMatch } from "../policy/protected.js";
 
 /**
@@ -17,6 +18,8 @@ export interface GrantView {
   denyWrite: readonly string[];
   /** Vak's own state: never a target. */
   stateDirs: readonly string[];
+  /** Held paths from the plan (Vak's install, where protected links and git config lead): never written. */
+  held?: readonly HeldPath[] | undefined;
 }
 
 export type Target = { ok: true; path: string; root: string } | { ok: false; rule: string; message: string };
@@ -88,6 +91,9 @@ export function resolveTarget(workspace: string, grants: GrantView, raw: string,
   const nestedRead = grants.read.find((r) => isWithin(target, r) && (!writeRoot || r.length > writeRoot.length));
   if (!writeRoot || nestedRead || grants.denyWrite.some((d) => isWithin(target, d)))
     return { ok: false, rule: "read-only", message: `${target} is granted read-only; grant it with --allow-write ${target}` };
+  // As the guard holds them: at and below, and (for a new entry) at an ancestor.
+  const h = grants.held?.find((x) => isWithin(target, x.path) || (mayCreate && !exists && isWithin(x.path, target)));
+  if (h) return { ok: false, rule: "held", message: `${target} is held read-only: ${h.why}` };
   const p = protectedMatch(target, { rootDepth: depth(writeRoot), entry: mayCreate && !exists });
   if (p) return { ok: false, rule: `protected:${p.pattern}`, message: `${target} is a protected path (${p.pattern}: ${p.why})` };
   return { ok: true, path: target, root: writeRoot };

@@ -4,6 +4,9 @@ import { VakError } from "./errors.js";
 import type { Grants, Mode } from "./grants.js";
 import { DEFAULT_MAX_PROCS, type Limits } from "./limits.js";
 import { canonicalDir, canonicalGrant, canonicalMaybe, exists, isWithin } from "./paths.js";
+import type { HeldPath } from "./chain.js";
+import { scanHeld } from "./held.js";
+import { dedupe, type InstallFacts, installHeld, OWN_INSTALL } from "./install-held.js";
 import { PROTECTED_PATHS } from "./protected.js";
 import { proxyEnv, RELAY_PORT } from "./proxy-env.js";
 import type { NetGrants } from "./net-grants.js";
@@ -41,6 +44,8 @@ export interface HostFacts {
   nodePrefix: string;
   /** The directory of the fetch preload (dist/preload), bound read-only when there is a network grant. */
   preloadDir?: string | undefined;
+  /** Vak's own installation: held read-only wherever a writable grant could reach it. */
+  install?: InstallFacts | undefined;
 }
 
 export interface PlanInput {
@@ -57,6 +62,8 @@ export interface PlanInput {
   net?: NetGrants | undefined;
   /** For reduced mode: host directories the caller created for TMPDIR and HOME. */
   scratch?: { tmp: string; home: string } | undefined;
+  /** Held paths already found for the same workspace and grants (a broker's exec reuses its write plan's). */
+  held?: readonly HeldPath[] | undefined;
 }
 
 export interface LaunchPlan {
@@ -74,10 +81,20 @@ export interface LaunchPlan {
   /** Canonical grants, for reports and `vak doctor`. */
   grants: { read: string[]; write: string[]; denyRead: string[]; denyWrite: string[]; env: string[] };
   network: Network;
+  /**
+   * Paths held read-only (absolute guard rules) because of what they are, not
+   * their name: Vak's own installation, where protected links and git
+   * configuration lead, other names of protected files, PATH. Only those a
+   * writable grant can reach.
+   */
+  held: HeldPath[];
 }
 
 /** No network at all, or the egress gate reached through the relay on the sandbox's loopback. */
 export type Network = { kind: "none" } | { kind: "gate"; port: number; grants: NetGrants };
+
+/** The launcher's limit on protection rules (native/launcher.h MAX_RULES), less room for deny rules. */
+const MAX_PROTECT_RULES = 2000;
 
 const depth = (p: string): number => (p === "/" ? 0 : p.split("/").length - 1);
 
@@ -100,7 +117,7 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
     return {
       mode: input.mode, sandbox: "none", workspace, cwd, command: [...input.command], mounts: [], protect: [],
       env: { ...host.env } as Record<string, string>, limits: input.limits, defaultMaxProcs: 0,
-      grants: { read, write, denyRead, denyWrite, env: [...g.env] }, network: { kind: "none" },
+      grants: { read, write, denyRead, denyWrite, env: [...g.env] }, network: { kind: "none" }, held: [],
     };
   }
   if (input.sandbox === "none") throw new VakError("internal", "a restricted mode needs a sandbox");
@@ -167,6 +184,20 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
     protect.push({ kind: "abs", pattern: d });
   }
 
+  // What the host will run or read that no name says: held wherever a writable grant reaches it.
+  const writable = [...access].filter(([, a]) => a === "rw").map(([p]) => p);
+  const reach = (p: string) => writable.some((w) => isWithin(p, w) || isWithin(w, p));
+  const found = input.held ?? [...(host.install ? installHeld(host.install, writable) : []), ...scanHeld(workspace, writable, host).held];
+  const held = dedupe([...found]).filter((h) => reach(h.path) && !host.stateDirs.some((s) => isWithin(h.path, s)));
+  for (const h of held) {
+    protect.push({ kind: "abs", pattern: h.path });
+    // Vak's own files also get a read-only mount where they are plain directories inside a writable grant.
+    if (!reduced && !access.has(h.path) && h.why === OWN_INSTALL && isPlainDir(h.path)) mounts.push({ kind: "ro", path: h.path, why: OWN_INSTALL });
+  }
+
+  if (protect.length + host.stateDirs.length + denyRead.length + denyWrite.length > MAX_PROTECT_RULES)
+    throw new VakError("unsupported", `the writable grants reach ${held.length} paths Vak must hold read-only (links to protected files, git configuration, Vak's own files), more than the sandbox can carry (${MAX_PROTECT_RULES} rules); grant narrower writable paths`);
+
   // Vak's own state: never readable or writable from inside, even if a grant covers it.
   for (const s of host.stateDirs) {
     protect.push({ kind: "abs", pattern: s });
@@ -200,7 +231,16 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
       denyRead, denyWrite, env: [...g.env],
     },
     network,
+    held,
   };
+}
+
+function isPlainDir(p: string): boolean {
+  try {
+    return lstatSync(p).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 function isVisible(p: string, access: Map<string, "ro" | "rw">): boolean {

@@ -1,3 +1,4 @@
+import { realpathSync } from "node:fs";
 import { homedir, userInfo } from "node:os";
 import type { HostFacts } from "../policy/plan.js";
 import { vakStateDirs } from "../policy/state.js";
@@ -18,5 +19,6 @@ export function hostFacts(env: NodeJS.ProcessEnv = process.env): HostFacts {
     stateDirs: vakStateDirs(env, home),
     nodePrefix: install.nodePrefix,
     preloadDir: install.preloadDir,
+    install: { packageRoot: realpathSync.native(install.root), execPath: install.node, script: process.argv[1], nodePrefix: install.nodePrefix },
   };
 }

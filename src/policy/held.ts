@@ -1,0 +1,275 @@
+import { type Dirent, lstatSync, readdirSync, realpathSync } from "node:fs";
+import { basename, dirname, isAbsolute, join, resolve } from "node:path";
+import { holdChain, type HeldPath } from "./chain.js";
+import { VakError } from "./errors.js";
+import { envConfig, heldByConfig, hostConfigFiles, readConfigTree, readGitFile, type GitConfigEntry } from "./git-config.js";
+import { dedupe } from "./install-held.js";
+import { isWithin } from "./paths.js";
+import { HOME_PROTECTED, PROTECTED_PATHS, protectedMatch } from "./protected.js";
+
+/**
+ * Paths held read-only because of what is on disk, not because of their name:
+ * what the host will actually run or read as configuration.
+ *
+ * - The targets of protected names that are links (`.git/hooks/pre-commit ->
+ *   ../../scripts/githooks/pre-commit`, `.vscode -> editor/vscode`, `.envrc ->
+ *   envrc.sh`, `.claude -> ai/claude`), at any depth, and of links inside a
+ *   protected directory; and every link on the way, so none can be re-pointed.
+ * - The other names of a protected file that has hard links: a write through
+ *   any of them is a write to it.
+ * - What every repository's git configuration names (its includes, hooksPath,
+ *   fsmonitor, attributes and exclude files, the programs of the commands it
+ *   configures), for each repository found in the walked trees or enclosing
+ *   them, with the user's and the system's configuration read as the host's
+ *   git reads them; and each git directory's own config, hooks and redirects
+ *   (also for git directories not named `.git`: bare ones, and those a
+ *   `.git` file points to).
+ * - The user's own startup files and configuration in the home directory
+ *   (HOME_PROTECTED), and where they lead.
+ * - Every directory on the user's PATH: a program written there would run on
+ *   the host by name (`git`, `vak`, a credential helper).
+ *
+ * Finding the first three means walking the workspace and the writable grants
+ * (the guard cannot know which inode a name of a link or an include leads
+ * to). The walk reads directories and never follows a link; it stops, and
+ * the run is refused, past MAX_ENTRIES entries or MAX_MS, so that its cost
+ * is bounded on any tree (about 1.3 µs an entry here: 65–100 ms for 56,000).
+ */
+export const MAX_ENTRIES = 2_000_000;
+export const MAX_MS = 10_000;
+
+/** Last components of the protected patterns: only an entry with one of these names can complete a match. */
+const LAST = new Set(PROTECTED_PATHS.map((p) => p.pattern.split("/").at(-1)!.toLowerCase()));
+
+interface Found {
+  /** Protected entries that are links, and links below protected directories. */
+  links: { path: string; pattern: string }[];
+  /** Protected regular files with more than one name. */
+  multiLinked: { path: string; dev: number; ino: number; nlink: number }[];
+  /** `.git` entries (directories or gitdir files), and bare git directories. */
+  git: { entry: string; bare: boolean }[];
+  /** Directories the walk could not read (a command might still write there): held whole. */
+  unreadable: string[];
+  entries: number;
+}
+
+class Budget {
+  private readonly deadline = Date.now() + MAX_MS;
+  entries = 0;
+  spend(n: number, where: string): void {
+    this.entries += n;
+    if (this.entries > MAX_ENTRIES || Date.now() > this.deadline)
+      throw new VakError(
+        "unsupported",
+        `the writable paths hold more than Vak can check before a run (${this.entries} entries, stopped at ${where}); it looks for protected names that are links, hard links and git configuration there before a sandbox may write. Grant narrower writable paths`,
+      );
+  }
+}
+
+function walk(root: string, found: Found, budget: Budget, skip: readonly string[]): void {
+  const rootDepth = root.split("/").filter(Boolean).length;
+  const stack: { dir: string; inProtected: string | undefined }[] = [{ dir: root, inProtected: undefined }];
+  while (stack.length > 0) {
+    const { dir, inProtected } = stack.pop()!;
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code !== "ENOENT" && code !== "ENOTDIR") found.unreadable.push(dir);
+      continue;
+    }
+    budget.spend(entries.length, dir);
+    const inDotGit = dir.endsWith("/.git");
+    let head = false;
+    for (const e of entries) {
+      const name = e.name;
+      if (name === "HEAD") head = true;
+      // Only an entry with the last name of some pattern can complete a match; below a protected tree, all do.
+      let pattern = inProtected;
+      if (!pattern && LAST.has(name.toLowerCase())) pattern = protectedMatch(`${dir}/${name}`, { rootDepth })?.pattern;
+      if (e.isDirectory()) {
+        // Git's object store and logs hold nothing git runs; they are most of a large .git.
+        if (inDotGit && (name === "objects" || name === "logs" || name === "lfs")) continue;
+        const path = `${dir}/${name}`;
+        if (name === ".git" && !inProtected) found.git.push({ entry: path, bare: false });
+        if (skip.some((x) => isWithin(path, x))) continue;
+        const isTree = pattern !== undefined && (pattern === inProtected || PROTECTED_PATHS.find((p) => p.pattern === pattern)?.kind === "tree");
+        stack.push({ dir: path, inProtected: isTree ? pattern : undefined });
+        continue;
+      }
+      if (name === ".git" && !inProtected) found.git.push({ entry: `${dir}/${name}`, bare: false });
+      if (!pattern) continue;
+      const path = `${dir}/${name}`;
+      if (e.isSymbolicLink()) found.links.push({ path, pattern });
+      else if (e.isFile()) {
+        try {
+          const st = lstatSync(path);
+          if (st.nlink > 1) found.multiLinked.push({ path, dev: st.dev, ino: st.ino, nlink: st.nlink });
+        } catch {
+          // gone since the listing
+        }
+      }
+    }
+    if (head && !inDotGit && entries.some((e) => e.name === "objects") && entries.some((e) => e.name === "refs")) found.git.push({ entry: dir, bare: true });
+  }
+}
+
+/** The other names of multi-linked protected files inside the roots: a second walk, with a stat per file. */
+function otherNames(roots: readonly string[], wanted: Found["multiLinked"], budget: Budget): HeldPath[] {
+  const key = (dev: number, ino: number) => `${dev}:${ino}`;
+  const want = new Map(wanted.map((w) => [key(w.dev, w.ino), w]));
+  const held: HeldPath[] = [];
+  for (const root of roots) {
+    const stack = [root];
+    while (stack.length > 0) {
+      const dir = stack.pop()!;
+      let entries: Dirent[];
+      try {
+        entries = readdirSync(dir, { withFileTypes: true });
+      } catch {
+        continue;
+      }
+      budget.spend(entries.length, dir);
+      for (const e of entries) {
+        const path = join(dir, e.name);
+        if (e.isDirectory()) stack.push(path);
+        else if (e.isFile()) {
+          let st;
+          try {
+            st = lstatSync(path);
+          } catch {
+            continue;
+          }
+          const w = st.nlink > 1 ? want.get(key(st.dev, st.ino)) : undefined;
+          if (w && path !== w.path) held.push({ path, why: `a hard link to the protected file ${w.path}` });
+        }
+      }
+    }
+  }
+  return held;
+}
+
+/** The git directory a `.git` entry stands for, its common directory, and where relative paths in its config start. */
+function gitDirs(entry: string, bare: boolean): { gitDir: string; common: string; base: string; held: HeldPath[] } {
+  const held: HeldPath[] = [];
+  let gitDir = entry;
+  let st;
+  try {
+    st = lstatSync(entry);
+  } catch {
+    return { gitDir, common: gitDir, base: dirname(entry), held };
+  }
+  if (!bare && st.isFile()) {
+    const text = readGitFile(entry) ?? "";
+    const m = /^gitdir: (.*?)[\r\n]*$/s.exec(text);
+    if (m?.[1]) {
+      gitDir = isAbsolute(m[1]) ? m[1] : resolve(dirname(entry), m[1]);
+      held.push(...holdChain(gitDir, `the git directory ${entry} points to`));
+    }
+  }
+  let common = gitDir;
+  const c = readGitFile(join(gitDir, "commondir"));
+  if (c !== undefined) {
+    const v = c.replace(/[\r\n]+$/, "");
+    if (v) common = isAbsolute(v) ? v : resolve(gitDir, v);
+  }
+  for (const d of new Set([gitDir, common]))
+    for (const name of ["config", "config.worktree", "commondir", "gitdir", "hooks", "info/attributes"])
+      held.push({ path: join(d, name), why: `git trusts the ${name} of the git directory ${d}` });
+  return { gitDir, common, base: bare ? gitDir : dirname(entry), held };
+}
+
+/** Repositories that enclose a root: a workspace can be a subdirectory of one, whose config applies to it. */
+function enclosingGit(root: string): string[] {
+  const out: string[] = [];
+  for (let d = dirname(root); ; d = dirname(d)) {
+    try {
+      lstatSync(join(d, ".git"));
+      out.push(join(d, ".git"));
+    } catch {
+      // none here
+    }
+    if (d === dirname(d)) return out;
+  }
+}
+
+export interface HeldFacts {
+  home: string;
+  env: NodeJS.ProcessEnv;
+  /** Vak's own state: never walked (it is masked anyway). */
+  stateDirs: readonly string[];
+}
+
+/**
+ * Every held path for a plan whose writable roots are `writable` (and whose
+ * workspace, perhaps read-only, is `workspace`): links, hard links, git
+ * configuration, the home directory's startup files, PATH. Only those a
+ * writable root can reach matter; the caller keeps those.
+ */
+export function scanHeld(workspace: string, writable: readonly string[], host: HeldFacts): { held: HeldPath[]; entries: number } {
+  if (writable.length === 0) return { held: [], entries: 0 };
+  const budget = new Budget();
+  const found: Found = { links: [], multiLinked: [], git: [], unreadable: [], entries: 0 };
+  const roots = outermost([workspace, ...writable]);
+  for (const r of roots) walk(r, found, budget, host.stateDirs);
+  const held: HeldPath[] = [];
+  for (const l of found.links) held.push(...holdChain(l.path, `where the protected name ${l.path} (${l.pattern}) leads`));
+  for (const u of found.unreadable) held.push({ path: u, why: "a directory Vak could not read to check it for protected links" });
+
+  // The home directory: startup files and configuration, and where links among them lead.
+  const home = host.home;
+  const homeNames = [...PROTECTED_PATHS.filter((p) => !p.pattern.includes("/")).map((p) => p.pattern), ...HOME_PROTECTED.map((p) => p.pattern)];
+  for (const name of homeNames) {
+    const p = join(home, name);
+    held.push(...holdChain(p, `${p}: the user's own startup file or configuration`));
+    try {
+      const st = lstatSync(p);
+      if (st.isFile() && st.nlink > 1) found.multiLinked.push({ path: p, dev: st.dev, ino: st.ino, nlink: st.nlink });
+    } catch {
+      // absent: held all the same, so that it cannot be created
+    }
+  }
+
+  // Git: every repository found or enclosing a root, with the host's own configuration.
+  const hostEntries: GitConfigEntry[] = [];
+  for (const f of hostConfigFiles(host.env, home)) {
+    held.push(...holdChain(f, "git configuration the host's git reads"));
+    hostEntries.push(...readConfigTree(f, home, held));
+  }
+  hostEntries.push(...envConfig(host.env));
+  const repos = [...found.git, ...roots.flatMap(enclosingGit).map((entry) => ({ entry, bare: false }))];
+  const seen = new Set<string>();
+  for (const { entry, bare } of repos) {
+    if (seen.has(entry)) continue;
+    seen.add(entry);
+    const g = gitDirs(entry, bare);
+    held.push(...g.held);
+    const entries = [...hostEntries];
+    for (const f of new Set([join(g.common, "config"), join(g.gitDir, "config.worktree")])) entries.push(...readConfigTree(f, home, held));
+    held.push(...heldByConfig(entries, g.base, home));
+  }
+
+  // PATH: a program planted in any of its directories runs on the host by name.
+  // npm and npx put a project's own node_modules/.bin on PATH for its scripts: the project's code, not the host's
+  // (`node_modules/.bin/vak` is protected by name).
+  for (const d of (host.env.PATH ?? "").split(":"))
+    if (d.startsWith("/") && !/\/node_modules\/\.bin\/?$/.test(d)) held.push(...holdChain(d, `${d} is on your PATH: a program written there would run on the host by name`));
+
+  if (found.multiLinked.length > 0) held.push(...otherNames(outermost(writable), found.multiLinked, budget));
+  return { held: dedupe(held.flatMap((h) => (h.path.includes("\0") ? [] : [h]))), entries: budget.entries };
+}
+
+/** Roots with those inside another dropped. */
+function outermost(paths: readonly string[]): string[] {
+  const real = [...new Set(paths.map((p) => safeReal(p)))];
+  return real.filter((p) => !real.some((q) => q !== p && isWithin(p, q)));
+}
+
+function safeReal(p: string): string {
+  try {
+    return realpathSync.native(p);
+  } catch {
+    return p;
+  }
+}
