@@ -280,6 +280,10 @@ function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, egr
 }
 
 function hint(plan: LaunchPlan, reason: string, path: string): string {
+  // An absolute rule the plan holds for a reason no name says: say the reason.
+  const abs = /^protected path (\/.*)$/.exec(reason)?.[1];
+  const held = abs ? plan.held.find((h) => h.path === abs) : undefined;
+  if (held) return ` (${held.why})`;
   if (reason.includes("read-only") && plan.mode === "read-only") return " (use --mode workspace-write to allow writes)";
   if (reason.includes("read-only")) return ` (grant it with --allow-write ${path})`;
   return "";

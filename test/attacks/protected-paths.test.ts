@@ -1,9 +1,10 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, linkSync, lstatSync, mkdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { listTree, scratch, type Scratch } from "../support/fs.js";
-import { sandboxSh } from "../support/vak.js";
+import { testBroker } from "../support/broker.js";
+import { baseEnv, sandboxSh } from "../support/vak.js";
 
 const DEEP = "a/b/c/d/e"; // a protected path below it sits at depth 6
 
@@ -165,5 +166,207 @@ describe("protected paths stay read-only inside a writable workspace", () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toContain("?? new.txt");
     expect(r.stdout).toContain("from the sandbox");
+  });
+});
+
+/** Files as a map of path → content (or link target), to compare before and after. */
+function contents(root: string, paths: string[]): Record<string, string | null> {
+  const out: Record<string, string | null> = {};
+  for (const p of paths) {
+    const full = join(root, p);
+    try {
+      out[p] = lstatSync(full).isSymbolicLink() ? `-> ${readlinkSync(full)}` : lstatSync(full).isDirectory() ? "dir" : readFileSync(full, "utf8");
+    } catch {
+      out[p] = null;
+    }
+  }
+  return out;
+}
+
+const git = (cwd: string, ...args: string[]) => execFileSync("git", ["-c", "user.email=t@t.invalid", "-c", "user.name=t", ...args], { cwd, encoding: "utf8", env: { ...process.env, HOME: cwd } });
+
+// What git and the other tools will actually run or read, whatever the name
+// that leads to it: the targets of protected names that are links, other
+// names of protected files, and whatever a repository's git config names.
+describe("what a protected name leads to is protected too", () => {
+  let s: Scratch;
+  beforeEach(() => {
+    s = scratch({ git: true });
+  });
+  afterEach(() => s.cleanup());
+
+  it("the targets of protected links already in the repository, at any depth, cannot be written, replaced or re-pointed", async () => {
+    const w = (p: string, c: string) => (mkdirSync(join(s.ws, p, ".."), { recursive: true }), writeFileSync(join(s.ws, p), c));
+    w("scripts/githooks/pre-commit", "#!/bin/sh\nexit 0\n");
+    symlinkSync("../../scripts/githooks/pre-commit", join(s.ws, ".git/hooks/pre-commit"));
+    w("editor/vscode/settings.json", "{}\n");
+    symlinkSync("editor/vscode", join(s.ws, ".vscode"));
+    w("envrc.sh", "export A=1\n");
+    symlinkSync("envrc.sh", join(s.ws, ".envrc"));
+    w("ai/claude/settings.json", "{}\n");
+    symlinkSync("ai/claude", join(s.ws, ".claude"));
+    w(`${DEEP}/real-envrc`, "export B=1\n");
+    symlinkSync("real-envrc", join(s.ws, DEEP, ".envrc"));
+    // A chain of links: .idea -> link1 -> real/idea; and a dangling one that a command could complete.
+    w("real/idea/workspace.xml", "<x/>\n");
+    symlinkSync("real", join(s.ws, "link1"));
+    symlinkSync("link1/idea", join(s.ws, ".idea"));
+    symlinkSync("mcp-servers.json", join(s.ws, ".mcp.json"));
+    // A link inside a protected directory.
+    w(".husky/_real", "");
+    w("tools/husky-pre-commit", "#!/bin/sh\n");
+    symlinkSync("../tools/husky-pre-commit", join(s.ws, ".husky/pre-commit"));
+    const watched = ["scripts/githooks/pre-commit", "editor/vscode/settings.json", "editor/vscode/tasks.json", "envrc.sh", "ai/claude/settings.json", "ai/claude/hooks.json", `${DEEP}/real-envrc`, "real/idea/workspace.xml", "link1", "mcp-servers.json", "tools/husky-pre-commit", "scripts", "editor"];
+    const before = contents(s.ws, watched);
+    const r = await sandboxSh(
+      s.ws,
+      [
+        "echo evil > scripts/githooks/pre-commit", "echo evil >> scripts/githooks/pre-commit", "chmod 777 scripts/githooks/pre-commit",
+        "echo evil > .git/hooks/pre-commit", "mv scripts scripts.old; mkdir -p scripts/githooks; echo evil > scripts/githooks/pre-commit",
+        "echo evil > editor/vscode/settings.json", "echo '{\"tasks\":[]}' > editor/vscode/tasks.json", "mv editor editor.old; mkdir -p editor/vscode",
+        "echo evil > envrc.sh", "printf evil > new && mv new envrc.sh", "echo evil > .envrc",
+        "echo evil > ai/claude/settings.json", "echo evil > ai/claude/hooks.json", "rm -rf ai/claude",
+        `echo evil > ${DEEP}/real-envrc`, `echo evil > ${DEEP}/.envrc`,
+        "echo evil > real/idea/workspace.xml", "rm link1; ln -s elsewhere link1; mkdir -p elsewhere/idea",
+        "echo '{\"mcpServers\":{}}' > mcp-servers.json",
+        "echo evil > tools/husky-pre-commit",
+      ].join("; ") + "; true",
+    );
+    expect(r.code).toBe(0);
+    expect(contents(s.ws, watched)).toEqual(before);
+    expect(r.stderr).toContain("where the protected name");
+    // The host's own next commit runs the hook that was there.
+    git(s.ws, "commit", "-q", "--allow-empty", "-m", "after");
+  });
+
+  it("a broker worker cannot write through to them either", async () => {
+    mkdirSync(join(s.ws, "editor/vscode"), { recursive: true });
+    writeFileSync(join(s.ws, "editor/vscode/settings.json"), "{}\n");
+    symlinkSync("editor/vscode", join(s.ws, ".vscode"));
+    writeFileSync(join(s.ws, "envrc.sh"), "export A=1\n");
+    symlinkSync("envrc.sh", join(s.ws, ".envrc"));
+    const t = testBroker(s.ws);
+    try {
+      for (const path of ["editor/vscode/settings.json", "editor/vscode/tasks.json", "envrc.sh", ".envrc"]) {
+        const r = await t.broker.run({ kind: "write", path, content: "evil\n" });
+        expect(r.ok, path).toBe(false);
+        // Refused by the broker itself, before any worker starts (the worker's sandbox holds the same rules).
+        if (!r.ok) expect(r.message, path).toMatch(/held read-only|protected path/);
+      }
+    } finally {
+      await t.close();
+    }
+    expect(readFileSync(join(s.ws, "envrc.sh"), "utf8")).toBe("export A=1\n");
+    expect(existsSync(join(s.ws, "editor/vscode/tasks.json"))).toBe(false);
+  });
+
+  it("other hard links to a protected file are held, inside the workspace and from the home directory", async () => {
+    writeFileSync(join(s.ws, "envrc-source"), "export A=1\n");
+    linkSync(join(s.ws, "envrc-source"), join(s.ws, ".envrc"));
+    mkdirSync(join(s.ws, "hooks-src"));
+    writeFileSync(join(s.ws, "hooks-src/pre-commit"), "#!/bin/sh\nexit 0\n");
+    linkSync(join(s.ws, "hooks-src/pre-commit"), join(s.ws, ".git/hooks/pre-commit"));
+    // A dotfiles repository: the user's ~/.bashrc is a hard link to a file in the workspace, ~/.gitconfig a symbolic one.
+    const home = join(s.root, "home");
+    mkdirSync(home);
+    writeFileSync(join(s.ws, "bashrc"), "alias ll='ls -l'\n");
+    linkSync(join(s.ws, "bashrc"), join(home, ".bashrc"));
+    writeFileSync(join(s.ws, "gitconfig"), "[user]\n\tname = t\n");
+    symlinkSync(join(s.ws, "gitconfig"), join(home, ".gitconfig"));
+    const watched = ["envrc-source", "hooks-src/pre-commit", "bashrc", "gitconfig"];
+    const before = contents(s.ws, watched);
+    const r = await sandboxSh(s.ws, `echo evil >> envrc-source; echo evil > hooks-src/pre-commit; echo evil >> bashrc; mv bashrc b2; printf '[core]\\n\\tfsmonitor = evil\\n' >> gitconfig; true`, [], { env: baseEnv({ HOME: home }) });
+    expect(r.code).toBe(0);
+    expect(contents(s.ws, watched)).toEqual(before);
+    expect(r.stderr).toMatch(/hard link to the protected file/);
+  });
+
+  it("what the repository's git config names cannot be written: hooksPath, includes, fsmonitor, commands' programs", async () => {
+    const pwned = join(s.root, "PWNED_gitconfig");
+    mkdirSync(join(s.ws, ".githooks"));
+    mkdirSync(join(s.ws, "tools"));
+    for (const t of ["fsmon.sh", "pager", "x.sh", "textconv", "cred.sh", "editor.sh", "ssh"]) writeFileSync(join(s.ws, "tools", t), "#!/bin/sh\nexit 0\n", { mode: 0o755 });
+    writeFileSync(join(s.ws, "inc2.gitconfig"), "[include]\n\tpath = inc3.gitconfig\n");
+    appendFileSync(
+      join(s.ws, ".git/config"),
+      [
+        "[core]", "\thooksPath = .githooks", "\tpager = ./tools/pager", "\teditor = \"bash tools/editor.sh\"", "\tsshCommand = tools/ssh -F /dev/null",
+        "\tattributesFile = attrs/global", "[include]", "\tpath = ../project.gitconfig", '[includeIf "gitdir:/"]', "\tpath = ../inc2.gitconfig",
+        "[alias]", "\tx = !./tools/x.sh", '[diff "foo"]', "\ttextconv = tools/textconv", '[credential "https://example.invalid"]', "\thelper = !tools/cred.sh",
+        "[extensions]", "\tworktreeConfig = true", "",
+      ].join("\n"),
+    );
+    writeFileSync(join(s.ws, ".git/config.worktree"), "[core]\n\tfsmonitor = tools/fsmon.sh\n");
+    const watched = [".githooks/pre-commit", ".githooks", "project.gitconfig", "inc2.gitconfig", "inc3.gitconfig", "attrs/global", ...["fsmon.sh", "pager", "x.sh", "textconv", "cred.sh", "editor.sh", "ssh"].map((t) => `tools/${t}`)];
+    const before = contents(s.ws, watched);
+    const evil = `'#!/bin/sh\\ntouch ${pwned}\\n'`;
+    const r = await sandboxSh(
+      s.ws,
+      [
+        `printf ${evil} > .githooks/pre-commit; chmod +x .githooks/pre-commit`, "mv .githooks g.old; mkdir .githooks",
+        `printf '[core]\\n\\tfsmonitor = "touch ${pwned}; false"\\n' > project.gitconfig`, "echo '[core] fsmonitor = evil' >> inc2.gitconfig",
+        "echo '[core] fsmonitor = evil' > inc3.gitconfig", "mkdir attrs; echo '* filter=evil' > attrs/global",
+        ...["fsmon.sh", "pager", "x.sh", "textconv", "cred.sh", "editor.sh", "ssh"].map((t) => `printf ${evil} > tools/${t}`), "mv tools tools.old",
+      ].join("; ") + "; true",
+    );
+    expect(r.code).toBe(0);
+    expect(contents(s.ws, watched)).toEqual(before);
+    expect(r.stderr).toContain("core.hookspath");
+    // The host's own git, run afterwards, runs nothing the sandbox wrote.
+    git(s.ws, "commit", "-q", "--allow-empty", "-m", "after");
+    git(s.ws, "status", "--short");
+    expect(existsSync(pwned)).toBe(false);
+  });
+
+  it("git config from the user's home and from a repository enclosing the workspace is read as the host's git reads it", async () => {
+    const home = join(s.root, "home");
+    mkdirSync(join(home, ".config/git"), { recursive: true });
+    writeFileSync(join(home, ".gitconfig"), `[core]\n\thooksPath = ${join(s.ws, "global-hooks")}\n`);
+    writeFileSync(join(home, ".config/git/config"), `[include]\n\tpath = ${join(s.ws, "team.gitconfig")}\n`);
+    // The workspace is a subdirectory of the repository; its config names a file in that subdirectory.
+    mkdirSync(join(s.ws, "pkg"));
+    appendFileSync(join(s.ws, ".git/config"), `[core]\n\tfsmonitor = pkg/fsmon\n`);
+    const r = await sandboxSh(join(s.ws, "pkg"), `mkdir ../global-hooks; echo evil > fsmon; echo x > ok.txt; true`, ["--workspace", join(s.ws, "pkg"), "--allow-write", s.ws], { env: baseEnv({ HOME: home }) });
+    expect(r.code).toBe(0);
+    expect(existsSync(join(s.ws, "global-hooks"))).toBe(false);
+    expect(existsSync(join(s.ws, "pkg/fsmon"))).toBe(false);
+    expect(existsSync(join(s.ws, "pkg/ok.txt"))).toBe(true);
+    const t = await sandboxSh(s.ws, `echo '[core] fsmonitor = evil' > team.gitconfig; true`, [], { env: baseEnv({ HOME: home }) });
+    expect(t.code).toBe(0);
+    expect(existsSync(join(s.ws, "team.gitconfig"))).toBe(false);
+  });
+
+  it("nested repositories, worktree git directories and bare repositories have their config read too", async () => {
+    nestedRepo(join(s.ws, DEEP));
+    appendFileSync(join(s.ws, DEEP, ".git/config"), "[core]\n\thooksPath = ../hooks-deep\n");
+    // A checkout whose .git file points to a git directory that is not named .git.
+    mkdirSync(join(s.ws, "gitdirs"));
+    execFileSync("git", ["init", "-q", "--separate-git-dir", join(s.ws, "gitdirs/wt"), join(s.ws, "wt")]);
+    appendFileSync(join(s.ws, "gitdirs/wt/config"), "[core]\n\thooksPath = wt-hooks\n");
+    execFileSync("git", ["init", "-q", "--bare", join(s.ws, "vendor/lib.git")]);
+    appendFileSync(join(s.ws, "vendor/lib.git/config"), "[core]\n\thooksPath = hooks2\n");
+    const r = await sandboxSh(s.ws, `mkdir -p a/b/c/d/hooks-deep wt/wt-hooks vendor/lib.git/hooks2; echo evil > gitdirs/wt/config; echo evil > gitdirs/wt/hooks/post-checkout; true`);
+    expect(r.code).toBe(0);
+    for (const p of ["a/b/c/d/hooks-deep", "wt/wt-hooks", "vendor/lib.git/hooks2", "gitdirs/wt/hooks/post-checkout"]) expect(existsSync(join(s.ws, p)), p).toBe(false);
+    expect(readFileSync(join(s.ws, "gitdirs/wt/config"), "utf8")).toContain("wt-hooks");
+  });
+
+  it("a git config Vak cannot read as git would refuses the run, with a message naming the file", async () => {
+    appendFileSync(join(s.ws, ".git/config"), "[core\n\tfsmonitor = x\n");
+    const r = await sandboxSh(s.ws, "echo ran");
+    expect(r.code).toBe(125);
+    expect(r.stdout).not.toContain("ran");
+    expect(r.stderr).toContain(`cannot read the git configuration ${join(s.ws, ".git/config")}`);
+    // Read-only runs write nothing, so there is nothing to hold: they still run.
+    const ro = await sandboxSh(s.ws, "echo ran", ["--mode", "read-only"]);
+    expect(ro.stdout).toContain("ran");
+  });
+
+  it("includes nested past git's limit refuse the run", async () => {
+    for (let i = 0; i < 12; i++) writeFileSync(join(s.ws, `inc${i}`), `[include]\n\tpath = inc${i + 1}\n`);
+    appendFileSync(join(s.ws, ".git/config"), "[include]\n\tpath = ../inc0\n");
+    const r = await sandboxSh(s.ws, "echo ran");
+    expect(r.code).toBe(125);
+    expect(r.stderr).toContain("includes nested deeper than 10");
   });
 });
