@@ -8,6 +8,7 @@ import { launch } from "../sandbox/launcher.js";
 import { bestSandbox, layers, probe, type Probe } from "../sandbox/probe.js";
 import { installHeld } from "../policy/install.js";
 import { isWithin } from "../policy/paths.js";
+import { protectedMatch } from "../policy/protected.js";
 
 /**
  * Is Vak's own installation out of every sandbox's reach? It is held
@@ -30,7 +31,8 @@ function installCheck(): { ok: boolean; line: string; root: string; held: number
   } catch (e) {
     return { ok: false, root: install.packageRoot, held: 0, line: `cannot plan a sandbox for this directory: ${e instanceof Error ? e.message : String(e)}` };
   }
-  const missing = inside.filter((h) => ![...held].some((p) => isWithin(h.path, p)));
+  const depth = cwd.split("/").filter(Boolean).length;
+  const missing = inside.filter((h) => ![...held].some((p) => isWithin(h.path, p)) && !protectedMatch(h.path, { rootDepth: depth }));
   if (missing.length > 0) return { ok: false, root: install.packageRoot, held: inside.length - missing.length, line: `NOT held: ${missing.slice(0, 3).map((m) => m.path).join(", ")}` };
   return { ok: true, root: install.packageRoot, held: inside.length, line: `${install.packageRoot} lies in this workspace and is held read-only (${inside.length} paths: the package, the modules it loads, its launchers)` };
 }

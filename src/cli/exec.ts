@@ -284,6 +284,8 @@ function hint(plan: LaunchPlan, reason: string, path: string): string {
   const abs = /^protected path (\/.*)$/.exec(reason)?.[1];
   const held = abs ? plan.held.find((h) => h.path === abs) : undefined;
   if (held) return ` (${held.why})`;
+  if (/\/\.git\/worktrees\/[^/]+\/(commondir|gitdir)$/.test(path))
+    return " (git worktree add cannot run inside: its pointers would redirect the host's git. Make a clone on the host instead, `git clone --shared REPO DIR`, and run vak exec --workspace DIR --allow-read REPO/.git/objects)";
   if (reason.includes("read-only") && plan.mode === "read-only") return " (use --mode workspace-write to allow writes)";
   if (reason.includes("read-only")) return ` (grant it with --allow-write ${path})`;
   return "";

@@ -1,6 +1,6 @@
 import { type Dirent, lstatSync, readdirSync, realpathSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
-import { holdChain, type HeldPath } from "./chain.js";
+import { holdChain, type HeldPath, linkChain } from "./chain.js";
 import { VakError } from "./errors.js";
 import { envConfig, heldByConfig, hostConfigFiles, readConfigTree, readGitFile, type GitConfigEntry } from "./git-config.js";
 import { dedupe } from "./install-held.js";
@@ -165,7 +165,8 @@ function gitDirs(entry: string, bare: boolean): { gitDir: string; common: string
     const m = /^gitdir: (.*?)[\r\n]*$/s.exec(text);
     if (m?.[1]) {
       gitDir = isAbsolute(m[1]) ? m[1] : resolve(dirname(entry), m[1]);
-      held.push(...holdChain(gitDir, `the git directory ${entry} points to`));
+      // The links on the way to it cannot be re-pointed; inside it, what git trusts is held below (not its index).
+      for (const l of linkChain(gitDir).links) held.push({ path: l, why: `a link on the way to the git directory ${entry} points to` });
     }
   }
   let common = gitDir;

@@ -7,7 +7,7 @@ import { canonicalDir, canonicalGrant, canonicalMaybe, exists, isWithin } from "
 import type { HeldPath } from "./chain.js";
 import { scanHeld } from "./held.js";
 import { dedupe, type InstallFacts, installHeld, OWN_INSTALL } from "./install-held.js";
-import { PROTECTED_PATHS } from "./protected.js";
+import { PROTECTED_PATHS, protectedMatch } from "./protected.js";
 import { proxyEnv, RELAY_PORT } from "./proxy-env.js";
 import type { NetGrants } from "./net-grants.js";
 import {
@@ -188,7 +188,12 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
   const writable = [...access].filter(([, a]) => a === "rw").map(([p]) => p);
   const reach = (p: string) => writable.some((w) => isWithin(p, w) || isWithin(w, p));
   const found = input.held ?? [...(host.install ? installHeld(host.install, writable) : []), ...scanHeld(workspace, writable, host).held];
-  const held = dedupe([...found]).filter((h) => reach(h.path) && !host.stateDirs.some((s) => isWithin(h.path, s)));
+  // A path a protected pattern already covers keeps the pattern's rule (and its clearer message).
+  const byPattern = (p: string) => {
+    const root = writable.filter((w) => isWithin(p, w)).sort((a, b) => b.length - a.length)[0];
+    return root !== undefined && protectedMatch(p, { rootDepth: depth(root) }) !== undefined;
+  };
+  const held = dedupe([...found]).filter((h) => reach(h.path) && !byPattern(h.path) && !host.stateDirs.some((s) => isWithin(h.path, s)));
   for (const h of held) {
     protect.push({ kind: "abs", pattern: h.path });
     // Vak's own files also get a read-only mount where they are plain directories inside a writable grant.
