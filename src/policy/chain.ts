@@ -1,5 +1,5 @@
 import { lstatSync, readlinkSync } from "node:fs";
-import { isAbsolute, join, normalize, resolve } from "node:path";
+import { dirname, isAbsolute, normalize, resolve } from "node:path";
 
 /** A path the plan holds read-only in every sandbox, and why (for the refusal a command sees). */
 export interface HeldPath {
@@ -26,16 +26,17 @@ export function linkChain(path: string): { links: string[]; end: string; loop: b
     const comp = pending.shift()!;
     if (comp === ".") continue;
     if (comp === "..") {
-      cur = cur === "/" ? "/" : resolve(cur, "..");
+      cur = dirname(cur);
       continue;
     }
-    const next = join(cur, comp);
+    // Plain concatenation: path.join normalises on every call, and this runs per component.
+    const next = cur === "/" ? `/${comp}` : `${cur}/${comp}`;
     let target: string | undefined;
     try {
       if (lstatSync(next).isSymbolicLink()) target = readlinkSync(next);
     } catch {
       // Missing from here on: the rest is what would be created.
-      return { links, end: join(next, ...pending), loop: false };
+      return { links, end: pending.length ? `${next}/${pending.join("/")}` : next, loop: false };
     }
     if (target === undefined) {
       cur = next;

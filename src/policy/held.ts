@@ -218,18 +218,33 @@ export function scanHeld(workspace: string, writable: readonly string[], host: H
   for (const l of found.links) held.push(...holdChain(l.path, `where the protected name ${l.path} (${l.pattern}) leads`));
   for (const u of found.unreadable) held.push({ path: u, why: "a directory Vak could not read to check it for protected links" });
 
-  // The home directory: startup files and configuration, and where links among them lead.
+  // The home directory: startup files and configuration, and where links among them lead. Most are
+  // plain files or absent: one lstat each; only links are followed.
   const home = host.home;
+  const realHome = safeReal(home);
   const homeNames = [...PROTECTED_PATHS.filter((p) => !p.pattern.includes("/")).map((p) => p.pattern), ...HOME_PROTECTED.map((p) => p.pattern)];
-  for (const name of homeNames) {
-    const p = join(home, name);
-    held.push(...holdChain(p, `${p}: the user's own startup file or configuration`));
+  // One listing of the home directory (and of .config) says which exist; only those are looked at.
+  const present = new Set<string>();
+  for (const sub of ["", ".config"])
     try {
-      const st = lstatSync(p);
-      if (st.isFile() && st.nlink > 1) found.multiLinked.push({ path: p, dev: st.dev, ino: st.ino, nlink: st.nlink });
+      for (const n of readdirSync(sub ? join(realHome, sub) : realHome)) present.add(sub ? `${sub}/${n}` : n);
     } catch {
-      // absent: held all the same, so that it cannot be created
+      // no such directory
     }
+  for (const name of homeNames) {
+    const p = join(realHome, name);
+    const why = `${join(home, name)}: the user's own startup file or configuration`;
+    const top = name.split("/").slice(0, name.startsWith(".config/") ? 2 : 1).join("/");
+    let st;
+    try {
+      st = present.has(top) ? lstatSync(p) : undefined;
+    } catch {
+      st = undefined;
+    }
+    if (st?.isSymbolicLink() || (st === undefined && name.includes("/"))) held.push(...holdChain(p, why));
+    else held.push({ path: p, why });
+    if (home !== realHome) held.push({ path: join(home, name), why });
+    if (st?.isFile() && st.nlink > 1) found.multiLinked.push({ path: p, dev: st.dev, ino: st.ino, nlink: st.nlink });
   }
 
   // Git: every repository found or enclosing a root, with the host's own configuration.
@@ -254,8 +269,13 @@ export function scanHeld(workspace: string, writable: readonly string[], host: H
   // PATH: a program planted in any of its directories runs on the host by name.
   // npm and npx put a project's own node_modules/.bin on PATH for its scripts: the project's code, not the host's
   // (`node_modules/.bin/vak` is protected by name).
-  for (const d of (host.env.PATH ?? "").split(":"))
-    if (d.startsWith("/") && !/\/node_modules\/\.bin\/?$/.test(d)) held.push(...holdChain(d, `${d} is on your PATH: a program written there would run on the host by name`));
+  // Only a directory a writable root reaches, as spelled or as it resolves, matters.
+  for (const d of new Set((host.env.PATH ?? "").split(":"))) {
+    if (!d.startsWith("/") || /\/node_modules\/\.bin\/?$/.test(d)) continue;
+    const reaches = (x: string) => writable.some((w) => isWithin(x, w) || isWithin(w, x));
+    if (!reaches(d) && !reaches(safeReal(d))) continue;
+    held.push(...holdChain(d, `${d} is on your PATH: a program written there would run on the host by name`));
+  }
 
   if (found.multiLinked.length > 0) held.push(...otherNames(outermost(writable), found.multiLinked, budget));
   return { held: dedupe(held.flatMap((h) => (h.path.includes("\0") ? [] : [h]))), entries: budget.entries };
