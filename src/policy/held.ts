@@ -33,7 +33,7 @@ import { HOME_PROTECTED, PROTECTED_PATHS, protectedMatch } from "./protected.js"
  * (the guard cannot know which inode a name of a link or an include leads
  * to). The walk reads directories and never follows a link; it stops, and
  * the run is refused, past MAX_ENTRIES entries or MAX_MS, so that its cost
- * is bounded on any tree (about 1.3 µs an entry here: 65–100 ms for 56,000).
+ * is bounded on any tree (`npm run bench`: about 93 ms for 51,000 files, 1.3 times a plain readdir walk).
  */
 export const MAX_ENTRIES = 2_000_000;
 export const MAX_MS = 10_000;
