@@ -6,7 +6,7 @@ import { decide } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { launch } from "../sandbox/launcher.js";
 import { bestSandbox, layers, probe, type Probe } from "../sandbox/probe.js";
-import { installHeld } from "../policy/install.js";
+import { installHeld } from "../policy/install-held.js";
 import { isWithin } from "../policy/paths.js";
 import { protectedMatch } from "../policy/protected.js";
 
