@@ -8,7 +8,7 @@ const Module = require("node:module");
 const { dirname, join } = require("node:path");
 const { Script } = require("node:vm");
 
-const { mkdtempSync, rmSync } = require("node:fs");
+const { mkdirSync, mkdtempSync, rmSync } = require("node:fs");
 const { tmpdir } = require("node:os");
 
 /** Runs one op of each kind through the worker, so that the cache holds what requests use. */
@@ -33,6 +33,22 @@ function warmWorker(worker) {
   }
 }
 
+/** Plans (never launches) a sandbox for a scratch repository, so that the cache holds what planning runs. */
+function warmPlan(cli) {
+  const dir = mkdtempSync(join(tmpdir(), "vak-cache-plan-"));
+  try {
+    mkdirSync(join(dir, ".git", "hooks"), { recursive: true });
+    writeFileSync(join(dir, ".git", "HEAD"), "ref: refs/heads/main\n");
+    writeFileSync(join(dir, ".git", "config"), '[core]\n\tbare = false\n\thooksPath = "hooks" ; a comment\n[alias]\n\tx = !tools/x.sh\n');
+    mkdirSync(join(dir, "sub", ".vscode"), { recursive: true });
+    cli.warmUp(dir);
+  } catch {
+    // a cache without planning in it costs only time
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 const dist = join(__dirname, "..", "dist");
 const files = [
   ...readdirSync(join(dist, "bin")).filter((n) => n.endsWith(".cjs")).map((n) => join(dist, "bin", n)),
@@ -43,6 +59,7 @@ for (const filename of files) {
   const mod = { exports: {} };
   script.runInThisContext()(mod.exports, Module.createRequire(filename), mod, filename, dirname(filename));
   if (filename.endsWith("worker.cjs")) warmWorker(mod.exports);
+  if (typeof mod.exports.warmUp === "function") warmPlan(mod.exports);
   writeFileSync(`${filename}.cache`, script.createCachedData());
 }
 

@@ -1,5 +1,7 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { isVakError } from "../policy/errors.js";
+import { decide } from "../policy/plan.js";
+import { hostFacts } from "../sandbox/host.js";
 import { execCommand } from "./exec.js";
 import { EXIT_REFUSED } from "./exit.js";
 
@@ -116,6 +118,15 @@ function program(onlyExec = false): Command {
       p.setOptionValue("exitCode", await doctorCommand(opts));
     });
   return p;
+}
+
+/**
+ * For the build's code cache only (scripts/code-cache.cjs): plans a sandbox for
+ * a scratch repository, so that the cache holds the code `vak exec`'s planning
+ * runs (the held-path walk, the git config reader). Nothing is launched.
+ */
+export function warmUp(dir: string): void {
+  decide({ mode: "workspace-write", sandbox: "namespaces", workspace: dir, grants: { read: [], write: [], denyRead: [], denyWrite: [], env: [] }, limits: {}, command: ["/bin/true"] }, hostFacts());
 }
 
 /** Runs the CLI; resolves to the process exit status. */

@@ -277,6 +277,27 @@ export function scanHeld(workspace: string, writable: readonly string[], host: H
     held.push(...holdChain(d, `${d} is on your PATH: a program written there would run on the host by name`));
   }
 
+  // A held file (a link's target, a file git config names, a hook in a hooks directory it names) with
+  // other names is as exposed through them as a protected one.
+  for (const h of held) {
+    let st;
+    try {
+      st = lstatSync(h.path);
+    } catch {
+      continue;
+    }
+    if (st.isFile() && st.nlink > 1) found.multiLinked.push({ path: h.path, dev: st.dev, ino: st.ino, nlink: st.nlink });
+    else if (st.isDirectory() && h.why.startsWith("the hooks directory"))
+      for (const e of safeList(h.path)) {
+        const p = `${h.path}/${e}`;
+        try {
+          const f = lstatSync(p);
+          if (f.isFile() && f.nlink > 1) found.multiLinked.push({ path: p, dev: f.dev, ino: f.ino, nlink: f.nlink });
+        } catch {
+          // gone
+        }
+      }
+  }
   if (found.multiLinked.length > 0) held.push(...otherNames(outermost(writable), found.multiLinked, budget));
   return { held: dedupe(held.flatMap((h) => (h.path.includes("\0") ? [] : [h]))), entries: budget.entries };
 }
@@ -285,6 +306,14 @@ export function scanHeld(workspace: string, writable: readonly string[], host: H
 function outermost(paths: readonly string[]): string[] {
   const real = [...new Set(paths.map((p) => safeReal(p)))];
   return real.filter((p) => !real.some((q) => q !== p && isWithin(p, q)));
+}
+
+function safeList(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
 }
 
 function safeReal(p: string): string {

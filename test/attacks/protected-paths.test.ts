@@ -281,6 +281,22 @@ describe("what a protected name leads to is protected too", () => {
     expect(r.stderr).toMatch(/hard link to the protected file/);
   });
 
+  it("a hook in the directory core.hooksPath names, or a program git config names, cannot be written through another hard link", async () => {
+    mkdirSync(join(s.ws, ".githooks"));
+    mkdirSync(join(s.ws, "src"));
+    writeFileSync(join(s.ws, "src/lint.sh"), "#!/bin/sh\nexit 0\n", { mode: 0o755 });
+    linkSync(join(s.ws, "src/lint.sh"), join(s.ws, ".githooks/pre-commit"));
+    writeFileSync(join(s.ws, "src/pager.sh"), "#!/bin/sh\ncat\n", { mode: 0o755 });
+    mkdirSync(join(s.ws, "tools"));
+    linkSync(join(s.ws, "src/pager.sh"), join(s.ws, "tools/pager"));
+    appendFileSync(join(s.ws, ".git/config"), "[core]\n\thooksPath = .githooks\n\tpager = tools/pager\n");
+    const before = contents(s.ws, ["src/lint.sh", "src/pager.sh"]);
+    const r = await sandboxSh(s.ws, `echo evil >> src/lint.sh; echo evil >> src/pager.sh; true`);
+    expect(r.code).toBe(0);
+    expect(contents(s.ws, ["src/lint.sh", "src/pager.sh"])).toEqual(before);
+    expect(r.stderr).toMatch(/hard link to the protected file/);
+  });
+
   it("what the repository's git config names cannot be written: hooksPath, includes, fsmonitor, commands' programs", async () => {
     const pwned = join(s.root, "PWNED_gitconfig");
     mkdirSync(join(s.ws, ".githooks"));
