@@ -14,6 +14,7 @@ const LAYERS = [
   ["journal"],
   ["approvals"],
   ["broker"],
+  ["mcp"],
   ["agent"],
   ["workload"],
   ["cli", "index.ts"],

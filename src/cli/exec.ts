@@ -49,7 +49,7 @@ function modeOf(opts: ExecOptions): Mode {
   return opts.fullAccess ? "full-access" : (opts.mode as Mode);
 }
 
-function limitsOf(opts: ExecOptions): Limits {
+export function limitsOf(opts: ExecOptions): Limits {
   const l: Limits = {};
   if (opts.timeout) l.timeoutMs = opts.timeout * 1000;
   if (opts.maxOutput) l.maxOutputBytes = opts.maxOutput;
@@ -61,7 +61,7 @@ function limitsOf(opts: ExecOptions): Limits {
 }
 
 /** --secret NAME=REF: resolved on the host now; a missing one stops the run before anything starts. */
-async function secretsOf(opts: ExecOptions): Promise<{ name: string; ref: string; value: string }[]> {
+export async function secretsOf(opts: Pick<ExecOptions, "secret">): Promise<{ name: string; ref: string; value: string }[]> {
   if (!opts.secret?.length) return [];
   const { parseRef, resolveRef } = await import("../secrets/store.js");
   const { checkEnvRecipient } = await import("../secrets/grant.js");

@@ -44,8 +44,12 @@ export function describe(e: StoredEvent): string {
       case "worker.exited": return `exit ${p.code}${p.timedOut ? " (timed out)" : ""}${p.error ? `: ${p.error}` : ""}`;
       case "policy.generation": return `generation ${p.generation}: ${p.mode ?? ""}`;
       case "run.cancelled": case "op.requested": case "target.resolved": case "approval.asked": case "approval.answered": case "approval.voided":
-      case "model.call": case "secret.used": case "tool.result": case "message": case "journal.pruned":
+      case "model.call": case "secret.used": case "tool.result": case "message": case "journal.pruned": case "mcp.initialized":
         return JSON.stringify(p).slice(0, 200);
+      case "mcp.call": return `${p.decision === "denied" ? "DENIED" : "allowed"} #${p.call} ${p.tool} ${JSON.stringify(p.arguments).slice(0, 120)}${p.reason ? `: ${p.reason}` : ""}`;
+      case "mcp.result": return `#${p.call} ${p.tool} ${p.ok ? "ok" : `error${p.error ? `: ${p.error}` : ""}`}${p.bytes !== undefined ? `, ${p.bytes} bytes in ${p.durationMs} ms` : ""}`;
+      case "mcp.tools": return `listed ${(p.listed as unknown[]).length}; withheld ${(p.withheld as { tool: string; why: string }[]).map((w) => `${w.tool} (${w.why})`).join(", ") || "none"}`;
+      case "mcp.dropped": return `from the ${p.from}: ${p.problem}`;
       default: {
         // Every kind is named above, so a new kind does not compile until it has its line; a row from a newer Vak still shows.
         const unnamed: never = kind;

@@ -110,6 +110,36 @@ function program(onlyExec = false): Command {
     .option("--before <date>", "a date, a time, or an age such as 90d; default: [journal] retention_days")
     .action(async (opts) => done(await (await import("./journal.js")).journalPrune(opts)));
 
+  const mcp = grantFlags(p.command("mcp")
+    .description("run a stdio MCP server in the sandbox for any MCP client: vak mcp [options] -- CMD [ARGS...]")
+    .argument("[command...]", "the server's command and its arguments")
+    .addOption(new Option("--mode <mode>", "read-only (the default) or workspace-write").choices(["read-only", "workspace-write"]).default("read-only")))
+    .option("--name <name>", "the server's name: its tool pins, its record, `vak mcp trust NAME` (default: the command line)")
+    .option("--deny-tool <tools>", "tools hidden from the client and refused", list)
+    .option("--ask <tools>", "tools whose every call is put to you first, through the client (or: all)", list)
+    .option("--allow-env <names>", "host environment variables to pass", list)
+    .option("--secret <name=ref>", "a secret in the server's environment: NAME=secret:X, NAME=env:X or NAME=cmd:X (repeat)", list)
+    .option("--max-procs <n>", "processes and threads at once", positiveInt("--max-procs"))
+    .option("--max-memory <bytes>", "memory for the whole sandbox", positiveInt("--max-memory"))
+    .option("--max-file-size <bytes>", "largest file the server may write", positiveInt("--max-file-size"))
+    .option("--max-message <bytes>", "largest message either side may send (default 8 MiB)", positiveInt("--max-message"))
+    .passThroughOptions()
+    .action(async (command: string[], opts) => done(await (await import("./mcp.js")).mcpServe(command, opts)));
+  mcp.command("trust")
+    .description("review and accept the changed or new tool definitions of a server")
+    .argument("[name]", "the server's name (--name, else its command line); without it, list servers with changes waiting")
+    .option("--yes", "accept without asking").option("--json", "machine-readable")
+    .action(async (name: string | undefined, opts) => done(await (await import("./mcp-trust.js")).mcpTrust(name, opts)));
+  mcp.command("wrap")
+    .description("rewrite the stdio servers of an MCP client's config to run through vak mcp (read-only), keeping a backup")
+    .requiredOption("--config <file>", "Claude Desktop, Cursor, Claude Code or VS Code MCP config (mcpServers / servers)")
+    .option("--dry-run", "show the new config; write nothing")
+    .action(async (opts) => done((await import("./mcp-wrap.js")).mcpWrap(opts)));
+  mcp.command("unwrap")
+    .description("restore a config that vak mcp wrap rewrote, from its backup")
+    .requiredOption("--config <file>", "the config that was wrapped")
+    .action(async (opts) => done((await import("./mcp-wrap.js")).mcpUnwrap(opts)));
+
   p.command("doctor")
     .description("report what this machine's kernel can enforce, and try the sandbox for real")
     .option("--json", "machine-readable output")

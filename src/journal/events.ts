@@ -23,6 +23,13 @@ export const EVENT_FIELDS = {
   "tool.result": ["op", "ok"],
   "message": ["role", "provenance"],
   "journal.pruned": ["before", "events"],
+  // MCP (src/mcp/): a call and its decision (durable before the server sees it), its result, the
+  // connection's two sides, what a listing withheld, and every message that was dropped.
+  "mcp.call": ["server", "tool", "decision"],
+  "mcp.result": ["server", "tool", "ok"],
+  "mcp.initialized": ["client", "server"],
+  "mcp.tools": ["server", "listed", "withheld"],
+  "mcp.dropped": ["from", "problem"],
 } as const;
 
 export type EventKind = keyof typeof EVENT_FIELDS;

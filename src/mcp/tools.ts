@@ -1,0 +1,206 @@
+import { createHash, randomBytes } from "node:crypto";
+import { VakError } from "../policy/errors.js";
+import { judge, type PinFile, type PinStore, type PinVerdict, type ToolDefinition, toolDigest } from "./pins.js";
+import { decideCall, listed, trustCommand, type ToolPolicy } from "./policy.js";
+
+/**
+ * The tools of one connection: what the server listed last, each with its pin
+ * verdict; the filter applied to every tools/list answer; and the decision on
+ * every tools/call (deny, withheld, ask, allow). A listing that changes
+ * (`notifications/tools/list_changed`) makes the known set stale: the next
+ * call waits until Vak has listed the tools again itself, so a call never
+ * reaches a definition that was not checked.
+ */
+export interface ToolGateDeps {
+  policy: ToolPolicy;
+  pins: PinStore;
+  command: readonly string[];
+  /** Asks the server for one page of tools (Vak's own request, not the client's). */
+  listPage(cursor: string | undefined): Promise<Record<string, unknown>>;
+  /** Whether the client declared MCP elicitation (form mode). */
+  canElicit(): boolean;
+  /** Asks the client's user; resolves to the ElicitResult. */
+  elicit(params: Record<string, unknown>): Promise<Record<string, unknown>>;
+  record: {
+    tools(payload: Record<string, unknown>): void;
+    approval(kind: "approval.asked" | "approval.answered", payload: Record<string, unknown>): void;
+  };
+  warn(text: string): void;
+}
+
+export interface Known {
+  definition: ToolDefinition;
+  digest: string;
+  verdict: PinVerdict;
+}
+
+export type CallVerdict =
+  | { allowed: true; digest: string; asked: boolean }
+  | { allowed: false; rule: string; reason: string; digest?: string };
+
+const MAX_PAGES = 64;
+const ASK_ARGS_CHARS = 1500;
+
+export class ToolGate {
+  private known = new Map<string, Known>();
+  private building = new Map<string, Known>();
+  private stale = true;
+  private relisting: Promise<void> | undefined;
+  private readonly fresh: boolean;
+  private readonly warned = new Set<string>();
+
+  constructor(private readonly d: ToolGateDeps) {
+    this.fresh = d.pins.load(d.policy.server) === undefined;
+  }
+
+  /** The server said its tools changed: nothing is called until they are checked again. */
+  listChanged(): void {
+    this.stale = true;
+  }
+
+  /** Filters one page of a tools/list answer; `first` when it answers a request without a cursor. */
+  filterPage(result: Record<string, unknown>, first: boolean): Record<string, unknown> {
+    const tools = (result.tools as ToolDefinition[] | undefined) ?? [];
+    const page = this.judgePage(tools, first, !result.nextCursor);
+    return { ...result, tools: page.filter((k) => listed(this.d.policy, String(k.definition.name), k.verdict)).map((k) => k.definition) };
+  }
+
+  private judgePage(tools: ToolDefinition[], first: boolean, last: boolean): Known[] {
+    if (first) this.building = new Map();
+    let file: PinFile | undefined;
+    let pinError: VakError | undefined;
+    try {
+      file = this.d.pins.load(this.d.policy.server);
+    } catch (e) {
+      pinError = e as VakError;
+    }
+    const page: Known[] = [];
+    const toPin: Known[] = [];
+    const toHold: Known[] = [];
+    for (const def of tools) {
+      const digest = toolDigest(def);
+      // Unreadable pins: nothing can be compared, so everything is withheld.
+      const verdict: PinVerdict = pinError ? "changed" : judge(file, this.fresh, def);
+      const k: Known = { definition: def, digest, verdict };
+      page.push(k);
+      this.building.set(String(def.name), k);
+      if (verdict === "first-sight") toPin.push(k);
+      if (verdict === "changed" || verdict === "new") toHold.push(k);
+    }
+    if (pinError) this.warnOnce("pins", `${pinError.message}; every tool is withheld`);
+    if (toPin.length || toHold.length) this.store(toPin, toHold, page);
+    for (const k of toHold) {
+      const name = String(k.definition.name);
+      this.warnOnce(`${name}\0${k.digest}`, `tool ${name} ${k.verdict === "changed" ? "changed since you trusted it" : "is new"}; it is withheld until you review it with \`${trustCommand(this.d.policy.server)}\``);
+    }
+    const hidden = page.filter((k) => this.d.policy.deny.has(String(k.definition.name))).map((k) => String(k.definition.name));
+    this.d.record.tools({
+      server: this.d.policy.server,
+      listed: page.filter((k) => listed(this.d.policy, String(k.definition.name), k.verdict)).map((k) => String(k.definition.name)),
+      withheld: toHold.map((k) => ({ tool: String(k.definition.name), why: k.verdict, digest: k.digest })),
+      pinned: toPin.map((k) => String(k.definition.name)),
+      hidden,
+    });
+    if (last) {
+      this.known = this.building;
+      this.building = new Map();
+      this.stale = false;
+    }
+    return page;
+  }
+
+  /** Writes first-sight pins and pending changes; if that fails, those tools are withheld too. */
+  private store(toPin: Known[], toHold: Known[], page: Known[]): void {
+    const now = new Date().toISOString();
+    try {
+      this.d.pins.update(this.d.policy.server, this.d.command, (f) => {
+        for (const k of toPin) f.tools[String(k.definition.name)] ??= { digest: k.digest, definition: k.definition, at: now };
+        for (const k of toHold) f.pending[String(k.definition.name)] = { digest: k.digest, definition: k.definition, at: now, why: k.verdict as "changed" | "new" };
+      });
+    } catch (e) {
+      for (const k of page) if (k.verdict === "first-sight") k.verdict = "new";
+      this.warnOnce("pin-write", `${(e as Error).message}`);
+    }
+  }
+
+  private warnOnce(key: string, text: string): void {
+    if (this.warned.has(key)) return;
+    this.warned.add(key);
+    this.d.warn(text);
+  }
+
+  /** Lists every page itself, once at a time however many calls wait. */
+  private refresh(): Promise<void> {
+    this.relisting ??= (async () => {
+      try {
+        let cursor: string | undefined;
+        for (let i = 0; i < MAX_PAGES; i++) {
+          const r = await this.d.listPage(cursor);
+          cursor = typeof r.nextCursor === "string" && r.nextCursor ? r.nextCursor : undefined;
+          this.judgePage((r.tools as ToolDefinition[] | undefined) ?? [], i === 0, cursor === undefined);
+          if (!cursor) return;
+        }
+        throw new VakError("bad-input", `the server listed more than ${MAX_PAGES} pages of tools`);
+      } finally {
+        this.relisting = undefined;
+      }
+    })();
+    return this.relisting;
+  }
+
+  /** Decides one tools/call, listing the tools first if what is known may be out of date. */
+  async decide(name: string, args: unknown): Promise<CallVerdict> {
+    if (this.stale && !this.d.policy.deny.has(name)) {
+      try {
+        await this.refresh();
+      } catch (e) {
+        return { allowed: false, rule: "not-listed", reason: `the tools of ${this.d.policy.server} could not be checked (${(e as Error).message.slice(0, 300)}); the call was not passed on` };
+      }
+    }
+    const k = this.known.get(name);
+    const d = decideCall(this.d.policy, name, k?.verdict);
+    if (d.action === "deny") return { allowed: false, rule: d.rule, reason: d.reason, ...(k ? { digest: k.digest } : {}) };
+    if (d.action === "allow") return { allowed: true, digest: k!.digest, asked: false };
+    return this.ask(name, args, k!);
+  }
+
+  private async ask(name: string, args: unknown, k: Known): Promise<CallVerdict> {
+    const server = this.d.policy.server;
+    if (!this.d.canElicit())
+      return {
+        allowed: false, rule: "ask", digest: k.digest,
+        reason: `tool ${name} of ${server} needs your approval (--ask), and this MCP client cannot ask you (it did not declare elicitation); drop ${name} from --ask to allow it without asking`,
+      };
+    const nonce = randomBytes(12).toString("hex");
+    const digest = createHash("sha256").update(`${server}\0${name}\0${k.digest}\0${JSON.stringify(args ?? {})}`).digest("hex");
+    this.d.record.approval("approval.asked", { op: `mcp ${server} ${name}`, digest, nonce, tool: name, server });
+    let answer = "deny";
+    try {
+      const r = await this.d.elicit(askParams(server, name, args, k.definition));
+      const content = r.content as Record<string, unknown> | undefined;
+      if (r.action === "accept" && content?.allow === true) answer = "allow";
+      else answer = String(r.action ?? "decline");
+    } catch (e) {
+      answer = `error: ${(e as Error).message.slice(0, 200)}`;
+    }
+    this.d.record.approval("approval.answered", { nonce, answer, digest });
+    if (answer === "allow") return { allowed: true, digest: k.digest, asked: true };
+    return { allowed: false, rule: "ask", digest: k.digest, reason: `you did not approve the call of ${name} (${answer})` };
+  }
+}
+
+/** The elicitation Vak sends for --ask: one boolean, false unless the user sets it. */
+function askParams(server: string, name: string, args: unknown, def: ToolDefinition): Record<string, unknown> {
+  let shown = JSON.stringify(args ?? {});
+  if (shown.length > ASK_ARGS_CHARS) shown = `${shown.slice(0, ASK_ARGS_CHARS)}… (${shown.length} characters)`;
+  const ann = def.annotations && typeof def.annotations === "object" ? JSON.stringify(def.annotations).slice(0, 300) : "none";
+  return {
+    mode: "form",
+    message: `Vak: the MCP server ${server} wants to run its tool ${name} with ${shown}.\nAnnotations (the server's own claims, not checked): ${ann}.\nAllow this one call?`,
+    requestedSchema: {
+      type: "object",
+      properties: { allow: { type: "boolean", title: "Allow this call", description: `run ${name} once`, default: false } },
+      required: ["allow"],
+    },
+  };
+}
