@@ -122,6 +122,7 @@ async function serve(server: string, plan: ReturnType<typeof decide>, opts: McpO
     relay: {
       policy: { server, deny: new Set(opts.denyTool ?? []), ask }, pins: new PinStore(), command: plan.command, record, warn: say,
       reach: { paths: [...plan.grants.read, ...plan.grants.write], denied: plan.grants.denyRead }, neutralise: visible, redact,
+      ...(secrets.length ? { scrub: <T>(v: T): T => journal.redactor.value(v, 0, (t) => journal.redactor.knownOnly(t)) } : {}),
     },
   });
   record.onFailure = (e) => {

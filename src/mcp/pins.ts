@@ -152,11 +152,15 @@ export class PinStore {
   }
 }
 
-/** Moves what is pending into the pins: what `vak mcp trust NAME` does once the user says yes. */
-export function acceptPending(f: PinFile, names?: readonly string[]): string[] {
+/**
+ * Moves what is pending into the pins: what `vak mcp trust NAME` does once the
+ * user says yes. Only the definitions the user was shown (name and digest) are
+ * accepted; one that changed again since is left pending.
+ */
+export function acceptPending(f: PinFile, shown: ReadonlyMap<string, string>): string[] {
   const accepted: string[] = [];
   for (const [name, p] of Object.entries(f.pending)) {
-    if (names && !names.includes(name)) continue;
+    if (shown.get(name) !== p.digest) continue;
     f.tools[name] = { digest: p.digest, definition: p.definition, at: new Date().toISOString() };
     delete f.pending[name];
     accepted.push(name);

@@ -34,6 +34,8 @@ export interface RelayOptions extends Pick<ToolGateDeps, "policy" | "pins" | "co
   neutralise(text: string): string;
   /** Redacts a value before it goes on the record. */
   redact<T>(value: T): T;
+  /** Applied to every message from the server before the client sees it: the values of the server's own secrets never reach the client (and its model). */
+  scrub?: <T>(value: T) => T;
   maxPending?: number;
   askTimeoutMs?: number;
   /** Vak's own requests to the server (listing tools). */
@@ -95,8 +97,12 @@ export class Relay {
   readonly tools: ToolGate;
   private readonly max: number;
 
+  private readonly toClientRaw: (m: Record<string, unknown>) => void;
+
   constructor(private readonly o: RelayOptions) {
     this.max = o.maxPending ?? 1024;
+    const scrub = o.scrub;
+    this.toClientRaw = scrub ? (m) => o.toClient(scrub(m)) : o.toClient;
     this.tools = new ToolGate({
       policy: o.policy, pins: o.pins, command: o.command, warn: o.warn, record: o.record,
       listPage: (cursor) => this.ask("server", "tools/list", cursor ? { cursor } : undefined, o.requestTimeoutMs ?? 30_000),
@@ -116,7 +122,7 @@ export class Relay {
     switch (m.kind) {
       case "invalid":
         this.drop("client", m.reason, { bytes: line.length });
-        if (m.answer) this.o.toClient(errorResponse(m.answer.id, m.answer.code, `vak: ${m.reason}`));
+        if (m.answer) this.toClientRaw(errorResponse(m.answer.id, m.answer.code, `vak: ${m.reason}`));
         return;
       case "request":
         return this.clientRequest(m.id, m.method, m.params);
@@ -131,13 +137,13 @@ export class Relay {
     const c = checkRequest("client", method, raw);
     if (!c.ok) {
       this.drop("client", c.reason, { method, id });
-      return this.o.toClient(errorResponse(id, c.code, `vak: ${c.reason}`));
+      return this.toClientRaw(errorResponse(id, c.code, `vak: ${c.reason}`));
     }
     if (this.clientIds.has(key(id))) {
       this.drop("client", "a request id already in use", { method, id });
-      return this.o.toClient(errorResponse(id, RPC.invalidRequest, "vak: this request id is already in use by a pending request"));
+      return this.toClientRaw(errorResponse(id, RPC.invalidRequest, "vak: this request id is already in use by a pending request"));
     }
-    if (this.toServer.size + this.held.size >= this.max) return this.o.toClient(errorResponse(id, RPC.internal, `vak: more than ${this.max} requests are pending; wait for some to finish`));
+    if (this.toServer.size + this.held.size >= this.max) return this.toClientRaw(errorResponse(id, RPC.internal, `vak: more than ${this.max} requests are pending; wait for some to finish`));
     const params = c.value;
     if (method === "initialize") {
       this.clientCaps = (params?.capabilities as Record<string, unknown> | undefined) ?? {};
@@ -183,16 +189,18 @@ export class Relay {
       return this.o.record.dropped("client", "cancelled before it was passed on", { tool, call: seq });
     }
     if (!v.allowed) {
+      // The refusal is on the record before the client hears of it.
+      await this.o.record.call({ ...base, decision: "denied", rule: v.rule, reason: v.reason, ...(v.digest ? { definition: v.digest } : {}) }).catch(() => undefined);
       release();
-      void this.o.record.call({ ...base, decision: "denied", rule: v.rule, reason: v.reason, ...(v.digest ? { definition: v.digest } : {}) }).catch(() => undefined);
-      return this.o.toClient(resultResponse(clientId, { content: [{ type: "text", text: `vak: refused: ${v.reason}` }], isError: true }));
+      if (this.closed) return;
+      return this.toClientRaw(resultResponse(clientId, { content: [{ type: "text", text: `vak: refused: ${v.reason}` }], isError: true }));
     }
     try {
       // Durable before the server sees it; calls made in one turn share one commit.
       await this.o.record.call({ ...base, decision: "allowed", definition: v.digest, asked: v.asked, decidedMs: Math.round((performance.now() - started) * 1000) / 1000 });
     } catch (e) {
       release();
-      return this.o.toClient(errorResponse(clientId, RPC.internal, `vak: the call could not be recorded (${(e as Error).message}); it was not passed on`));
+      return this.toClientRaw(errorResponse(clientId, RPC.internal, `vak: the call could not be recorded (${(e as Error).message}); it was not passed on`));
     }
     release();
     if (this.closed || hold.cancelled) return;
@@ -285,7 +293,7 @@ export class Relay {
     const progress = tokenOf(c.value);
     this.toClient.set(id, { method, task: askedForTask(c.value), serverId, progress });
     if (progress) this.progressToClient.set(progress, (this.progressToClient.get(progress) ?? 0) + 1);
-    this.o.toClient(request(id, method, c.value));
+    this.toClientRaw(request(id, method, c.value));
   }
 
   private serverNotification(method: string, raw: Params): void {
@@ -298,14 +306,14 @@ export class Relay {
       if (!ours) return this.drop("server", "a cancellation of no pending request", { method });
       this.toClient.delete(ours[0]);
       this.forgetToken(this.progressToClient, ours[1].progress);
-      return this.o.toClient(notification(method, { ...params, requestId: ours[0] }));
+      return this.toClientRaw(notification(method, { ...params, requestId: ours[0] }));
     }
     if (method === "notifications/progress") {
       const t = tokenOf({ _meta: { progressToken: params!.progressToken } });
       if (!t || !this.progressToServer.has(t)) return this.drop("server", "progress for no pending request", { method });
     }
     if (method === "notifications/tools/list_changed") this.tools.listChanged();
-    this.o.toClient(notification(method, params));
+    this.toClientRaw(notification(method, params));
   }
 
   /** The server answers a request: the client's, or Vak's own. Anything else was never asked. */
@@ -328,7 +336,7 @@ export class Relay {
     if (entry.cancelled) return; // the client asked for no answer
     if (answer.result && entry.method === "initialize") this.recordInitialized(answer.result);
     if (answer.result && entry.method === "tools/list") answer = { result: this.tools.filterPage(answer.result, !entry.cursor) };
-    this.o.toClient(answer.result ? resultResponse(entry.clientId!, answer.result) : errorResponse(entry.clientId!, answer.error!.code, answer.error!.message, answer.error!.data));
+    this.toClientRaw(answer.result ? resultResponse(entry.clientId!, answer.result) : errorResponse(entry.clientId!, answer.error!.code, answer.error!.message, answer.error!.data));
   }
 
   private recordResult(entry: ToServer, a: Answer): void {
@@ -364,7 +372,7 @@ export class Relay {
       const id = to === "server" ? this.nextServerId++ : this.nextClientId++;
       const timer = setTimeout(() => {
         (to === "server" ? this.toServer : this.toClient).delete(id);
-        (to === "server" ? this.o.toServer : this.o.toClient)(notification("notifications/cancelled", { requestId: id, reason: "timed out" }));
+        (to === "server" ? this.o.toServer : this.toClientRaw)(notification("notifications/cancelled", { requestId: id, reason: "timed out" }));
         reject(new Error(`${method} was not answered within ${timeoutMs / 1000} s`));
       }, timeoutMs);
       const settle = (a: Answer) => {
@@ -374,7 +382,7 @@ export class Relay {
       };
       if (to === "server") this.toServer.set(id, { method, task: false, started: performance.now(), settle });
       else this.toClient.set(id, { method, task: false, settle });
-      (to === "server" ? this.o.toServer : this.o.toClient)(request(id, method, params));
+      (to === "server" ? this.o.toServer : this.toClientRaw)(request(id, method, params));
     });
   }
 
@@ -385,7 +393,7 @@ export class Relay {
     this.drop(from, problem, { bytes });
     if (id === undefined) return;
     if (from === "client") {
-      if (isRequest && !this.clientIds.has(key(id))) this.o.toClient(errorResponse(id, RPC.invalidRequest, `vak: ${problem}; the request was dropped`));
+      if (isRequest && !this.clientIds.has(key(id))) this.toClientRaw(errorResponse(id, RPC.invalidRequest, `vak: ${problem}; the request was dropped`));
       else if (!isRequest && typeof id === "number" && this.toClient.has(id))
         this.answerFromClient(id, { error: { code: RPC.internal, message: `vak: the client's answer was dropped: ${problem}` } });
     } else if (typeof id === "number" && this.toServer.has(id))
@@ -399,13 +407,13 @@ export class Relay {
     this.closed = true;
     for (const [, e] of this.toServer) {
       if (e.settle) e.settle({ error: { code: -32000, message: reason } });
-      else if (!e.cancelled && e.clientId !== undefined) this.o.toClient(errorResponse(e.clientId, -32000, `vak: ${reason}`));
+      else if (!e.cancelled && e.clientId !== undefined) this.toClientRaw(errorResponse(e.clientId, -32000, `vak: ${reason}`));
       if (e.call) this.o.record.result({ server: this.o.policy.server, tool: e.call.tool, call: e.call.seq, ok: false, error: reason });
     }
     for (const [, e] of this.toClient) e.settle?.({ error: { code: -32000, message: reason } });
     for (const [k] of this.held) {
       const id = k.startsWith("n") ? Number(k.slice(1)) : k.slice(1);
-      this.o.toClient(errorResponse(id, -32000, `vak: ${reason}`));
+      this.toClientRaw(errorResponse(id, -32000, `vak: ${reason}`));
     }
     this.toServer.clear();
     this.toClient.clear();
