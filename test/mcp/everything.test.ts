@@ -12,7 +12,7 @@ import { TEST_STATE } from "../support/vak.js";
 // tools, resources and subscriptions, prompts and completions, logging, progress, cancellation, sampling,
 // elicitation, roots, tasks, list_changed. The client declares everything it can.
 
-const textOf = (r: { content?: unknown }) => ((r.content as { type: string; text?: string }[]) ?? []).filter((c) => c.type === "text").map((c) => c.text).join("\n");
+const textOf = (r: object) => (((r as { content?: unknown }).content as { type: string; text?: string }[]) ?? []).filter((c) => c.type === "text").map((c) => c.text).join("\n");
 const until = async (f: () => boolean, ms = 15_000) => {
   const end = Date.now() + ms;
   while (!f()) {

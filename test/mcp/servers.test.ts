@@ -9,7 +9,7 @@ import { baseEnv } from "../support/vak.js";
 // The filesystem and memory reference servers from npm, through `vak mcp`, with the MCP SDK's client: they do
 // their work inside the grants, and the sandbox holds where the server's own checks would not.
 
-const textOf = (r: { content?: unknown }) => ((r.content as { type: string; text?: string }[]) ?? []).filter((c) => c.type === "text").map((c) => c.text).join("\n");
+const textOf = (r: object) => (((r as { content?: unknown }).content as { type: string; text?: string }[]) ?? []).filter((c) => c.type === "text").map((c) => c.text).join("\n");
 
 describe("reference servers through vak mcp", () => {
   let s: Scratch;
