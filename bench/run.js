@@ -98,6 +98,8 @@ try {
   await brokerBench(ROOT);
   const { egressBench } = await import("./egress.js");
   await egressBench({ vak, env });
+  const { mcpBench } = await import("./mcp.js");
+  await mcpBench({ root: ROOT, env });
 } finally {
   rmSync(ws, { recursive: true, force: true });
 }
