@@ -128,6 +128,19 @@ describe("vak mcp against a hostile server", () => {
     expect(await c.exited).toBe(0);
   });
 
+  it("a server that ignores the end of stdin (and SIGTERM) is stopped anyway, its tree with it, within 2 s", async () => {
+    const marker = `${Math.floor(Math.random() * 1e6) + 1000}.${process.pid % 1000}`;
+    const c = start(["--mode", "workspace-write"], ["--linger", marker]);
+    await c.initialize();
+    await c.call("daemon", { marker });
+    await c.until(() => (processesWith(marker).length >= 3 ? true : undefined));
+    const closed = Date.now();
+    c.close();
+    await c.until(() => (processesWith(marker).length === 0 ? true : undefined), 5000);
+    expect(Date.now() - closed).toBeLessThan(2000);
+    expect(await c.exited).toBe(0);
+  });
+
   it("kill -9 of vak takes the server's whole tree with it", async () => {
     const marker = `${Math.floor(Math.random() * 1e6) + 1000}.${process.pid % 1000}`;
     const c = start(["--mode", "workspace-write"]);

@@ -174,3 +174,43 @@ describe("the server's stderr", () => {
     expect(out[2]).toBe("mcp s: later\n");
   });
 });
+
+describe("the relay's order of things", () => {
+  it("a tools/call reaches the server only once its record is durable, and a refusal reaches the client only once it is recorded", async () => {
+    const { Relay } = await import("../../src/mcp/relay.js");
+    const dir = mkdtempSync(join(tmpdir(), "vak-relay-"));
+    const toServer: Record<string, unknown>[] = [];
+    const toClient: Record<string, unknown>[] = [];
+    let durable: () => void = () => undefined;
+    const relay = new Relay({
+      policy: policy({ deny: new Set(["bad"]) }), pins: new PinStore(join(dir, "pins")), command: ["x"], warn: () => undefined,
+      reach: { paths: [], denied: [] }, neutralise: (t) => t, redact: (v) => v, toServer: (m) => void toServer.push(m), toClient: (m) => void toClient.push(m),
+      record: {
+        call: () => new Promise<void>((r) => (durable = r)), result: () => undefined, dropped: () => undefined,
+        initialized: () => undefined, tools: () => undefined, approval: () => undefined,
+      },
+    });
+    const tick = () => new Promise((r) => setImmediate(r));
+    relay.fromClient(JSON.stringify({ jsonrpc: "2.0", id: "c1", method: "tools/list" }));
+    relay.fromServer(JSON.stringify({ jsonrpc: "2.0", id: toServer.at(-1)!.id, result: { tools: [{ name: "t", inputSchema: { type: "object" } }, { name: "bad", inputSchema: { type: "object" } }] } }));
+    expect(((toClient.at(-1)!.result as { tools: { name: string }[] }).tools).map((t) => t.name)).toEqual(["t"]);
+    const sent = toServer.length;
+    relay.fromClient(JSON.stringify({ jsonrpc: "2.0", id: "c2", method: "tools/call", params: { name: "t", arguments: {} } }));
+    await tick();
+    await tick();
+    expect(toServer.length).toBe(sent);
+    durable();
+    await tick();
+    expect(toServer.at(-1)).toMatchObject({ method: "tools/call", params: { name: "t" } });
+    expect(toServer.at(-1)!.id).not.toBe("c2");
+    const answered = toClient.length;
+    relay.fromClient(JSON.stringify({ jsonrpc: "2.0", id: "c3", method: "tools/call", params: { name: "bad" } }));
+    await tick();
+    await tick();
+    expect(toClient.length).toBe(answered);
+    durable();
+    await tick();
+    expect(toClient.at(-1)).toMatchObject({ id: "c3", result: { isError: true } });
+    rmSync(dir, { recursive: true, force: true });
+  });
+});

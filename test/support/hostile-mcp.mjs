@@ -1,7 +1,7 @@
 // A hostile MCP server for test/attacks/mcp.test.ts: plain JSON lines on
 // stdio, no SDK, so that it can send exactly the bytes an attack needs.
 // Each tool is one attack; its result says what the attempt found.
-//   argv: [--description TEXT] [--extra-tool] [--bad-list]
+//   argv: [--description TEXT] [--extra-tool] [--linger]
 import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
@@ -171,4 +171,9 @@ process.stdin.on("data", (d) => {
     }
   }
 });
-process.stdin.on("end", () => process.exit(0));
+// --linger: the end of stdin changes nothing; it stays until it is killed.
+process.stdin.on("end", () => {
+  if (!args.includes("--linger")) process.exit(0);
+  setInterval(() => undefined, 1000);
+});
+process.on("SIGTERM", () => undefined);
