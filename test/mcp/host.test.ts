@@ -1,0 +1,59 @@
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { Journal } from "../../src/journal/journal.js";
+import { HostMcpServer } from "../../src/mcp/host.js";
+import { PinStore } from "../../src/mcp/pins.js";
+import { McpServerSchema } from "../../src/mcp/servers.js";
+import { hostFacts } from "../../src/sandbox/host.js";
+import { processesWith, scratch, type Scratch } from "../support/fs.js";
+import { EVERYTHING, HOSTILE, NODE_MODULES, SUPPORT } from "../support/mcp.js";
+
+// Vak's own agent as the MCP client: the SDK's Client over the same relay `vak mcp` uses, the server sandboxed.
+describe("an MCP server for Vak's own agent", () => {
+  let s: Scratch;
+  let journal: Journal;
+  const logs: string[] = [];
+  beforeEach(() => {
+    s = scratch();
+    journal = Journal.open({ path: join(s.root, "journal.db") });
+  });
+  afterEach(() => {
+    journal.close();
+    s.cleanup();
+  });
+  const env = () => ({ ...process.env, XDG_STATE_HOME: join(s.root, "state") });
+
+  it("lists and calls server-everything's tools in the sandbox, every call on the record", async () => {
+    const def = McpServerSchema.parse({ command: [process.execPath, EVERYTHING, "stdio"], read: [NODE_MODULES], deny_tools: ["get-env"] });
+    const srv = await HostMcpServer.start({ name: `everything-${process.pid}`, def, workspace: s.ws, host: hostFacts(env()), journal, pins: new PinStore(join(s.root, "pins")), secrets: [], log: (l) => void logs.push(l), neutralise: (t) => t });
+    try {
+      const names = srv.tools.map((t) => t.name);
+      expect(names).toContain("echo");
+      expect(names).not.toContain("get-env");
+      expect(await srv.call("echo", { message: "agent" })).toMatchObject({ content: [{ type: "text", text: "Echo: agent" }], isError: false });
+      const refused = await srv.call("get-env", {});
+      expect(refused.isError).toBe(true);
+    } finally {
+      await srv.close();
+    }
+    const session = journal.sessions().find((x) => x.title === `mcp everything-${process.pid}`)!;
+    const kinds = journal.events(session.id).map((e) => e.kind);
+    expect(kinds.filter((k) => k === "mcp.call")).toHaveLength(2);
+    expect(kinds.at(-1)).toBe("session.ended");
+  });
+
+  it("closing takes the server's whole tree, and its secret never reaches the agent", async () => {
+    const marker = `${Math.floor(Math.random() * 1e6) + 1000}.${process.pid % 1000}`;
+    const def = McpServerSchema.parse({ command: [process.execPath, HOSTILE], read: [SUPPORT], mode: "workspace-write" });
+    const srv = await HostMcpServer.start({ name: `hostile-${process.pid}`, def, workspace: s.ws, host: hostFacts(env()), journal, pins: new PinStore(join(s.root, "pins")), secrets: [{ ref: "env:X", env: "GIVEN", value: "agent-secret-value-1" }], log: () => undefined, neutralise: (t) => t });
+    try {
+      expect(JSON.stringify(await srv.call("env", {}))).not.toContain("agent-secret-value-1");
+      await srv.call("daemon", { marker });
+      for (let i = 0; i < 100 && processesWith(marker).length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(processesWith(marker).length).toBeGreaterThan(0);
+    } finally {
+      await srv.close();
+    }
+    expect(processesWith(marker)).toEqual([]);
+  });
+});
