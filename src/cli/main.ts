@@ -130,6 +130,15 @@ function program(onlyExec = false): Command {
     .argument("[name]", "the server's name (--name, else its command line); without it, list servers with changes waiting")
     .option("--yes", "accept without asking").option("--json", "machine-readable")
     .action(async (name: string | undefined, opts) => done(await (await import("./mcp-trust.js")).mcpTrust(name, opts)));
+  mcp.command("proposals")
+    .description("MCP servers this repository proposes (.mcp.json, .cursor/mcp.json, .vscode/mcp.json, .vak/config.toml) and whether you approved them")
+    .option("--workspace <dir>", "the repository (default: the current directory)").option("--json", "machine-readable")
+    .action(async (opts) => done((await import("./mcp-proposals.js")).mcpProposals(opts)));
+  mcp.command("approve")
+    .description("approve one exact definition of a server the repository proposes (bound to its hash)")
+    .argument("<name>", "the server's name in the repository's config")
+    .option("--workspace <dir>", "the repository (default: the current directory)").option("--yes", "approve without asking")
+    .action(async (name: string, opts) => done(await (await import("./mcp-proposals.js")).mcpApprove(name, opts)));
   mcp.command("wrap")
     .description("rewrite the stdio servers of an MCP client's config to run through vak mcp (read-only), keeping a backup")
     .requiredOption("--config <file>", "Claude Desktop, Cursor, Claude Code or VS Code MCP config (mcpServers / servers)")

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { parseNetPolicy, RuleError } from "../net/rules.js";
+import { checkEnvRecipient } from "../secrets/grant.js";
 import { EnvNameSchema } from "../policy/grants.js";
 import { VakError } from "../policy/errors.js";
 import { decide, type HostFacts, type LaunchPlan } from "../policy/plan.js";
@@ -19,6 +20,8 @@ export const McpServerSchema = z
     command: z.array(z.string().min(1)).min(1),
     /** Host variables passed by name. */
     env: z.array(EnvNameSchema).default([]),
+    /** Literal variables (a repository's proposal may set these; never Vak's own, such as PATH or HTTP_PROXY). */
+    set_env: z.record(EnvNameSchema, z.string()).default({}),
     /** Secrets by reference, each into one variable of the server's environment. */
     secrets: z.array(z.object({ ref: z.string().min(1), env: EnvNameSchema }).strict()).default([]),
     mode: z.enum(["read-only", "workspace-write"]).default("read-only"),
@@ -56,7 +59,14 @@ export function serverPlan(name: string, def: McpServerDef, workspace: string, h
       throw e;
     }
   }
-  return decide(
+  for (const k of Object.keys(def.set_env)) {
+    try {
+      checkEnvRecipient(k);
+    } catch {
+      throw new VakError("bad-input", `mcp server ${name}: ${k} is a variable Vak sets itself; it cannot be set`);
+    }
+  }
+  const plan = decide(
     {
       mode: def.mode, sandbox: "namespaces", workspace, command: def.command, net,
       grants: { read: def.read, write: def.write, denyRead: def.deny_read, denyWrite: def.deny_write, env: def.env },
@@ -64,4 +74,6 @@ export function serverPlan(name: string, def: McpServerDef, workspace: string, h
     },
     host,
   );
+  Object.assign(plan.env, def.set_env);
+  return plan;
 }
