@@ -42,7 +42,11 @@ const GRACE_MS = 500;
 const HIGH_WATER = 1 << 20;
 
 export function connect(o: ConnectionOptions): Connection {
-  const sb = launch(o.plan, ["pipe", "pipe", "pipe"], o.gate);
+  // A server speaks through its pipes only. In a session of its own it has no controlling terminal, and
+  // without /dev/tty it cannot open one: a client run in a terminal (Claude Code) must not lend it the
+  // user's keystrokes or a screen to write escapes on.
+  const plan = { ...o.plan, mounts: o.plan.mounts.filter((m) => m.path !== "/dev/tty") };
+  const sb = launch(plan, ["pipe", "pipe", "pipe"], o.gate, { detached: true });
   const serverIn = sb.stdin as Writable;
   const serverOut = sb.stdout as Readable;
   const serverErr = sb.stderr as Readable;

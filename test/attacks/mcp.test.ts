@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { Journal } from "../../src/journal/journal.js";
 import { processesWith, scratch, type Scratch } from "../support/fs.js";
-import { HOSTILE, RawClient, SUPPORT, textOf } from "../support/mcp.js";
+import { HOSTILE, RawClient, SUPPORT, textOf, WITH_TERMINAL } from "../support/mcp.js";
 import { VAK_BIN } from "../support/paths.js";
 import { baseEnv, TEST_STATE } from "../support/vak.js";
 
@@ -139,6 +139,14 @@ describe("vak mcp against a hostile server", () => {
     await c.until(() => (processesWith(marker).length === 0 ? true : undefined), 5000);
     expect(Date.now() - closed).toBeLessThan(2000);
     expect(await c.exited).toBe(0);
+  });
+
+  it("the terminal vak runs in is out of reach: no /dev/tty to read keystrokes from or write escapes to", async () => {
+    const c = new RawClient(["--allow-read", SUPPORT, "--name", name, "--", process.execPath, HOSTILE], { cwd: s.ws, wrapper: WITH_TERMINAL });
+    clients.push(c);
+    await c.initialize();
+    expect(textOf(await c.call("write", { path: "/dev/tty", content: "\u001b]0;owned\u0007" }))).toMatch(/^error E/);
+    expect(textOf(await c.call("read", { path: "/dev/tty" }))).toMatch(/^error E/);
   });
 
   it("kill -9 of vak takes the server's whole tree with it", async () => {

@@ -43,8 +43,8 @@ export class RawClient {
   private waiters: (() => void)[] = [];
   readonly exited: Promise<number | null>;
 
-  constructor(vakArgs: string[], opts: { cwd: string; env?: Record<string, string> }) {
-    this.child = spawnVak(["mcp", ...vakArgs], { cwd: opts.cwd, env: opts.env ?? baseEnv() });
+  constructor(vakArgs: string[], opts: { cwd: string; env?: Record<string, string>; wrapper?: string[] }) {
+    this.child = spawnVak(["mcp", ...vakArgs], { cwd: opts.cwd, env: opts.env ?? baseEnv(), ...(opts.wrapper ? { wrapper: opts.wrapper } : {}) });
     this.child.stdout!.on("data", (d: Buffer) => {
       this.buf += d.toString();
       for (let nl = this.buf.indexOf("\n"); nl >= 0; nl = this.buf.indexOf("\n")) {
@@ -124,6 +124,16 @@ export class RawClient {
     this.child.stdin!.end();
   }
 }
+
+/**
+ * Runs vak with a controlling terminal of its own (a new pty, kept open) while
+ * its stdin and stdout stay pipes: what a client running in a terminal (Claude
+ * Code) gives the servers it starts.
+ */
+export const WITH_TERMINAL = [
+  "python3", "-c",
+  "import os,pty,fcntl,termios,sys\nm,s=pty.openpty()\nos.setsid()\nfcntl.ioctl(s,termios.TIOCSCTTY,0)\nos.set_inheritable(m,True)\nos.close(s)\nos.execvp(sys.argv[1],sys.argv[1:])",
+];
 
 /** The text of a tools/call answer. */
 export function textOf(m: { result?: Record<string, unknown> }): string {
