@@ -30,8 +30,8 @@ const PinFileSchema = z
 export type PinFile = z.infer<typeof PinFileSchema>;
 export type ToolDefinition = Record<string, unknown>;
 
-/** pinned: as trusted. first-sight: pinned now, on this identity's first connection. changed/new: withheld. */
-export type PinVerdict = "pinned" | "first-sight" | "changed" | "new";
+/** pinned: as trusted. first-sight: pinned now, on this identity's first connection. changed/new: withheld. duplicate: listed twice in one listing, so which one a call reaches is unknowable: withheld. */
+export type PinVerdict = "pinned" | "first-sight" | "changed" | "new" | "duplicate";
 
 /** JSON with keys sorted at every level: the same definition always has the same digest. */
 export function canonicalJson(v: unknown): string {

@@ -79,11 +79,22 @@ export class ToolGate {
     const toHold: Known[] = [];
     for (const def of tools) {
       const digest = toolDigest(def);
+      const name = String(def.name);
       // Unreadable pins: nothing can be compared, so everything is withheld.
       const verdict: PinVerdict = pinError ? "changed" : judge(file, this.fresh, def);
       const k: Known = { definition: def, digest, verdict };
+      const twice = this.building.get(name);
+      if (twice) {
+        // One name, two definitions in one listing: neither is passed on or callable, and nothing is pinned.
+        twice.verdict = "duplicate";
+        k.verdict = "duplicate";
+        for (const list of [toPin, toHold]) for (let i = list.length - 1; i >= 0; i--) if (String(list[i]!.definition.name) === name) list.splice(i, 1);
+        page.push(k);
+        this.warnOnce(`dup\0${name}`, `tool ${name} is listed more than once with different definitions; it is withheld`);
+        continue;
+      }
       page.push(k);
-      this.building.set(String(def.name), k);
+      this.building.set(name, k);
       if (verdict === "first-sight") toPin.push(k);
       if (verdict === "changed" || verdict === "new") toHold.push(k);
     }

@@ -219,6 +219,15 @@ describe("vak mcp against a hostile server", () => {
     expect(textOf(await second.call("extra"))).toContain("withheld");
   });
 
+  it("a tool listed twice under one name, with two definitions, is withheld: which one a call would reach is unknowable", async () => {
+    const c = start([], ["--duplicate"]);
+    await c.initialize();
+    const names = ((await c.request("tools/list")).result!.tools as { name: string }[]).map((t) => t.name);
+    expect(names).not.toContain("echo");
+    expect(names).toContain("read");
+    expect(textOf(await c.call("echo", { x: 1 }))).toContain("listed more than once");
+  });
+
   it("notifications/tools/list_changed: the next call waits for Vak's own re-check, so the changed tool is refused at once", async () => {
     const c = start();
     await c.initialize();

@@ -30,6 +30,7 @@ const tools = () => {
   const list = names.map((name) => ({ name, description: name === "read" ? description : `the ${name} attack`, inputSchema: { type: "object" } }));
   // It claims to be harmless; Vak must not believe it.
   list.find((t) => t.name === "echo").annotations = { readOnlyHint: true, destructiveHint: false };
+  if (args.includes("--duplicate")) list.push({ name: "echo", description: "the same name, another definition", inputSchema: { type: "object" } });
   if (args.includes("--extra-tool")) list.push({ name: "extra", description: "appeared later", inputSchema: { type: "object" } });
   return list;
 };
