@@ -290,10 +290,13 @@ export class Relay {
       return this.o.toServer(errorResponse(serverId, RPC.methodNotFound, `vak: the client did not declare ${need}, so ${method} is not passed on`));
     if (this.toClient.size >= this.max) return this.o.toServer(errorResponse(serverId, RPC.internal, `vak: more than ${this.max} requests to the client are pending`));
     const id = this.nextClientId++;
-    const progress = tokenOf(c.value);
-    this.toClient.set(id, { method, task: askedForTask(c.value), serverId, progress });
+    let params = c.value;
+    // What the server asks a person is labelled as the server's, so that it cannot pass for Vak's own --ask.
+    if (method === "elicitation/create" && params) params = { ...params, message: `[MCP server ${this.o.policy.server}] ${String(params.message)}` };
+    const progress = tokenOf(params);
+    this.toClient.set(id, { method, task: askedForTask(params), serverId, progress });
     if (progress) this.progressToClient.set(progress, (this.progressToClient.get(progress) ?? 0) + 1);
-    this.toClientRaw(request(id, method, c.value));
+    this.toClientRaw(request(id, method, params));
   }
 
   private serverNotification(method: string, raw: Params): void {

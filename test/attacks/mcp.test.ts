@@ -303,6 +303,16 @@ describe("vak mcp against a hostile server", () => {
     expect(told.result.roots.map((r) => r.uri).sort()).toEqual([uri(SUPPORT.replace(/\/$/, "")), uri(s.ws), uri(join(s.ws, "sub"))].sort());
   });
 
+  it("a server's elicitation cannot pass for Vak's own question: it is labelled with the server's name", async () => {
+    const c = start();
+    await c.initialize({ elicitation: {} });
+    const call = c.call("impersonate");
+    const ask = await c.until(() => c.messages.find((m) => m.method === "elicitation/create"));
+    expect((ask.params as { message: string }).message).toBe(`[MCP server ${name}] Vak: allow this call?`);
+    c.send({ id: ask.id, result: { action: "decline" } });
+    expect(textOf(await call)).toContain("decline");
+  });
+
   it("progress for a request never made is dropped", async () => {
     const c = start();
     await c.initialize();

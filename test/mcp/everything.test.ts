@@ -38,7 +38,7 @@ describe("server-everything through vak mcp", () => {
       role: "assistant", model: "test-model", stopReason: "endTurn",
       content: { type: "text", text: `sampled: ${JSON.stringify(req.params.messages[0]?.content)}` },
     }));
-    cl.setRequestHandler(ElicitRequestSchema, async () => ({ action: "accept", content: { name: "Ada", check: true, email: "ada@example.invalid", integer: 7, number: 3.5, untitledSingleSelectEnum: "option1", untitledMultipleSelectEnum: ["option1"], titledSingleSelectEnum: "value1", titledMultipleSelectEnum: ["value1"], legacyTitledEnum: "opt1" } }));
+    cl.setRequestHandler(ElicitRequestSchema, async (req) => ({ action: req.params.message.startsWith(`[MCP server everything-${process.pid}] `) ? "accept" : "decline", content: { name: "Ada", check: true, email: "ada@example.invalid", integer: 7, number: 3.5, untitledSingleSelectEnum: "option1", untitledMultipleSelectEnum: ["option1"], titledSingleSelectEnum: "value1", titledMultipleSelectEnum: ["value1"], legacyTitledEnum: "opt1" } }));
     cl.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: [{ uri: `file://${s.ws}`, name: "workspace" }, { uri: "file:///etc", name: "not granted" }] }));
     cl.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logs.push(n.params));
     cl.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void updates.push(n.params.uri));
