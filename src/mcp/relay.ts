@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { argsForRecord, resultForRecord } from "./call-fields.js";
 import {
   checkNotification, checkRequest, checkResult, errorResponse, notification, parseEnvelope, type Params, request, type RequestId,
   resultResponse, RPC, type Side,
@@ -42,7 +42,7 @@ export interface RelayOptions extends Pick<ToolGateDeps, "policy" | "pins" | "co
   requestTimeoutMs?: number;
 }
 
-type Answer = { result?: Record<string, unknown>; error?: { code: number; message: string; data?: unknown } };
+export type Answer = { result?: Record<string, unknown>; error?: { code: number; message: string; data?: unknown } };
 
 /** A request sent to the server: the client's (renumbered) or Vak's own. */
 interface ToServer {
@@ -73,8 +73,6 @@ const tokenOf = (params: Params): string | undefined => {
   return typeof t === "string" || typeof t === "number" ? key(t) : undefined;
 };
 const askedForTask = (params: Params): boolean => params?.task !== undefined;
-const ARG_RECORD_BYTES = 4096;
-const ERROR_TEXT = 300;
 
 /** Which capability of the client a server request needs. */
 const NEEDS: Record<string, string> = { "sampling/createMessage": "sampling", "elicitation/create": "elicitation", "roots/list": "roots" };
@@ -175,7 +173,7 @@ export class Relay {
     const tool = String(params.name);
     const seq = ++this.calls;
     const started = performance.now();
-    const args = this.argsForRecord(params.arguments);
+    const args = argsForRecord(params.arguments, this.o.redact);
     const base = { server: this.o.policy.server, tool, call: seq, ...args };
     let v;
     try {
@@ -205,16 +203,6 @@ export class Relay {
     release();
     if (this.closed || hold.cancelled) return;
     this.send(clientId, "tools/call", params, { tool, seq });
-  }
-
-  /** Arguments as the record holds them: redacted, and bounded (with their size and digest either way). */
-  private argsForRecord(a: unknown): Record<string, unknown> {
-    const text = JSON.stringify(a ?? {});
-    const bytes = Buffer.byteLength(text);
-    const digest = createHash("sha256").update(text).digest("hex");
-    // Redacted whole, then cut: a cut first could leave half a secret that no longer matches.
-    const argumentsValue = bytes <= ARG_RECORD_BYTES ? this.o.redact(a ?? {}) : `${this.o.redact(text).slice(0, ARG_RECORD_BYTES)}… [${bytes} bytes; not recorded whole]`;
-    return { arguments: argumentsValue, argsBytes: bytes, argsDigest: digest };
   }
 
   private clientNotification(method: string, raw: Params): void {
@@ -343,19 +331,9 @@ export class Relay {
   }
 
   private recordResult(entry: ToServer, a: Answer): void {
-    const text = JSON.stringify(a.result ?? a.error);
-    const isError = a.result ? a.result.isError === true : true;
-    let error: string | undefined;
-    if (a.error) error = this.o.redact(a.error.message).slice(0, ERROR_TEXT);
-    else if (isError) {
-      const first = (a.result?.content as { type?: string; text?: string }[] | undefined)?.find((x) => x.type === "text");
-      error = this.o.redact(first?.text ?? "the tool reported an error").slice(0, ERROR_TEXT);
-    }
     this.o.record.result({
-      server: this.o.policy.server, tool: entry.call!.tool, call: entry.call!.seq, ok: !isError, cancelled: entry.cancelled === true,
-      digest: createHash("sha256").update(text).digest("hex"), bytes: Buffer.byteLength(text),
-      durationMs: Math.round((performance.now() - entry.started) * 1000) / 1000,
-      ...(error !== undefined ? { error } : {}),
+      server: this.o.policy.server, tool: entry.call!.tool, call: entry.call!.seq, cancelled: entry.cancelled === true,
+      ...resultForRecord(a, this.o.redact), durationMs: Math.round((performance.now() - entry.started) * 1000) / 1000,
     });
   }
 
