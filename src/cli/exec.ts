@@ -49,7 +49,7 @@ function modeOf(opts: ExecOptions): Mode {
   return opts.fullAccess ? "full-access" : (opts.mode as Mode);
 }
 
-export function limitsOf(opts: ExecOptions): Limits {
+function limitsOf(opts: ExecOptions): Limits {
   const l: Limits = {};
   if (opts.timeout) l.timeoutMs = opts.timeout * 1000;
   if (opts.maxOutput) l.maxOutputBytes = opts.maxOutput;
@@ -61,20 +61,9 @@ export function limitsOf(opts: ExecOptions): Limits {
 }
 
 /** --secret NAME=REF: resolved on the host now; a missing one stops the run before anything starts. */
-export async function secretsOf(opts: Pick<ExecOptions, "secret">): Promise<{ name: string; ref: string; value: string }[]> {
+async function secretsOf(opts: ExecOptions): Promise<{ name: string; ref: string; value: string }[]> {
   if (!opts.secret?.length) return [];
-  const { parseRef, resolveRef } = await import("../secrets/store.js");
-  const { checkEnvRecipient } = await import("../secrets/grant.js");
-  const { loadUserConfig } = await import("../policy/config.js");
-  const commands = loadUserConfig().secret_commands;
-  return opts.secret.map((spec) => {
-    const eq = spec.indexOf("=");
-    if (eq <= 0) throw new VakError("bad-input", `--secret ${spec}: write it as NAME=REF (e.g. GITHUB_TOKEN=secret:github)`);
-    const name = spec.slice(0, eq);
-    checkEnvRecipient(name);
-    const ref = parseRef(spec.slice(eq + 1));
-    return { name, ref: ref.text, value: resolveRef(ref, { commands }) };
-  });
+  return (await import("../secrets/env-secrets.js")).envSecrets(opts.secret);
 }
 
 export async function execCommand(command: string[], opts: ExecOptions): Promise<number> {

@@ -14,7 +14,9 @@ import { VakError } from "../policy/errors.js";
 import type { Grants } from "../policy/grants.js";
 import { decide, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
-import { type ExecOptions, limitsOf, secretsOf } from "./exec.js";
+import { envSecrets } from "../secrets/env-secrets.js";
+import type { Limits } from "../policy/grants.js";
+import type { ExecOptions } from "./exec.js";
 import { EXIT_REFUSED } from "./exit.js";
 import { visible } from "./visible.js";
 
@@ -28,6 +30,15 @@ export interface McpOptions extends ExecOptions {
 const STOP_SIGNALS: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
 /** The largest message either side may send by default: room for images and resources, bounded. */
 export const DEFAULT_MAX_MESSAGE = 8 * 1024 * 1024;
+
+/** The ceilings `vak mcp` takes (a server runs for the connection: no --timeout, and its output is the protocol). */
+function limitsOf(opts: McpOptions): Limits {
+  const l: Limits = {};
+  if (opts.maxProcs) l.maxProcs = opts.maxProcs;
+  if (opts.maxMemory) l.maxMemoryBytes = opts.maxMemory;
+  if (opts.maxFileSize) l.maxFileBytes = opts.maxFileSize;
+  return l;
+}
 
 /** The server's identity for pins and the record: --name, else its command line. */
 export function serverName(command: readonly string[], name?: string): string {
@@ -55,7 +66,7 @@ export async function mcpServe(command: string[], opts: McpOptions): Promise<num
   const server = serverName(command, opts.name);
   for (const name of opts.allowEnv ?? [])
     if (!ENV_NAME.test(name)) throw new VakError("bad-input", `--allow-env ${name}: not an environment variable name (letters, digits and _)`);
-  const secrets = await secretsOf(opts);
+  const secrets = envSecrets(opts.secret ?? []);
   const grants: Grants = { read: opts.allowRead ?? [], write: opts.allowWrite ?? [], denyRead: opts.denyRead ?? [], denyWrite: opts.denyWrite ?? [], env: opts.allowEnv ?? [] };
   let net: NetGrants | undefined;
   if (opts.allowNet?.length || opts.denyNet?.length) {

@@ -4,11 +4,14 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage, Tool } from "@modelcontextprotocol/sdk/types.js";
 import { BrokerEgress } from "../broker/egress.js";
 import type { Journal } from "../journal/journal.js";
-import type { HostFacts } from "../policy/plan.js";
+import { parseNetPolicy, RuleError } from "../net/rules.js";
+import { VakError } from "../policy/errors.js";
+import { decide, type HostFacts, type LaunchPlan } from "../policy/plan.js";
+import { checkEnvRecipient } from "../secrets/grant.js";
 import { LineReader } from "./framing.js";
 import { PinStore } from "./pins.js";
 import { McpRecord } from "./record.js";
-import { serverPlan, type McpServerDef } from "./servers.js";
+import type { McpServerDef } from "./servers.js";
 import { StderrRelay } from "./stderr.js";
 import { connect, type Connection } from "./worker.js";
 
@@ -137,4 +140,34 @@ export class HostMcpServer {
     await this.egress?.close();
     this.record.finish(result, 0, { ended: why });
   }
+}
+
+/** The launch plan for one server: the definition's grants over the workspace, through the same decide() as vak exec. */
+export function serverPlan(name: string, def: McpServerDef, workspace: string, host: HostFacts): LaunchPlan {
+  let net;
+  if (def.net.length || def.deny_net.length) {
+    try {
+      net = parseNetPolicy(def.net, def.deny_net);
+    } catch (e) {
+      if (e instanceof RuleError) throw new VakError("bad-input", `mcp server ${name}: ${e.message}`);
+      throw e;
+    }
+  }
+  for (const k of Object.keys(def.set_env)) {
+    try {
+      checkEnvRecipient(k);
+    } catch {
+      throw new VakError("bad-input", `mcp server ${name}: ${k} is a variable Vak sets itself; it cannot be set`);
+    }
+  }
+  const plan = decide(
+    {
+      mode: def.mode, sandbox: "namespaces", workspace, command: def.command, net,
+      grants: { read: def.read, write: def.write, denyRead: def.deny_read, denyWrite: def.deny_write, env: def.env },
+      limits: { ...(def.max_procs ? { maxProcs: def.max_procs } : {}), ...(def.max_memory ? { maxMemoryBytes: def.max_memory } : {}) },
+    },
+    host,
+  );
+  Object.assign(plan.env, def.set_env);
+  return plan;
 }

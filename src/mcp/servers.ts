@@ -1,10 +1,6 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import { parseNetPolicy, RuleError } from "../net/rules.js";
-import { checkEnvRecipient } from "../secrets/grant.js";
 import { EnvNameSchema } from "../policy/grants.js";
-import { VakError } from "../policy/errors.js";
-import { decide, type HostFacts, type LaunchPlan } from "../policy/plan.js";
 import { canonicalJson } from "./pins.js";
 
 /**
@@ -46,34 +42,4 @@ export const SERVER_NAME = /^[a-z0-9][a-z0-9_-]{0,39}$/;
 /** The digest a definition is approved under: the same definition, the same hash, wherever it was written. */
 export function definitionHash(name: string, def: unknown): string {
   return createHash("sha256").update(canonicalJson({ name, definition: def })).digest("hex");
-}
-
-/** The launch plan for one server: the definition's grants over the workspace, through the same decide() as vak exec. */
-export function serverPlan(name: string, def: McpServerDef, workspace: string, host: HostFacts): LaunchPlan {
-  let net;
-  if (def.net.length || def.deny_net.length) {
-    try {
-      net = parseNetPolicy(def.net, def.deny_net);
-    } catch (e) {
-      if (e instanceof RuleError) throw new VakError("bad-input", `mcp server ${name}: ${e.message}`);
-      throw e;
-    }
-  }
-  for (const k of Object.keys(def.set_env)) {
-    try {
-      checkEnvRecipient(k);
-    } catch {
-      throw new VakError("bad-input", `mcp server ${name}: ${k} is a variable Vak sets itself; it cannot be set`);
-    }
-  }
-  const plan = decide(
-    {
-      mode: def.mode, sandbox: "namespaces", workspace, command: def.command, net,
-      grants: { read: def.read, write: def.write, denyRead: def.deny_read, denyWrite: def.deny_write, env: def.env },
-      limits: { ...(def.max_procs ? { maxProcs: def.max_procs } : {}), ...(def.max_memory ? { maxMemoryBytes: def.max_memory } : {}) },
-    },
-    host,
-  );
-  Object.assign(plan.env, def.set_env);
-  return plan;
 }

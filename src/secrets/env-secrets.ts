@@ -1,0 +1,22 @@
+import { loadUserConfig } from "../policy/config.js";
+import { VakError } from "../policy/errors.js";
+import { checkEnvRecipient } from "./grant.js";
+import { parseRef, resolveRef } from "./store.js";
+
+/**
+ * `--secret NAME=REF` flags (vak exec, vak mcp): each reference resolved on the
+ * host now, for one variable of the command's environment; a missing one
+ * stops the run before anything starts.
+ */
+export function envSecrets(specs: readonly string[]): { name: string; ref: string; value: string }[] {
+  if (specs.length === 0) return [];
+  const commands = loadUserConfig().secret_commands;
+  return specs.map((spec) => {
+    const eq = spec.indexOf("=");
+    if (eq <= 0) throw new VakError("bad-input", `--secret ${spec}: write it as NAME=REF (e.g. GITHUB_TOKEN=secret:github)`);
+    const name = spec.slice(0, eq);
+    checkEnvRecipient(name);
+    const ref = parseRef(spec.slice(eq + 1));
+    return { name, ref: ref.text, value: resolveRef(ref, { commands }) };
+  });
+}
