@@ -1,8 +1,11 @@
 import type { StoredEvent } from "../journal/events.js";
 import { Journal } from "../journal/journal.js";
 import { VakError } from "../policy/errors.js";
+import { visible } from "./visible.js";
 
 const out = (s: string) => process.stdout.write(`${s}\n`);
+/** A line for a person: payloads hold what models, commands and servers chose, so control and invisible characters are shown as escapes. */
+const show = (s: string) => out(visible(s));
 
 function open(): Journal {
   return Journal.open({ path: process.env.VAK_JOURNAL || undefined });
@@ -19,9 +22,9 @@ export function journalList(opts: { json?: boolean }): number {
   try {
     const sessions = j.sessions();
     if (opts.json) return out(JSON.stringify(sessions)), 0;
-    if (!sessions.length) return out("the journal holds no sessions yet"), 0;
+    if (!sessions.length) return show("the journal holds no sessions yet"), 0;
     for (const s of sessions)
-      out(`${s.id}  ${s.started.replace("T", " ").slice(0, 19)}  ${s.kind.padEnd(7)} ${String(s.events).padStart(5)} events  ${(s.outcome ?? "(not ended)").padEnd(10)} ${s.title}`);
+      show(`${s.id}  ${s.started.replace("T", " ").slice(0, 19)}  ${s.kind.padEnd(7)} ${String(s.events).padStart(5)} events  ${(s.outcome ?? "(not ended)").padEnd(10)} ${s.title}`);
     return 0;
   } finally {
     j.close();
@@ -66,8 +69,8 @@ export function journalShow(id: string, opts: { json?: boolean }): number {
     const s = sessionOf(j, id);
     const events = j.events(s.id);
     if (opts.json) return out(JSON.stringify({ session: s, events })), 0;
-    out(`session ${s.id} (${s.kind}) started ${s.started}${s.workspace ? ` in ${s.workspace}` : ""}: ${s.title}`);
-    for (const e of events) out(describe(e));
+    show(`session ${s.id} (${s.kind}) started ${s.started}${s.workspace ? ` in ${s.workspace}` : ""}: ${s.title}`);
+    for (const e of events) show(describe(e));
     return 0;
   } finally {
     j.close();
@@ -89,8 +92,8 @@ export function journalSearch(query: string, opts: { json?: boolean; session?: s
   try {
     const hits = j.search(query, opts.session ? { session: sessionOf(j, opts.session).id } : {});
     if (opts.json) return out(JSON.stringify(hits)), 0;
-    if (!hits.length) out(`nothing in the journal matches ${JSON.stringify(query)}`);
-    for (const e of hits) out(`${e.session}  ${describe(e)}`);
+    if (!hits.length) show(`nothing in the journal matches ${JSON.stringify(query)}`);
+    for (const e of hits) show(`${e.session}  ${describe(e)}`);
     return 0;
   } finally {
     j.close();
@@ -108,8 +111,8 @@ export function journalVerify(opts: { json?: boolean }): number {
   try {
     const v = j.verify();
     if (opts.json) out(JSON.stringify(v));
-    else if (v.ok) out(`the journal verifies: ${v.events} events, head ${v.head}`);
-    else out(`the journal is BROKEN at event ${v.seq}${v.session ? ` (session ${v.session}, #${v.sessionSeq})` : ""}: ${v.problem}`);
+    else if (v.ok) show(`the journal verifies: ${v.events} events, head ${v.head}`);
+    else show(`the journal is BROKEN at event ${v.seq}${v.session ? ` (session ${v.session}, #${v.sessionSeq})` : ""}: ${v.problem}`);
     return v.ok ? 0 : 1;
   } finally {
     j.close();
@@ -137,7 +140,7 @@ export async function journalPrune(opts: { before?: string }): Promise<number> {
   const j = open();
   try {
     const r = j.prune(before);
-    out(r.events ? `pruned ${r.events} events (${r.sessions} whole sessions) older than ${before.toISOString()}; recorded in the journal` : `nothing is older than ${before.toISOString()}`);
+    show(r.events ? `pruned ${r.events} events (${r.sessions} whole sessions) older than ${before.toISOString()}; recorded in the journal` : `nothing is older than ${before.toISOString()}`);
     return 0;
   } finally {
     j.close();

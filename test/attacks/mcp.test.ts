@@ -362,6 +362,22 @@ describe("vak mcp against a hostile server", () => {
     expect(ev.filter((e) => e.kind === "mcp.result" && e.payload.tool === "env")).toEqual([]);
   });
 
+  it("what a server or a model chose (a tool name, an error) reaches vak journal show neutralised", async () => {
+    const c = start();
+    await c.initialize();
+    await c.call("\u001b]0;owned\u0007\u001b[2J\u202ehidden");
+    c.close();
+    await c.exited;
+    const j = Journal.open({ path: join(TEST_STATE, "vak", "journal.db") });
+    const id = j.sessions().filter((x) => x.title === `mcp ${name}`).at(-1)!.id;
+    j.close();
+    for (const cmd of [["journal", "show", id], ["journal", "search", "hidden"]]) {
+      const shown = execFileSync(process.execPath, [VAK_BIN, ...cmd], { env: baseEnv(), encoding: "utf8" });
+      expect(shown).toContain("\\u{1b}]0;owned");
+      expect(shown).not.toMatch(/[\u001b\u0007\u202e]/);
+    }
+  });
+
   it("a tool the server did not list cannot be called", async () => {
     const c = start();
     await c.initialize();
