@@ -1,7 +1,7 @@
 import { closeSync, constants, existsSync, fsyncSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { delimiter, dirname, join, resolve } from "node:path";
 import { VakError } from "../policy/errors.js";
-import { packageRoot } from "../sandbox/launcher.js";
+import { packageRoot } from "../policy/install.js";
 import { type PathFacts, unwrapConfig, type VakInvocation, wrapConfig, type WrapReport } from "../mcp/wrap.js";
 import { visible } from "./visible.js";
 

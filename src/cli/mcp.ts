@@ -15,7 +15,7 @@ import type { Grants } from "../policy/grants.js";
 import { decide, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { envSecrets } from "../secrets/env-secrets.js";
-import type { Limits } from "../policy/grants.js";
+import type { Limits } from "../policy/limits.js";
 import type { ExecOptions } from "./exec.js";
 import { EXIT_REFUSED } from "./exit.js";
 import { visible } from "./visible.js";

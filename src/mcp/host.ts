@@ -4,7 +4,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage, Tool } from "@modelcontextprotocol/sdk/types.js";
 import { BrokerEgress } from "../broker/egress.js";
 import type { Journal } from "../journal/journal.js";
-import { parseNetPolicy, RuleError } from "../net/rules.js";
+import { parseNetGrants, RuleError } from "../policy/net-grants.js";
 import { VakError } from "../policy/errors.js";
 import { decide, type HostFacts, type LaunchPlan } from "../policy/plan.js";
 import { checkEnvRecipient } from "../secrets/grant.js";
@@ -84,7 +84,7 @@ export class HostMcpServer {
     let gate;
     if (plan.network.kind === "gate") {
       egress = new BrokerEgress(`mcp:${o.name}`, (e) => record.egress(e), () => record.durable());
-      gate = (await egress.link(plan.network.policy, 1)).link;
+      gate = (await egress.link(plan.network.grants, 1)).link;
     }
     const toServer = new PassThrough();
     const transport = new LineTransport(toServer);
@@ -147,7 +147,7 @@ export function serverPlan(name: string, def: McpServerDef, workspace: string, h
   let net;
   if (def.net.length || def.deny_net.length) {
     try {
-      net = parseNetPolicy(def.net, def.deny_net);
+      net = parseNetGrants(def.net, def.deny_net);
     } catch (e) {
       if (e instanceof RuleError) throw new VakError("bad-input", `mcp server ${name}: ${e.message}`);
       throw e;
