@@ -9,6 +9,7 @@ import type { NetGrants } from "../policy/net-grants.js";
 import type { InjectedSecret } from "../secrets/grant.js";
 import { Redactor } from "../secrets/redact.js";
 import type { Message, ModelClient } from "../model/types.js";
+import { McpHub, type HubOptions } from "../mcp/hub.js";
 import { type AgentEvent, brokerRouter, type RunResult, runAgent } from "./agent.js";
 import type { TaskArgs } from "./task.js";
 
@@ -37,6 +38,8 @@ export interface AgentSessionOptions {
   sandbox?: SandboxKind;
   poolSize?: number;
   title?: string;
+  /** MCP servers whose tools the agent gets as `mcp__SERVER__TOOL` (each a sandboxed worker of its own; needs the journal). */
+  mcp?: Omit<HubOptions, "workspace" | "mode" | "journal"> | undefined;
 }
 
 /**
@@ -54,6 +57,8 @@ export class AgentSession {
   private readonly runs = new Map<AbortController, Promise<unknown>>();
   private readonly taskBrokers = new Set<Broker>();
   private tasks = 0;
+  /** The session's MCP servers, started before the first run and again after a mode change. */
+  private hub: Promise<McpHub> | undefined;
 
   constructor(private readonly opts: AgentSessionOptions) {
     this.redactor = opts.journal?.redactor ?? new Redactor();
@@ -89,6 +94,8 @@ export class AgentSession {
       sandbox: this.opts.sandbox,
       poolSize,
       approvals: { gate: this.approvals, rules: this.opts.approvalRules ?? DEFAULT_APPROVAL_RULES },
+      // Only the main agent's broker calls MCP tools, through whichever servers run now.
+      mcp: component === "agent" && this.opts.mcp ? { call: async (op, signal) => (await this.mcpHub()).call(op, signal) } : undefined,
     });
     if (poolSize > 0) b.prewarm();
     return b;
@@ -99,14 +106,23 @@ export class AgentSession {
     return `You are a coding agent. Your workspace is ${p.workspace}; paths are relative to it. Mode: ${p.mode}.`;
   }
 
+  /** Starts the MCP servers if they are not running, under the session's current mode. */
+  private mcpHub(): Promise<McpHub> {
+    const o = this.opts.mcp;
+    if (!o || !this.opts.journal) return Promise.reject(new Error("this session has no MCP servers"));
+    this.hub ??= McpHub.start({ ...o, workspace: this.opts.workspace, mode: this.mode, journal: this.opts.journal });
+    return this.hub;
+  }
+
   /** Runs the agent on one instruction from the user, to its end. */
   async run(prompt: string, signal?: AbortSignal): Promise<RunResult> {
+    const hub = this.opts.mcp && this.opts.journal ? await this.mcpHub() : undefined;
     const ac = new AbortController();
     const stop = () => ac.abort(signal?.reason);
     signal?.addEventListener("abort", stop, { once: true });
     const run = runAgent(
       {
-        component: "agent", model: this.opts.model, router: brokerRouter(this.broker, (args, s) => this.runTask(args, s)), journal: this.journalSession,
+        component: "agent", model: this.opts.model, router: brokerRouter(this.broker, (args, s) => this.runTask(args, s), hub), journal: this.journalSession,
         generation: () => this.generationNow, redactor: this.redactor, maxTurns: this.opts.maxTurns ?? 50,
         onEvent: this.opts.onEvent, role: this.role(this.broker),
       },
@@ -169,6 +185,10 @@ export class AgentSession {
     let stopped = 0;
     for (const b of [...this.taskBrokers]) stopped += await b.setGeneration(generation, reason, { mode: mode === "read-only" ? "read-only" : b.ceiling.mode, record: false });
     stopped += await this.broker.setGeneration(generation, reason, { mode, record: false });
+    // MCP servers started under the old mode stop with everything else; the next run starts them under the new one.
+    const hub = this.hub;
+    this.hub = undefined;
+    if (hub) await hub.then((h) => h.close(), () => undefined);
     await Promise.allSettled([...this.runs.values()]);
     await this.journalSession?.append("policy.generation", actor, generation, {
       generation, previous: generation - 1, mode, previousMode: previous, reason,
@@ -183,6 +203,9 @@ export class AgentSession {
     this.approvals.setGeneration(this.generationNow + 1);
     await Promise.allSettled([...this.runs.values()]);
     await this.broker.close();
+    const hub = this.hub;
+    this.hub = undefined;
+    if (hub) await hub.then((h) => h.close(), () => undefined);
     if (this.journalSession) {
       this.opts.journal?.flush();
       this.journalSession.end(outcome);

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Broker, OpOutcome } from "../broker/broker.js";
 import { TOOLS, toolCallToOp, toolJsonSchema } from "../broker/registry.js";
-import { traitsOf } from "../protocol/ops.js";
+import { type Op, traitsOf } from "../protocol/ops.js";
 import type { SessionWriter } from "../journal/session-writer.js";
 import type { Redactor } from "../secrets/redact.js";
 import { ModelError, type Message, type ModelClient, type ToolCallRequest, type ToolSpec } from "../model/types.js";
@@ -93,11 +93,23 @@ export function outcomeText(r: OpOutcome): string {
   return `${r.output}${r.output && !r.output.endsWith("\n") ? "\n" : ""}[exit code ${d?.exitCode ?? "none"}${d?.timedOut ? ", timed out" : ""}]`;
 }
 
-/** The built-in tools through one broker, and the task tool when a sub-agent runner is given. */
-export function brokerRouter(broker: Broker, runTask?: (args: TaskArgs, signal: AbortSignal) => Promise<RunResult>): ToolRouter {
+/** Tools beyond the built-in ones that are still broker ops (an MCP server's, as `mcp__SERVER__TOOL`). */
+export interface ExtraTools {
+  specs: readonly ToolSpec[];
+  opFor(name: string, args: unknown): Op | undefined;
+}
+
+/** The built-in tools through one broker, the task tool when a sub-agent runner is given, and MCP tools when given. */
+export function brokerRouter(broker: Broker, runTask?: (args: TaskArgs, signal: AbortSignal) => Promise<RunResult>, extra?: ExtraTools): ToolRouter {
   return {
-    specs: runTask ? [...builtinSpecs(), TASK_TOOL] : builtinSpecs(),
+    specs: [...builtinSpecs(), ...(runTask ? [TASK_TOOL] : []), ...(extra?.specs ?? [])],
     async call(call, signal) {
+      const op = extra?.opFor(call.name, call.args);
+      if (op) {
+        // An MCP tool is an op like any other: checked, approved and recorded by the broker.
+        const r = await broker.run(op, { signal });
+        return { text: outcomeText(r), ok: r.ok, code: r.ok ? undefined : r.code, target: r.target };
+      }
       if (call.name === TASK_TOOL.name) {
         if (!runTask) return { text: "refused (bad-request): a task cannot start further tasks", ok: false, code: "bad-request" };
         const args = TaskArgsSchema.safeParse(call.args);

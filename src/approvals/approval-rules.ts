@@ -32,6 +32,8 @@ export function capabilityOf(op: Op, target: string | undefined): string {
   switch (op.kind) {
     case "tool": return "tool";
     case "exec": return `exec\0${op.command}`;
+    // "For this session" covers this one tool of this one server, with any arguments.
+    case "mcp": return `mcp\0${op.server}\0${op.tool}`;
     case "read": case "list": case "glob": case "grep": case "write": case "edit": return `${op.kind}\0${target ?? ""}`;
     default: return unhandled(op, "op kind");
   }
@@ -45,6 +47,7 @@ export function summarizeOp(op: Op, target: string | undefined): string {
     case "edit": return `edit ${target}: replace "${clip(op.old, 300)}" with "${clip(op.new, 300)}"${op.replaceAll ? " (every occurrence)" : ""}`;
     case "exec": return `run: ${clip(op.command, 2000)}`;
     case "tool": return `run ${target ?? "the component's command"} with input ${clip(op.input, 200)}`;
+    case "mcp": return `call ${op.tool} of the MCP server ${op.server} with ${clip(JSON.stringify(op.arguments), 300)}`;
     case "read": case "list": case "glob": case "grep": return `${op.kind} ${target ?? ""}`;
     default: return unhandled(op, "op kind");
   }

@@ -56,6 +56,13 @@ export interface BrokerOptions {
   secrets?: readonly InjectedSecret[] | undefined;
   /** Host-owned approvals for allowed ops that the rules say to ask about. */
   approvals?: { gate: ApprovalGate; rules: ApprovalRules } | undefined;
+  /** The host's MCP client for "mcp" ops (src/mcp/ sandboxes, pins and records each server); without it they are refused. */
+  mcp?: McpCaller | undefined;
+}
+
+/** Makes one MCP tool call on the host, for an op the broker has admitted, checked and had approved. */
+export interface McpCaller {
+  call(op: Extract<Op, { kind: "mcp" }>, signal: AbortSignal): Promise<WorkerOutcome>;
 }
 
 export type OpOutcome = (WorkerOutcome & { op: Op["kind"]; target?: string | undefined; ms: number });
@@ -220,7 +227,7 @@ export class Broker {
       this.release();
       return refuse(this.closed ? { ok: false, code: "closed", message: "the broker closed before this op started" } : revoked(this.generationNow), target);
     }
-    let result = await this.runInSandbox(op, resolved, generation, records, opts.signal);
+    let result = op.kind === "mcp" ? await this.runMcp(op, opts.signal) : await this.runInSandbox(op, resolved, generation, records, opts.signal);
     if (generation !== this.generationNow) result = revoked(this.generationNow);
     records.push(this.record("tool.result", resultPayload(op.kind, result, Date.now() - started)));
     // Nothing is returned that is not on the record.
@@ -272,6 +279,13 @@ export class Broker {
       records.push(this.record("target.resolved", { asked: raw, resolved: t.path }));
     }
     if (op.kind === "tool") target = this.opts.command!.join(" ");
+    if (op.kind === "mcp") {
+      if (!this.opts.mcp) {
+        records.push(this.record("decision", { op: op.kind, allowed: false, reason: "this session has no MCP servers" }));
+        return { ok: false, code: "bad-request", message: "this session has no MCP servers ([mcp_servers] in your config)" };
+      }
+      target = `mcp ${op.server} ${op.tool}`;
+    }
     records.push(this.record("decision", { op: op.kind, allowed: true, reason: traits.effect === "exec" ? "the command runs under the component's grants" : `inside the grant ${target}`, target }));
     return { ok: true, resolved, target };
   }
@@ -288,6 +302,7 @@ export class Broker {
     switch (op.kind) {
       case "exec": return { argv: ["/bin/sh", "-c", op.command] };
       case "tool": return { argv: [...this.opts.command!], stdin: op.input };
+      case "mcp": throw new Error("an MCP call is not a command");
       case "read": case "list": case "glob": case "grep": case "write": case "edit": throw new Error(`${op.kind} is not a command`);
       default: return unhandled(op, "op kind");
     }
@@ -302,6 +317,22 @@ export class Broker {
     const worker = new WorkerProcess(plan, generation, gate?.link);
     if (gate) void worker.done.finally(gate.release).catch(() => {});
     return worker;
+  }
+
+  /** An MCP call, through the host's MCP client, under the same time limit as a command; holds the slot taken before it. */
+  private async runMcp(op: Extract<Op, { kind: "mcp" }>, caller?: AbortSignal): Promise<WorkerOutcome> {
+    const timeoutMs = this.timeoutFor(op);
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const signal = caller ? AbortSignal.any([caller, timeout]) : timeout;
+    try {
+      return await this.opts.mcp!.call(op, signal);
+    } catch (e) {
+      if (timeout.aborted && !caller?.aborted) return { ok: false, code: "timeout", message: `timed out after ${timeoutMs} ms` };
+      if (signal.aborted) return { ok: false, code: "cancelled", message: "cancelled" };
+      return { ok: false, code: "mcp", message: (e as Error).message };
+    } finally {
+      this.release();
+    }
   }
 
   /**

@@ -13,6 +13,10 @@ export function summarize(op: Op): Record<string, unknown> {
   switch (op.kind) {
     case "write": return { path: op.path, content: digest(op.content) };
     case "tool": return { input: op.input.slice(0, 500), ...digest(op.input) };
+    case "mcp": {
+      const args = JSON.stringify(op.arguments);
+      return { server: op.server, tool: op.tool, arguments: args.slice(0, 500), ...digest(args) };
+    }
     case "edit": return { path: op.path, old: op.old.slice(0, 200), new: op.new.slice(0, 200), replaceAll: op.replaceAll ?? false };
     case "read": case "list": case "glob": case "grep": case "exec": return { ...op };
     default: return unhandled(op, "op kind");

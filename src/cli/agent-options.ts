@@ -4,7 +4,12 @@ import type { AgentSessionOptions, SessionMode } from "../agent/agent-session.js
 import { Journal } from "../journal/journal.js";
 import { resolveModel } from "../model/providers.js";
 import { parseNetGrants, RuleError } from "../policy/net-grants.js";
-import { loadUserConfig } from "../policy/config.js";
+import { loadUserConfig, type UserConfig } from "../policy/config.js";
+import type { HubServer } from "../mcp/hub.js";
+import { findProposals, ProposalApprovals } from "../mcp/proposals.js";
+import { hostFacts } from "../sandbox/host.js";
+import { parseRef, resolveRef } from "../secrets/store.js";
+import { visible } from "./visible.js";
 import { VakError } from "../policy/errors.js";
 
 /** The grant flags `vak exec`, `vak run` and `vak` share (see grantFlags in main.ts). */
@@ -59,6 +64,7 @@ export function sessionOptions(flags: AgentFlags): { options: AgentSessionOption
     throw new VakError("bad-input", `--workspace ${flags.workspace}: ${(e as Error).message}`);
   }
   const journal = Journal.open();
+  const mcp = mcpServers(config, workspace);
   return {
     journal,
     options: {
@@ -73,6 +79,39 @@ export function sessionOptions(flags: AgentFlags): { options: AgentSessionOption
       approvalTimeoutMs: config.approvals.timeout_seconds ? config.approvals.timeout_seconds * 1000 : undefined,
       maxTurns: flags.maxTurns,
       sandbox: flags.sandbox === "reduced" ? "reduced" : "namespaces",
+      ...(mcp.length
+        ? {
+            mcp: {
+              servers: mcp, host: hostFacts(),
+              secret: (ref: string) => resolveRef(parseRef(ref), { commands: config.secret_commands }),
+              log: (line: string) => void process.stderr.write(`${visible(line)}\n`), neutralise: visible,
+            },
+          }
+        : {}),
     },
   };
+}
+
+/**
+ * The MCP servers of a session: those of the user's config, and those the
+ * repository proposes that the user approved for this exact definition. An
+ * unapproved proposal starts nothing, with or without a terminal: it is named,
+ * with the command that approves it.
+ */
+function mcpServers(config: UserConfig, workspace: string): HubServer[] {
+  const out: HubServer[] = Object.entries(config.mcp_servers).map(([name, def]) => ({ name, def, source: "your config" }));
+  const approvals = new ProposalApprovals();
+  for (const p of findProposals(workspace)) {
+    if (out.some((s) => s.name === p.name)) continue; // your config's server of that name wins
+    if (p.problem || !p.def) {
+      process.stderr.write(`vak: ${p.source} proposes the MCP server ${visible(p.name)}, which cannot start: ${visible(p.problem ?? "")}\n`);
+      continue;
+    }
+    if (!approvals.isApproved(workspace, p)) {
+      process.stderr.write(`vak: ${p.source} proposes the MCP server ${visible(p.name)}; it was not started (review and approve it with \`vak mcp approve ${visible(p.name)}\`)\n`);
+      continue;
+    }
+    out.push({ name: p.name, def: p.def, source: p.source });
+  }
+  return out;
 }

@@ -4,6 +4,7 @@ import { parse } from "smol-toml";
 import { z } from "zod";
 import { ENV_NAME } from "./env.js";
 import { VakError } from "./errors.js";
+import { McpServerSchema, SERVER_NAME } from "./mcp-servers.js";
 import { vakDirs } from "./state.js";
 
 /**
@@ -43,6 +44,8 @@ export const UserConfigSchema = z
       .default({}),
     /** Commands that print a secret (password managers), for cmd:NAME references: name = ["pass", "show", "github"]. */
     secret_commands: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_.-]*$/), z.array(z.string().min(1)).min(1)).default({}),
+    /** MCP servers whose tools `vak` and `vak run` get as mcp__NAME__tool, each with its own grants (src/mcp/). */
+    mcp_servers: z.record(z.string().regex(SERVER_NAME, "server names are lower-case letters, digits, - and _ (at most 40)"), McpServerSchema).default({}),
     approvals: z
       .object({
         /** "ask" (the default) or "allow": whether writes inside the grant wait for a person. */

@@ -31,6 +31,16 @@ export const OpSchema = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("exec"), command: z.string().min(1).max(100_000), timeoutMs: z.number().int().min(1).max(3_600_000).optional() }).strict(),
   // A component's own command (declared in its spec, never chosen by a model), given this input on stdin.
   z.object({ kind: z.literal("tool"), input: z.string().max(MAX_OP_CONTENT_BYTES) }).strict(),
+  // One tool of an MCP server the user's config (or an approved proposal) names, with the model's arguments:
+  // run by the host's MCP client against the server's sandboxed worker (src/mcp/), never by a worker of the broker.
+  z
+    .object({
+      kind: z.literal("mcp"),
+      server: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,39}$/),
+      tool: z.string().min(1).max(200),
+      arguments: z.record(z.string(), z.unknown()),
+    })
+    .strict(),
 ]);
 export type Op = z.infer<typeof OpSchema>;
 export type OpKind = Op["kind"];
@@ -59,6 +69,7 @@ export const OP_TRAITS = {
   edit: { effect: "write", creates: false },
   exec: { effect: "exec", creates: false },
   tool: { effect: "exec", creates: false },
+  mcp: { effect: "exec", creates: false },
 } as const satisfies Record<OpKind, OpTraits>;
 
 /** The traits of a kind, or undefined for a string that is not an op kind (every decider then refuses or asks). */

@@ -46,6 +46,8 @@ function perform(req: Request): OpResult {
     case "exec":
     case "tool":
       return { error: { code: "bad-request", message: `${op.kind} is run by the launcher, not by a worker` } };
+    case "mcp":
+      return { error: { code: "bad-request", message: "an MCP call is made by the host's MCP client, not by a worker" } };
     default:
       return unhandled(op, "op kind");
   }

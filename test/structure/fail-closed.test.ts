@@ -70,7 +70,7 @@ describe("fail closed by construction", { timeout: 180_000 }, () => {
 
   it("a new journal event kind does not build until `vak journal show` has a line for it", () => {
     const events = join(ROOT, "src/journal/events.ts");
-    const errors = typecheck(only(events, (t) => t.replace('  "journal.pruned": ["before", "events"],', '  "journal.pruned": ["before", "events"],\n  "mcp.call": ["server"],')));
+    const errors = typecheck(only(events, (t) => t.replace('  "journal.pruned": ["before", "events"],', '  "journal.pruned": ["before", "events"],\n  "server.started": ["port"],')));
     expect(filesOf(errors)).toEqual(["src/cli/journal.ts"]);
   });
 
