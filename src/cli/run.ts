@@ -40,7 +40,7 @@ class TerminalApprover {
     this.current = this.queue.shift();
     if (!this.current) return;
     const r = this.current;
-    this.out.write(`\n? ${prefix(r.component)}${visible(this.redact(r.summary))}\n  allow? [y] once  [a] for this session (this exact ${r.op === "exec" ? "command" : "file"})  [n] no: `);
+    this.out.write(`\n? ${prefix(r.component)}${visible(this.redact(r.summary))}\n  allow? [y] once  [a] for this session (this exact ${r.op === "exec" ? "command" : r.op === "mcp" ? "tool" : "file"})  [n] no: `);
   }
 
   /** A line the user typed while a request was open. */
@@ -206,6 +206,7 @@ async function runSpec(file: string, prompt: string, flags: AgentFlags & { json?
       model: model.client, journal, mode, secrets: model.key ? [model.key] : [], secretCommands: config.secret_commands,
       sandbox: flags.sandbox === "reduced" ? "reduced" : "namespaces",
       onEvent: transcriptPrinter(process.stdout, (t) => session!.redactor.text(t)), onApproval: approver?.request,
+      onLog: (line) => void process.stderr.write(`${visible(session!.redactor.text(line))}\n`),
     });
     const ws = session;
     return await runToEnd((signal) => ws.send(prompt, signal), ws.journalSession?.id, flags.json ? { workload: plan.name } : undefined);

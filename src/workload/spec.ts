@@ -24,7 +24,7 @@ import { resolveExisting, vakStateDirs } from "../policy/state.js";
  * file, line and field, before anything starts.
  */
 const BUILTINS = TOOLS.map((t) => t.name) as [string, ...string[]];
-const GRANT_KEYS = ["read", "write", "deny_read", "deny_write", "net", "deny_net", "env", "secrets", "stores", "builtin", "command"];
+const GRANT_KEYS = ["read", "write", "deny_read", "deny_write", "net", "deny_net", "env", "secrets", "stores", "builtin", "command", "mcp"];
 
 const Secret = z.union([
   z.object({ ref: z.string(), env: z.string() }).strict(),
@@ -37,6 +37,8 @@ const Component = z
     description: z.string().max(1000).optional(),
     builtin: z.array(z.enum(BUILTINS)).min(1).optional(),
     command: z.array(z.string().min(1)).min(1).optional(),
+    /** An MCP server's argv: the component is the server, a sandboxed worker for the session, with the grants below. */
+    mcp: z.array(z.string().min(1)).min(1).optional(),
     /** JSON Schema of a command tool's input (an object). */
     input: z.record(z.string(), z.unknown()).optional(),
     read: z.array(z.string()).default([]),
@@ -86,6 +88,8 @@ export interface ComponentPlan {
   description: string;
   builtin: string[];
   command?: string[] | undefined;
+  /** An MCP server's argv (src/mcp/): its tools are this component's, named component__tool. */
+  mcp?: string[] | undefined;
   input?: Record<string, unknown> | undefined;
   /** Canonical paths. */
   read: string[];
@@ -95,6 +99,7 @@ export interface ComponentPlan {
   env: string[];
   net?: NetGrants | undefined;
   netText: string[];
+  denyNetText: string[];
   secrets: { ref: string; recipient: SecretRecipient }[];
   stores: string[];
   limits: Limits;
@@ -187,7 +192,9 @@ export function checkSpec(
   const components: ComponentPlan[] = [];
   for (const [name, c] of Object.entries(spec.tools)) {
     const at = (...p: (string | number)[]) => ["tools", name, ...p];
-    if (!c.builtin === !c.command) fail(where, at(), "give exactly one of builtin (a list of built-in tools) or command (an external command)");
+    if ([c.builtin, c.command, c.mcp].filter((x) => x !== undefined).length !== 1)
+      fail(where, at(), "give exactly one of builtin (a list of built-in tools), command (an external command) or mcp (an MCP server's command)");
+    if (c.mcp && c.secrets.some((s) => "header" in s)) fail(where, at("secrets"), "an MCP server gets its secrets in its environment; the header form is for command components");
     if (c.command && !c.input) fail(where, at("input"), "a command tool needs the JSON Schema of its input");
     if (c.input && c.input.type !== "object") fail(where, at("input"), 'the input schema must be of type "object"');
     if (c.input)
@@ -246,15 +253,16 @@ export function checkSpec(
     const l = c.limits ?? {};
     components.push({
       name,
-      description: c.description ?? (c.command ? `the ${name} tool` : `${name}: ${c.builtin!.join(", ")}`),
+      description: c.description ?? (c.command ? `the ${name} tool` : c.mcp ? `the MCP server ${name}` : `${name}: ${c.builtin!.join(", ")}`),
       builtin: c.builtin ?? [],
       command: c.command,
+      mcp: c.mcp,
       input: c.input,
       read, write,
       denyRead: paths(c.deny_read, "deny_read", false),
       denyWrite: paths(c.deny_write, "deny_write", false),
       env: c.env,
-      net, netText: c.net,
+      net, netText: c.net, denyNetText: c.deny_net,
       secrets,
       stores: c.stores,
       limits: {

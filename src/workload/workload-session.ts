@@ -15,6 +15,8 @@ import { describeRecipient, type InjectedSecret } from "../secrets/grant.js";
 import { Redactor } from "../secrets/redact.js";
 import { resolveRef, parseRef, type SecretCommands, type SecretStore } from "../secrets/store.js";
 import { KvStores } from "../stores/kv.js";
+import { McpHub } from "../mcp/hub.js";
+import { McpServerSchema } from "../policy/mcp-servers.js";
 import { type ComponentPlan, loadSpec, type WorkloadPlan } from "./spec.js";
 
 export interface WorkloadSessionOptions {
@@ -34,6 +36,8 @@ export interface WorkloadSessionOptions {
   secrets?: readonly string[];
   /** The user's mode: no component may exceed it. */
   mode?: "read-only" | "workspace-write";
+  /** Where an MCP component's stderr and Vak's notes about it go (a terminal-safe sink). */
+  onLog?: ((line: string) => void) | undefined;
 }
 
 const SEP = "__";
@@ -56,6 +60,10 @@ interface Live {
   scratch: string;
   /** For a command tool: its declared input, as a validator. */
   input?: z.ZodType | undefined;
+  /** For an MCP component: its server, started before the harness first runs. */
+  mcp?: Promise<McpHub> | undefined;
+  hub?: McpHub | undefined;
+  secrets: InjectedSecret[];
 }
 
 /**
@@ -136,17 +144,42 @@ export class WorkloadSession {
         sandbox: this.opts.sandbox,
         host: this.opts.env ? hostFacts(this.opts.env) : undefined,
         approvals: { gate: this.approvals, rules: c.approval },
+        // An MCP component's calls go to its own server, once the broker has checked, approved and recorded them.
+        mcp: c.mcp ? { call: async (op, signal) => (await this.mcpOf(c.name)).call(op, signal) } : undefined,
       });
       const input = c.input ? z.fromJSONSchema(c.input as Parameters<typeof z.fromJSONSchema>[0]) : undefined;
-      return { plan: c, broker, scratch, input };
+      return { plan: c, broker, scratch, input, secrets };
     } catch (e) {
       rmSync(scratch, { recursive: true, force: true });
       throw e;
     }
   }
 
+  /** The MCP server of one component, started under its own grants (its sandbox workspace is its empty scratch folder). */
+  private mcpOf(name: string): Promise<McpHub> {
+    const l = this.live.find((x) => x.plan.name === name);
+    if (!l?.plan.mcp) return Promise.reject(new Error(`${name} is not an MCP component`));
+    const c = l.plan;
+    const secrets = new Map(l.secrets.map((s) => [s.ref, s.value]));
+    const def = McpServerSchema.parse({
+      command: c.mcp, env: c.env, mode: c.write.length ? "workspace-write" : "read-only", read: c.read, write: c.write,
+      deny_read: c.denyRead, deny_write: c.denyWrite, net: c.netText, deny_net: c.denyNetText,
+      secrets: c.secrets.flatMap((s) => (s.recipient.kind === "env" ? [{ ref: s.ref, env: s.recipient.name }] : [])),
+      ...(c.limits.maxProcs ? { max_procs: c.limits.maxProcs } : {}), ...(c.limits.maxMemoryBytes ? { max_memory: c.limits.maxMemoryBytes } : {}),
+    });
+    const journal = this.opts.journal;
+    if (!journal) return Promise.reject(new Error("an MCP component needs the journal"));
+    l.mcp ??= McpHub.start({
+      servers: [{ name: c.name, def, source: this.plan.source }], workspace: l.scratch, mode: def.mode, journal,
+      host: this.opts.env ? hostFacts(this.opts.env) : hostFacts(), secret: (ref) => secrets.get(ref) ?? "",
+      log: (line) => this.opts.onLog?.(line), neutralise: (t) => t,
+    });
+    return l.mcp;
+  }
+
   private async stop(live: Live[]): Promise<void> {
     for (const l of live) {
+      if (l.mcp) await l.mcp.then((h) => h.close(), () => undefined);
       await l.broker.close();
       rmSync(l.scratch, { recursive: true, force: true });
     }
@@ -171,6 +204,19 @@ export class WorkloadSession {
           const r = await l.broker.run({ kind: "tool", input: JSON.stringify(args) }, { signal });
           return { text: outcomeText(r), ok: r.ok, code: r.ok ? undefined : r.code, target: r.target };
         });
+      }
+      if (c.mcp && l.hub) {
+        // The server's tools, as this component's: component__tool.
+        const hub = l.hub;
+        for (const t of hub.specs) {
+          const name = `${c.name}${SEP}${t.name.slice(`mcp__${c.name}__`.length)}`;
+          specs.push({ ...t, name, description: `[${c.name}] ${t.description}` });
+          routes.set(name, async (args, signal) => {
+            const op = hub.opFor(t.name, args)!;
+            const r = await l.broker.run(op, { signal });
+            return { text: outcomeText(r), ok: r.ok, code: r.ok ? undefined : r.code, target: r.target };
+          });
+        }
       }
       if (c.stores.length) {
         specs.push({
@@ -279,6 +325,7 @@ export class WorkloadSession {
   /** Sends the user's message to the harness and runs it to its end. */
   async send(message: string, signal?: AbortSignal): Promise<RunResult> {
     await this.reviewSpec();
+    for (const l of this.live) if (l.plan.mcp) l.hub = await this.mcpOf(l.plan.name);
     const h = this.plan.harness;
     return runAgent(
       {
@@ -314,8 +361,9 @@ export class WorkloadSession {
 export function describe(plan: WorkloadPlan): Record<string, unknown>[] {
   return plan.components.map((c) => ({
     component: c.name,
-    tools: c.command ? [c.name] : c.builtin,
+    tools: c.command ? [c.name] : c.mcp ? [`${c.name}__* (the MCP server's tools)`] : c.builtin,
     command: c.command ?? null,
+    mcp: c.mcp ?? null,
     read: c.read,
     write: c.write,
     denyRead: c.denyRead,

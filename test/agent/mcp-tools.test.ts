@@ -88,3 +88,36 @@ describe("MCP tools in vak run", () => {
     expect(events().filter((x) => x.kind === "mcp")).toHaveLength(1);
   });
 });
+
+describe("an MCP server as a workload component", () => {
+  let s: Scratch;
+  let env: Record<string, string>;
+  beforeEach(() => {
+    s = scratch();
+    env = baseEnv({ XDG_CONFIG_HOME: join(s.root, "config"), XDG_STATE_HOME: join(s.root, "state") });
+  });
+  afterEach(() => s.cleanup());
+
+  it("[tools.NAME] mcp = [...]: the server's tools are the component's (NAME__tool), with its grants only", async () => {
+    writeFileSync(join(s.ws, "project.txt"), "project file\n");
+    mkdirSync(join(s.ws, "docs"));
+    writeFileSync(join(s.ws, "docs", "a.md"), "granted doc\n");
+    const spec = join(s.ws, "w.toml");
+    writeFileSync(spec, [
+      "version = 1", 'name = "mcpw"', "",
+      "[tools.h]", `mcp = [${JSON.stringify(process.execPath)}, ${JSON.stringify(HOSTILE)}]`, `read = [${JSON.stringify(SUPPORT)}, "docs"]`, 'approval = { exec = "allow" }', "",
+    ].join("\n"));
+    const file = join(s.root, "script.json");
+    writeFileSync(file, JSON.stringify({ turns: [
+      { tool_calls: [{ name: "h__read", args: { path: join(s.ws, "docs", "a.md") } }, { name: "h__read", args: { path: join(s.ws, "project.txt") } }] },
+      { text: "done" },
+    ] }));
+    const r = await runVak(["run", "--spec", spec, "--model", `scripted:${file}`, "go"], { cwd: s.ws, env });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("granted doc");
+    expect(r.stdout).not.toContain("project file");
+    expect(r.stdout).toMatch(/error E/);
+    const check = await runVak(["check", spec, "--json"], { cwd: s.ws, env });
+    expect(JSON.parse(check.stdout)).toMatchObject({ components: [{ component: "h", mcp: [process.execPath, HOSTILE] }] });
+  });
+});
