@@ -98,7 +98,11 @@ void restrict_relay_landlock(void);
 /* relay.c */
 void relay_run(const struct plan *p, int gate_dirfd, const char *token) __attribute__((noreturn));
 
-/* seccomp.c */
+/* seccomp.c: the table of rules (bpf.h) and its installation */
+struct sc_filter;
+const struct sc_filter *seccomp_table(void);
+/* The conditions (W_* in bpf.h) under which the plan's filter is compiled. */
+unsigned seccomp_conditions(const struct plan *p, int for_guard);
 int install_seccomp(const struct plan *p, int want_listener);
 void install_guard_seccomp(const struct plan *p);
 

@@ -1,23 +1,30 @@
 /* The seccomp filter: what no sandboxed process may ask the kernel for, and
  * which filesystem writes are handed to the write guard (guard.c).
  *
+ * The table below is the whole policy, one rule per system call; bpf.c
+ * compiles it for the plan at hand. To deny a system call, add a rule here
+ * (and a probe expectation in test/attacks/seccomp.test.ts if it needs
+ * particular arguments): test/sandbox/seccomp-table.test.ts checks every
+ * compiled variant against the table, and test/attacks/seccomp.test.ts makes
+ * each call for real inside the sandbox.
+ *
  * Denials return an errno rather than killing, so that programs that probe
- * (glibc's clone3, libuv's io_uring) fall back cleanly. */
+ * (glibc's clone3, libuv's io_uring) fall back cleanly. Arguments are
+ * compared on their low 32 bits, which is what the kernel reads for every
+ * int-sized argument tested here (flags, domains, ioctl requests, pids). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
-#include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
-#include <stddef.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "bpf.h"
 #include "launcher.h"
 
 #ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
@@ -26,9 +33,10 @@
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
 #endif
-#define NR_FCHMODAT2 452
+#ifndef SYS_fchmodat2
+#define SYS_fchmodat2 452
+#endif
 #define NR_FIRST_UNKNOWN 463 /* setxattrat and later: too new to have been reviewed */
-#define X32_BIT 0x40000000
 
 #define NS_FLAGS (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | \
                   CLONE_NEWNET | CLONE_NEWTIME)
@@ -37,170 +45,175 @@
 #define ALLOW SECCOMP_RET_ALLOW
 #define ERR(e) (SECCOMP_RET_ERRNO | ((e) & SECCOMP_RET_DATA))
 #define NOTIFY SECCOMP_RET_USER_NOTIF
-#define ARG_LO(i) (offsetof(struct seccomp_data, args) + (i) * sizeof(__u64))
 
-struct prog {
-  struct sock_filter f[512];
-  unsigned short n;
+/* Tests on an argument's low 32 bits. */
+#define EQ(a, v) {(a), SC_EQ, 0xffffffffu, (uint32_t)(v)}
+#define MASKED(a, m, v) {(a), SC_EQ, (uint32_t)(m), (uint32_t)(v)}
+#define ANY(a, m) {(a), SC_ANY, (uint32_t)(m), 0}
+
+/* Counts are taken by the compiler, never written by hand. */
+#define CLAUSE(w, act, ...) \
+  {.when = (w), .action = (act), .test = {__VA_ARGS__}, .ntests = sizeof((struct sc_test[]){__VA_ARGS__}) / sizeof(struct sc_test)}
+#define CLAUSES(...) .clause = {__VA_ARGS__}, .nclauses = sizeof((struct sc_clause[]){__VA_ARGS__}) / sizeof(struct sc_clause)
+#define RULE(call, w, act, why_) {.nr = SYS_##call, .name = #call, .when = (w), .action = (act), .why = (why_)}
+#define CHECKED(call, w, act, why_, ...) \
+  {.nr = SYS_##call, .name = #call, .when = (w), .action = (act), .why = (why_), CLAUSES(__VA_ARGS__)}
+
+#define EPERM_ALL(call, why_) RULE(call, W_ALL, ERR(EPERM), why_)
+#define GUARDED(call, why_) RULE(call, W_COMMAND | W_GUARD, NOTIFY, why_)
+#define REDUCED_IPC(call) RULE(call, W_REDUCED, ERR(EPERM), "reduced mode: the host's IPC objects")
+/* Reduced mode: only the caller itself (0) may be named. */
+#define SELF_ONLY(call, arg) \
+  CHECKED(call, W_REDUCED, ERR(EPERM), "reduced mode: another process's limits or scheduling", CLAUSE(W_ALL, ALLOW, EQ(arg, 0)))
+
+static const struct sc_rule RULES[] = {
+    RULE(io_uring_setup, W_ALL, ERR(ENOSYS), "io_uring bypasses seccomp per operation; libuv falls back"),
+    RULE(io_uring_enter, W_ALL, ERR(ENOSYS), "io_uring"),
+    RULE(io_uring_register, W_ALL, ERR(ENOSYS), "io_uring"),
+    RULE(clone3, W_ALL, ERR(ENOSYS), "its flags live in memory seccomp cannot read; glibc falls back to clone"),
+    RULE(openat2, W_COMMAND, ERR(ENOSYS), "its flags are in a struct; libc falls back to openat (the guard resolves with it)"),
+
+    RULE(ptrace, W_ALL, ERR(EPERM), "reads and writes other processes"),
+    RULE(process_vm_readv, W_COMMAND, ERR(EPERM), "reads other processes (the guard reads its callers)"),
+    RULE(process_vm_writev, W_ALL, ERR(EPERM), "writes other processes"),
+    EPERM_ALL(bpf, "kernel programs"),
+    EPERM_ALL(perf_event_open, "kernel and process observation"),
+    EPERM_ALL(userfaultfd, "stalls the kernel mid-copy (race amplifier)"),
+    EPERM_ALL(keyctl, "kernel keyrings"),
+    EPERM_ALL(add_key, "kernel keyrings"),
+    EPERM_ALL(request_key, "kernel keyrings"),
+    EPERM_ALL(mount, "mounts"),
+    EPERM_ALL(umount2, "mounts"),
+    EPERM_ALL(pivot_root, "mounts"),
+    EPERM_ALL(move_mount, "mounts"),
+    EPERM_ALL(open_tree, "mounts"),
+    EPERM_ALL(fsopen, "mounts"),
+    EPERM_ALL(fsconfig, "mounts"),
+    EPERM_ALL(fsmount, "mounts"),
+    EPERM_ALL(fspick, "mounts"),
+    EPERM_ALL(mount_setattr, "mounts"),
+    EPERM_ALL(setns, "namespaces"),
+    EPERM_ALL(kexec_load, "kernel replacement"),
+    EPERM_ALL(kexec_file_load, "kernel replacement"),
+    EPERM_ALL(init_module, "kernel modules"),
+    EPERM_ALL(finit_module, "kernel modules"),
+    EPERM_ALL(delete_module, "kernel modules"),
+    EPERM_ALL(swapon, "swap"),
+    EPERM_ALL(swapoff, "swap"),
+    EPERM_ALL(reboot, "the machine"),
+    EPERM_ALL(acct, "process accounting"),
+    EPERM_ALL(quotactl, "quotas"),
+    EPERM_ALL(quotactl_fd, "quotas"),
+    EPERM_ALL(syslog, "the kernel log"),
+    EPERM_ALL(iopl, "hardware ports"),
+    EPERM_ALL(ioperm, "hardware ports"),
+    EPERM_ALL(chroot, "a root of its own"),
+    EPERM_ALL(uselib, "obsolete loader"),
+    EPERM_ALL(vhangup, "hangs up the terminal"),
+    EPERM_ALL(settimeofday, "the clock"),
+    EPERM_ALL(clock_settime, "the clock"),
+    EPERM_ALL(clock_adjtime, "the clock"),
+    EPERM_ALL(adjtimex, "the clock"),
+    EPERM_ALL(open_by_handle_at, "opens files by handle, around every path check"),
+    EPERM_ALL(move_pages, "other processes' memory"),
+    EPERM_ALL(migrate_pages, "other processes' memory"),
+    EPERM_ALL(kcmp, "other processes' kernel objects"),
+    RULE(pidfd_getfd, W_COMMAND, ERR(EPERM), "takes another process's fds (the guard takes its callers')"),
+    EPERM_ALL(process_madvise, "other processes' memory"),
+    EPERM_ALL(fanotify_init, "file system observation"),
+    EPERM_ALL(lookup_dcookie, "kernel profiling"),
+    EPERM_ALL(nfsservctl, "obsolete"),
+
+    CHECKED(unshare, W_ALL, ALLOW, "no namespace of its own", CLAUSE(W_ALL, ERR(EPERM), ANY(0, NS_FLAGS))),
+    /* A later USER_NOTIF filter takes precedence over ours, and its supervisor
+     * could answer CONTINUE: no sandboxed process may install one. */
+    CHECKED(seccomp, W_ALL, ALLOW, "no listener that could answer CONTINUE for the guard",
+            CLAUSE(W_ALL, ERR(EPERM), ANY(1, SECCOMP_FILTER_FLAG_NEW_LISTENER))),
+    CHECKED(clone, W_ALL, ALLOW, "no namespace of its own", CLAUSE(W_ALL, ERR(EPERM), ANY(0, NS_FLAGS))),
+    /* No faking terminal input, no console or line-discipline tricks on a
+     * terminal, and no file attributes that the guard cannot see (immutable
+     * and append-only flags, project ids, verity, encryption policies). */
+    CHECKED(ioctl, W_ALL, ALLOW, "terminal input injection and unguarded file attributes",
+            CLAUSE(W_ALL, ERR(EPERM), EQ(1, TIOCSTI)), CLAUSE(W_ALL, ERR(EPERM), EQ(1, TIOCLINUX)),
+            CLAUSE(W_ALL, ERR(EPERM), EQ(1, TIOCSETD)), CLAUSE(W_ALL, ERR(EPERM), EQ(1, TIOCCONS)),
+            CLAUSE(W_ALL, ERR(EPERM), EQ(1, 0x40086602 /* FS_IOC_SETFLAGS */)),
+            CLAUSE(W_ALL, ERR(EPERM), EQ(1, 0x40046602 /* FS_IOC32_SETFLAGS */)),
+            CLAUSE(W_ALL, ERR(EPERM), EQ(1, 0x401c5820 /* FS_IOC_FSSETXATTR */)),
+            CLAUSE(W_ALL, ERR(EPERM), EQ(1, 0x40806685 /* FS_IOC_ENABLE_VERITY */)),
+            CLAUSE(W_ALL, ERR(EPERM), EQ(1, 0x800c6613 /* FS_IOC_SET_ENCRYPTION_POLICY */)),
+            CLAUSE(W_ALL, ERR(EPERM), EQ(1, 0x40087602 /* FS_IOC_SETVERSION */)),
+            CLAUSE(W_ALL, ERR(EPERM), EQ(1, 0x40047602 /* FS_IOC32_SETVERSION */))),
+    /* Unix stream and seqpacket always; inet TCP only with a network grant
+     * (and then only inside the private network namespace, where the only way
+     * out is the relay to the egress gate); unix datagrams (SOCK_DGRAM, and
+     * SOCK_RAW, which the kernel turns into one), UDP, netlink, packet and the
+     * rest never. A unix datagram socket can sendto() any socket path without
+     * connect(), which is what the guard checks; UDP would be DNS. */
+    CHECKED(socket, W_ALL, ERR(EACCES), "only unix streams, and TCP with a network grant",
+            CLAUSE(W_ALL, ALLOW, EQ(0, AF_UNIX), MASKED(1, 0xf, SOCK_STREAM)),
+            CLAUSE(W_ALL, ALLOW, EQ(0, AF_UNIX), MASKED(1, 0xf, SOCK_SEQPACKET)),
+            CLAUSE(W_INET, ALLOW, EQ(0, AF_INET), MASKED(1, 0xf, SOCK_STREAM)),
+            CLAUSE(W_INET, ALLOW, EQ(0, AF_INET6), MASKED(1, 0xf, SOCK_STREAM))),
+    CHECKED(socketpair, W_ALL, ERR(EACCES), "only unix streams (Node's child processes and IPC need them)",
+            CLAUSE(W_ALL, ALLOW, EQ(0, AF_UNIX), MASKED(1, 0xf, SOCK_STREAM)),
+            CLAUSE(W_ALL, ALLOW, EQ(0, AF_UNIX), MASKED(1, 0xf, SOCK_SEQPACKET))),
+
+    /* Without namespaces (reduced mode) the host's processes and IPC objects
+     * share ours: no System V or POSIX message IPC, and no changing another
+     * process's limits, priority or scheduling. Signals are scoped by
+     * Landlock (ABI 6, which reduced mode requires). */
+    REDUCED_IPC(shmget), REDUCED_IPC(shmat), REDUCED_IPC(shmctl), REDUCED_IPC(shmdt), REDUCED_IPC(msgget),
+    REDUCED_IPC(msgsnd), REDUCED_IPC(msgrcv), REDUCED_IPC(msgctl), REDUCED_IPC(semget), REDUCED_IPC(semop),
+    REDUCED_IPC(semctl), REDUCED_IPC(semtimedop), REDUCED_IPC(mq_open), REDUCED_IPC(mq_unlink),
+    REDUCED_IPC(mq_timedsend), REDUCED_IPC(mq_timedreceive), REDUCED_IPC(mq_notify), REDUCED_IPC(mq_getsetattr),
+    SELF_ONLY(prlimit64, 0), SELF_ONLY(setpriority, 1), SELF_ONLY(ioprio_set, 1), SELF_ONLY(sched_setaffinity, 0),
+    SELF_ONLY(sched_setscheduler, 0), SELF_ONLY(sched_setparam, 0), SELF_ONLY(sched_setattr, 0),
+
+    /* Path-taking writes the guard performs on the caller's behalf; a socket
+     * path is a path too: host services are reached through it. */
+    CHECKED(open, W_COMMAND | W_GUARD, ALLOW, "opens for writing", CLAUSE(W_ALL, NOTIFY, ANY(1, WRITE_OPEN_FLAGS))),
+    CHECKED(openat, W_COMMAND | W_GUARD, ALLOW, "opens for writing", CLAUSE(W_ALL, NOTIFY, ANY(2, WRITE_OPEN_FLAGS))),
+    GUARDED(creat, "creates"), GUARDED(mkdir, "creates"), GUARDED(mkdirat, "creates"), GUARDED(mknod, "creates"),
+    GUARDED(mknodat, "creates"), GUARDED(symlink, "creates"), GUARDED(symlinkat, "creates"), GUARDED(link, "creates"),
+    GUARDED(linkat, "creates"), GUARDED(rename, "moves"), GUARDED(renameat, "moves"), GUARDED(renameat2, "moves"),
+    GUARDED(unlink, "removes"), GUARDED(unlinkat, "removes"), GUARDED(rmdir, "removes"), GUARDED(truncate, "writes"),
+    GUARDED(chmod, "metadata"), GUARDED(fchmod, "metadata"), GUARDED(fchmodat, "metadata"),
+    GUARDED(fchmodat2, "metadata"), GUARDED(chown, "metadata"), GUARDED(fchown, "metadata"),
+    GUARDED(lchown, "metadata"), GUARDED(fchownat, "metadata"), GUARDED(utime, "metadata"),
+    GUARDED(utimes, "metadata"), GUARDED(futimesat, "metadata"), GUARDED(utimensat, "metadata"),
+    GUARDED(setxattr, "metadata"), GUARDED(lsetxattr, "metadata"), GUARDED(fsetxattr, "metadata"),
+    GUARDED(removexattr, "metadata"), GUARDED(lremovexattr, "metadata"), GUARDED(fremovexattr, "metadata"),
+    GUARDED(connect, "a socket path"), GUARDED(bind, "a socket path"),
 };
 
-static void put(struct prog *p, struct sock_filter s) {
-  if (p->n >= sizeof p->f / sizeof p->f[0]) die_step("seccomp", "filter too long");
-  p->f[p->n++] = s;
+static const struct sc_filter FILTER = {
+    .arch = AUDIT_ARCH_X86_64,
+    .bad_arch = SECCOMP_RET_KILL_PROCESS, /* i386 and x32 calls are another numbering entirely */
+    .first_unknown = NR_FIRST_UNKNOWN,
+    .unknown_action = ERR(ENOSYS),
+    .default_action = ALLOW,
+    .rules = RULES,
+    .nrules = sizeof RULES / sizeof RULES[0],
+};
+
+const struct sc_filter *seccomp_table(void) { return &FILTER; }
+
+unsigned seccomp_conditions(const struct plan *p, int for_guard) {
+  unsigned w = (p->use_ns ? 0 : W_REDUCED) | (p->allow_inet ? W_INET : 0);
+  if (!for_guard) w |= W_COMMAND | (p->guard ? W_GUARD : 0);
+  return w;
 }
 
-static void ret(struct prog *p, __u32 action) { put(p, (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, action)); }
-
-/* if (nr == n) return action; */
-static void on(struct prog *p, int nr, __u32 action) {
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (__u32)nr, 0, 1));
-  ret(p, action);
-}
-
-/* if (nr == n) return (arg & mask) ? hit : miss; */
-static void on_arg_bits(struct prog *p, int nr, int arg, __u32 mask, __u32 hit, __u32 miss) {
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (__u32)nr, 0, 4));
-  put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(arg)));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, mask, 0, 1));
-  ret(p, hit);
-  ret(p, miss);
-}
-
-static const int denied_eperm[] = {
-    SYS_ptrace, SYS_process_vm_readv, SYS_process_vm_writev, SYS_bpf, SYS_perf_event_open, SYS_userfaultfd,
-    SYS_keyctl, SYS_add_key, SYS_request_key, SYS_mount, SYS_umount2, SYS_pivot_root, SYS_move_mount,
-    SYS_open_tree, SYS_fsopen, SYS_fsconfig, SYS_fsmount, SYS_fspick, SYS_mount_setattr, SYS_setns,
-    SYS_kexec_load, SYS_kexec_file_load, SYS_init_module, SYS_finit_module, SYS_delete_module, SYS_swapon,
-    SYS_swapoff, SYS_reboot, SYS_acct, SYS_quotactl, SYS_quotactl_fd, SYS_syslog, SYS_iopl, SYS_ioperm,
-    SYS_chroot, SYS_uselib, SYS_vhangup, SYS_settimeofday, SYS_clock_settime, SYS_clock_adjtime, SYS_adjtimex,
-    SYS_open_by_handle_at, SYS_move_pages, SYS_migrate_pages, SYS_kcmp, SYS_pidfd_getfd, SYS_process_madvise,
-    SYS_fanotify_init, SYS_lookup_dcookie, SYS_nfsservctl,
-};
-
-static const int denied_enosys[] = {
-    SYS_io_uring_setup, SYS_io_uring_enter, SYS_io_uring_register, /* io_uring bypasses seccomp per operation */
-    SYS_clone3,  /* flags live in memory seccomp cannot read; glibc falls back to clone on ENOSYS */
-    SYS_openat2, /* same: its flags are in a struct */
-};
-
-/* Path-taking writes the guard performs on the caller's behalf. */
-static const int guarded[] = {
-    SYS_creat, SYS_mkdir, SYS_mkdirat, SYS_mknod, SYS_mknodat, SYS_symlink, SYS_symlinkat, SYS_link, SYS_linkat,
-    SYS_rename, SYS_renameat, SYS_renameat2, SYS_unlink, SYS_unlinkat, SYS_rmdir, SYS_truncate, SYS_chmod,
-    SYS_fchmod, SYS_fchmodat, NR_FCHMODAT2, SYS_chown, SYS_fchown, SYS_lchown, SYS_fchownat, SYS_utime,
-    SYS_utimes, SYS_futimesat, SYS_utimensat, SYS_setxattr, SYS_lsetxattr, SYS_fsetxattr, SYS_removexattr,
-    SYS_lremovexattr, SYS_fremovexattr,
-    SYS_connect, SYS_bind, /* a socket path is a path: host services are reached through it */
-};
-
-static void build(struct prog *p, const struct plan *pl, int for_guard) {
-  int notify = pl->guard && !for_guard;
-  put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0));
-  ret(p, SECCOMP_RET_KILL_PROCESS);
-  put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, X32_BIT, 0, 1));
-  ret(p, SECCOMP_RET_KILL_PROCESS);
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, NR_FIRST_UNKNOWN, 0, 1));
-  ret(p, ERR(ENOSYS));
-
-  for (size_t i = 0; i < sizeof denied_enosys / sizeof denied_enosys[0]; i++) {
-    if (for_guard && denied_enosys[i] == SYS_openat2) continue; /* the guard's own resolution uses it */
-    on(p, denied_enosys[i], ERR(ENOSYS));
-  }
-  for (size_t i = 0; i < sizeof denied_eperm / sizeof denied_eperm[0]; i++) {
-    /* The guard reads its callers' memory and nothing else's. */
-    if (for_guard && (denied_eperm[i] == SYS_process_vm_readv || denied_eperm[i] == SYS_pidfd_getfd)) continue;
-    on(p, denied_eperm[i], ERR(EPERM));
-  }
-  on_arg_bits(p, SYS_unshare, 0, NS_FLAGS, ERR(EPERM), ALLOW);
-  /* A later USER_NOTIF filter takes precedence over ours, and its supervisor
-   * could answer CONTINUE: no sandboxed process may install one. */
-  on_arg_bits(p, SYS_seccomp, 1, SECCOMP_FILTER_FLAG_NEW_LISTENER, ERR(EPERM), ALLOW);
-  on_arg_bits(p, SYS_clone, 0, NS_FLAGS, ERR(EPERM), ALLOW);
-
-  /* ioctl: no faking terminal input, no console or line-discipline tricks on
-   * an inherited terminal, and no file attributes that the guard cannot see
-   * (immutable/append-only flags, project ids, verity, encryption policies). */
-  const __u32 denied_ioctls[] = {
-      TIOCSTI, TIOCLINUX, TIOCSETD, TIOCCONS,
-      0x40086602 /* FS_IOC_SETFLAGS */, 0x40046602 /* FS_IOC32_SETFLAGS */, 0x401c5820 /* FS_IOC_FSSETXATTR */,
-      0x40806685 /* FS_IOC_ENABLE_VERITY */, 0x800c6613 /* FS_IOC_SET_ENCRYPTION_POLICY */,
-      0x40087602 /* FS_IOC_SETVERSION */, 0x40047602 /* FS_IOC32_SETVERSION */,
-  };
-  const unsigned nioctls = sizeof denied_ioctls / sizeof denied_ioctls[0];
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl, 0, (unsigned char)(nioctls + 3)));
-  put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)));
-  for (unsigned k = 0; k < nioctls; k++)
-    put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, denied_ioctls[k], (unsigned char)(nioctls - k), 0));
-  ret(p, ALLOW);
-  ret(p, ERR(EPERM));
-
-  /* socket: unix stream and seqpacket always; inet TCP only with a network
-   * grant (and then only inside the private network namespace, where the only
-   * way out is the relay to the egress gate); unix datagrams (SOCK_DGRAM, and
-   * SOCK_RAW, which the kernel turns into one), UDP, netlink, packet and the
-   * rest never. A unix datagram socket can sendto() any socket path without
-   * connect(), which is what the guard checks; UDP would be DNS. */
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 0, 13));
-  put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0)));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 4));
-  put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)));
-  put(p, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xf));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_STREAM, 7, 0));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_SEQPACKET, 6, 5));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, 1, 0));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, 0, 3));
-  put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)));
-  put(p, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xf));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_STREAM, pl->allow_inet ? 1 : 0, 0));
-  ret(p, ERR(EACCES));
-  ret(p, ALLOW);
-
-  /* socketpair: unix stream and seqpacket only, for the same reason. */
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socketpair, 0, 8));
-  put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0)));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 4));
-  put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)));
-  put(p, (struct sock_filter)BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xf));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_STREAM, 2, 0));
-  put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_SEQPACKET, 1, 0));
-  ret(p, ERR(EACCES));
-  ret(p, ALLOW);
-
-  /* Without namespaces (reduced mode) the host's processes and IPC objects
-   * share our namespaces: no System V or POSIX message IPC, and no changing
-   * another process's limits, priority or scheduling. Signals are scoped by
-   * Landlock (ABI 6, which reduced mode requires). */
-  if (!pl->use_ns) {
-    static const int ipc[] = {SYS_shmget, SYS_shmat, SYS_shmctl, SYS_shmdt, SYS_msgget, SYS_msgsnd, SYS_msgrcv, SYS_msgctl,
-                              SYS_semget, SYS_semop, SYS_semctl, SYS_semtimedop, SYS_mq_open, SYS_mq_unlink,
-                              SYS_mq_timedsend, SYS_mq_timedreceive, SYS_mq_notify, SYS_mq_getsetattr};
-    for (size_t k = 0; k < sizeof ipc / sizeof ipc[0]; k++) on(p, ipc[k], ERR(EPERM));
-    static const int self_only[][2] = {{SYS_prlimit64, 0}, {SYS_setpriority, 1}, {SYS_ioprio_set, 1},
-                                       {SYS_sched_setaffinity, 0}, {SYS_sched_setscheduler, 0}, {SYS_sched_setparam, 0},
-                                       {SYS_sched_setattr, 0}};
-    for (size_t k = 0; k < sizeof self_only / sizeof self_only[0]; k++) {
-      put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (__u32)self_only[k][0], 0, 4));
-      put(p, (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(self_only[k][1])));
-      put(p, (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 1));
-      ret(p, ALLOW);
-      ret(p, ERR(EPERM));
-    }
-  }
-
-  if (notify) {
-    on_arg_bits(p, SYS_open, 1, WRITE_OPEN_FLAGS, NOTIFY, ALLOW);
-    on_arg_bits(p, SYS_openat, 2, WRITE_OPEN_FLAGS, NOTIFY, ALLOW);
-    for (size_t i = 0; i < sizeof guarded / sizeof guarded[0]; i++) on(p, guarded[i], NOTIFY);
-  }
-  ret(p, ALLOW);
+static struct sock_fprog program(const struct plan *p, int for_guard, struct sock_filter *buf) {
+  const char *err = "";
+  int n = sc_compile(&FILTER, seccomp_conditions(p, for_guard), buf, SC_MAX_INSNS, &err);
+  if (n < 0) die_step("seccomp", "compile the filter: %s", err);
+  return (struct sock_fprog){.len = (unsigned short)n, .filter = buf};
 }
 
 int install_seccomp(const struct plan *pl, int want_listener) {
-  struct prog p = {.n = 0};
-  build(&p, pl, 0);
-  struct sock_fprog fp = {.len = p.n, .filter = p.f};
+  struct sock_filter buf[SC_MAX_INSNS];
+  struct sock_fprog fp = program(pl, 0, buf);
   if (!want_listener) {
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fp) != 0) die_step("seccomp", "%s", strerror(errno));
     return -1;
@@ -214,8 +227,7 @@ int install_seccomp(const struct plan *pl, int want_listener) {
 }
 
 void install_guard_seccomp(const struct plan *pl) {
-  struct prog p = {.n = 0};
-  build(&p, pl, 1);
-  struct sock_fprog fp = {.len = p.n, .filter = p.f};
+  struct sock_filter buf[SC_MAX_INSNS];
+  struct sock_fprog fp = program(pl, 1, buf);
   if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fp) != 0) die_step("seccomp", "guard filter: %s", strerror(errno));
 }

@@ -13,10 +13,20 @@ export default function setup(project: TestProject): void {
   const noUserns = join(out, "no-userns");
   execFileSync("cc", ["-O2", "-Wall", "-Werror", "-o", noUserns, join(ROOT, "test/support/no-userns.c")]);
   project.provide("noUserns", noUserns);
+  // The seccomp table and its compiler, linked from the launcher's own sources.
+  const seccompTable = join(out, "seccomp-table");
+  execFileSync("cc", ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-I", join(ROOT, "native"), "-o", seccompTable,
+    ...["test/support/seccomp-table.c", "native/seccomp.c", "native/bpf.c", "native/report.c"].map((f) => join(ROOT, f))]);
+  project.provide("seccompTable", seccompTable);
+  const syscallProbe = join(out, "syscall-probe");
+  execFileSync("cc", ["-O2", "-Wall", "-Werror", "-o", syscallProbe, join(ROOT, "test/support/syscall-probe.c")]);
+  project.provide("syscallProbe", syscallProbe);
 }
 
 declare module "vitest" {
   export interface ProvidedContext {
     noUserns: string;
+    seccompTable: string;
+    syscallProbe: string;
   }
 }
