@@ -1,0 +1,92 @@
+/* The write guard's parts (see guard.c for what it is and why). Only the
+ * guard's own files include this. */
+#ifndef VAK_GUARD_H
+#define VAK_GUARD_H
+
+#include <limits.h>
+#include <linux/seccomp.h>
+#include <sys/types.h>
+
+#include "launcher.h"
+
+#define MAX_RETRIES 8
+
+/* One notification being answered. */
+struct call {
+  const struct plan *plan;
+  int listener;
+  struct seccomp_notif *req;
+  pid_t tid;
+  pid_t tgid;
+  const char *op; /* the name a denial reports (from the dispatch table) */
+};
+
+/* A resolved path: the directory that holds the entry, the entry's name, and
+ * an O_PATH fd of the entry when it exists. "magic" means the entry was
+ * reached through a procfs magic link and has no parent we can name. */
+struct target {
+  int parent;
+  int obj;
+  int magic;
+  int trailing_slash;
+  char name[NAME_MAX + 2];
+};
+
+enum access {
+  ACCESS_CONTENT,  /* open for writing, truncate */
+  ACCESS_METADATA, /* chmod, chown, utimes, xattrs */
+  ACCESS_ENTRY,    /* create, remove, rename, link, bind */
+};
+
+#define RESULT(expr) ((expr) == 0 ? 0 : -errno)
+
+/* A handler's return when it has answered the caller itself (an fd installed,
+ * or the answer left to a child doing blocking work). */
+#define ANSWERED 1
+
+/* A handler: 0 or -errno for the caller, or ANSWERED. t and u are closed by
+ * the dispatcher afterwards. */
+typedef int (*guard_handler)(struct call *c, const __u64 *a, struct target *t, struct target *u);
+
+/* guard.c: answering and reporting */
+void respond(struct call *c, long long val, int err);
+void respond_fd(struct call *c, int fd, int flags);
+void log_denial(struct call *c, const char *path, const char *why);
+
+/* guard_caller.c: reading the caller */
+int read_mem(pid_t tid, __u64 addr, void *buf, size_t len);
+int read_str(pid_t tid, __u64 addr, char *buf, size_t cap);
+pid_t tgid_of(pid_t tid);
+mode_t umask_of(pid_t tid);
+int caller_fd(struct call *c, int fd);
+int still_valid(struct call *c);
+
+/* guard_path.c: resolving a path the way the kernel would */
+void target_init(struct target *t);
+void target_close(struct target *t);
+int fd_path(int fd, char *out, size_t cap);
+int resolve(struct call *c, long dirfd, const char *path, int follow_last, struct target *t);
+int target_path(const struct target *t, char *out, size_t cap);
+const char *self_fd(int fd);
+int obj_is_link(const struct target *t);
+
+/* guard_rules.c: what may be changed */
+/* op: the name the call reports (renames and symlinks may not place a tree under a protected name). */
+const char *check(const struct plan *p, const char *op, const char *path, enum access access, char *why, size_t cap);
+int allow(struct call *c, const struct target *t, enum access access);
+
+/* guard_open.c, guard_files.c and guard_sockets.c: which system call each handler answers,
+ * and the name its denials report. */
+struct guard_op {
+  int nr;
+  const char *op;
+  guard_handler fn;
+};
+extern const struct guard_op OPEN_OPS[];
+extern const unsigned NOPEN_OPS;
+extern const struct guard_op FILE_OPS[];
+extern const unsigned NFILE_OPS;
+extern const struct guard_op SOCKET_OPS[];
+extern const unsigned NSOCKET_OPS;
+
+#endif
