@@ -5,6 +5,7 @@
 
 #include <limits.h>
 #include <linux/seccomp.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "launcher.h"
@@ -74,6 +75,20 @@ int obj_is_link(const struct target *t);
 /* op: the name the call reports (renames and symlinks may not place a tree under a protected name). */
 const char *check(const struct plan *p, const char *op, const char *path, enum access access, char *why, size_t cap);
 int allow(struct call *c, const struct target *t, enum access access);
+
+/* Set-id bits and file capabilities are never planted: a set-id or
+ * capability-carrying file in the workspace would run with its owner's, its
+ * group's or its capabilities' rights when the host executes it later (root's
+ * when vak runs as root: the uid map is 0 to 0). Inside the sandbox they do
+ * nothing (nosuid mounts, no_new_privs). The bits a call would add, given the
+ * mode the object has now (0 for a new one). */
+#define SETID_BITS (S_ISUID | S_ISGID)
+mode_t setid_added(mode_t requested, mode_t current);
+/* Reports the refusal of t (why: one of the reasons below) and returns -EPERM. */
+int refuse_setid(struct call *c, const struct target *t, const char *why);
+#define WHY_SETID "set-id bits are refused: a setuid or setgid file runs with its owner's or group's rights when the host executes it"
+#define WHY_FCAPS "file capabilities (security.capability) are refused: the host would grant them to whoever runs the file"
+#define WHY_SETID_NAME "a new name for a set-id file is refused: the host would run it with its owner's or group's rights"
 
 /* guard_open.c, guard_files.c and guard_sockets.c: which system call each handler answers,
  * and the name its denials report. */

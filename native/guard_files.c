@@ -21,6 +21,7 @@
 #define SYS_fchmodat2 452
 #endif
 #define XATTR_VALUE_MAX 65536
+#define XATTR_NAME_CAPS "security.capability"
 
 enum entry_use {
   NEW_ENTRY,     /* mkdir, mknod, symlink, link: fails with EEXIST if present */
@@ -107,9 +108,22 @@ static int read_times(struct call *c, __u64 addr, int kind, struct timespec ts[2
   return 0;
 }
 
+/* A non-directory with a set-id bit (a directory's S_ISGID only steers the
+ * group of what is created in it). */
+static int is_setid_file(const struct target *t) {
+  struct stat st;
+  return fstat(t->obj, &st) == 0 && !S_ISDIR(st.st_mode) && (st.st_mode & SETID_BITS);
+}
+
 static int make_dir(struct call *c, long dirfd, __u64 path, mode_t mode, struct target *t) {
   int r = entry(c, dirfd, path, NEW_ENTRY, t);
   if (r) return r;
+  /* A directory made in a setgid directory inherits S_ISGID: the host's own
+   * policy for that tree (files never inherit it), so asking for it there adds
+   * nothing. */
+  struct stat parent;
+  if (fstat(t->parent, &parent) != 0) return -errno;
+  if (setid_added(mode, parent.st_mode & S_ISGID)) return refuse_setid(c, t, WHY_SETID);
   umask(umask_of(c->tid));
   return RESULT(mkdirat(t->parent, t->name, mode));
 }
@@ -125,6 +139,7 @@ static int h_mkdirat(struct call *c, const __u64 *a, struct target *t, struct ta
 static int make_node(struct call *c, long dirfd, __u64 path, mode_t mode, dev_t dev, struct target *t) {
   int r = entry(c, dirfd, path, NEW_ENTRY, t);
   if (r) return r;
+  if (setid_added(mode, 0)) return refuse_setid(c, t, WHY_SETID);
   umask(umask_of(c->tid));
   return RESULT(mknodat(t->parent, t->name, mode, dev));
 }
@@ -158,6 +173,7 @@ static int make_link(struct call *c, long olddir, __u64 oldpath, long newdir, __
   /* A second name for a protected file would be a way to write it. */
   int r = object(c, olddir, oldpath, flags & AT_SYMLINK_FOLLOW, flags & AT_EMPTY_PATH, ACCESS_CONTENT, t);
   if (r) return r;
+  if (is_setid_file(t)) return refuse_setid(c, t, WHY_SETID_NAME);
   if ((r = entry(c, newdir, newpath, NEW_ENTRY, u))) return r;
   if (obj_is_link(t) && t->parent >= 0) return RESULT(linkat(t->parent, t->name, u->parent, u->name, 0));
   return RESULT(linkat(AT_FDCWD, self_fd(t->obj), u->parent, u->name, AT_SYMLINK_FOLLOW));
@@ -175,6 +191,7 @@ static int move(struct call *c, long olddir, __u64 oldpath, long newdir, __u64 n
                 struct target *u) {
   int r = entry(c, olddir, oldpath, REMOVE_ENTRY, t);
   if (r) return r;
+  if (t->obj >= 0 && is_setid_file(t)) return refuse_setid(c, t, WHY_SETID_NAME);
   if ((r = entry(c, newdir, newpath, REPLACE_ENTRY, u))) return r;
   return RESULT(renameat2(t->parent, t->name, u->parent, u->name, flags));
 }
@@ -220,10 +237,19 @@ static int h_truncate(struct call *c, const __u64 *a, struct target *t, struct t
   return r;
 }
 
+/* Keeping a bit the object already has (GNU chmod passes a directory's S_ISGID
+ * back in) plants nothing; adding one does. */
+static int mode_allowed(struct call *c, const struct target *t, mode_t mode) {
+  struct stat st;
+  if (fstat(t->obj, &st) != 0) return -errno;
+  return setid_added(mode, st.st_mode) ? refuse_setid(c, t, WHY_SETID) : 0;
+}
+
 static int change_mode(struct call *c, long dirfd, __u64 path, mode_t mode, int flags, struct target *t) {
   int r = object(c, dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), flags & AT_EMPTY_PATH, ACCESS_METADATA, t);
   if (r) return r;
   if (obj_is_link(t)) return -EOPNOTSUPP;
+  if ((r = mode_allowed(c, t, mode))) return r;
   return RESULT(chmod(self_fd(t->obj), mode));
 }
 
@@ -242,6 +268,7 @@ static int h_fchmodat2(struct call *c, const __u64 *a, struct target *t, struct 
 static int h_fchmod(struct call *c, const __u64 *a, struct target *t, struct target *u) {
   int r = fd_object(c, (int)a[0], t);
   if (r) return r;
+  if ((r = mode_allowed(c, t, (mode_t)a[1]))) return r;
   return RESULT(fchmod(t->obj, (mode_t)a[1]));
 }
 
@@ -310,11 +337,14 @@ static int set_xattr(struct call *c, const __u64 *a, int by_fd, int follow, stru
   int r = read_str(c->tid, a[1], name, sizeof name);
   if (r) return r;
   if (size && read_mem(c->tid, a[2], value, size)) return -EFAULT;
+  int caps = !strcmp(name, XATTR_NAME_CAPS);
   if (by_fd) {
     if ((r = fd_object(c, (int)a[0], t))) return r;
+    if (caps) return refuse_setid(c, t, WHY_FCAPS);
     return RESULT(fsetxattr(t->obj, name, value, size, (int)a[4]));
   }
   if ((r = object(c, AT_FDCWD, a[0], follow, 0, ACCESS_METADATA, t))) return r;
+  if (caps) return refuse_setid(c, t, WHY_FCAPS);
   return obj_is_link(t) ? -EPERM : RESULT(setxattr(self_fd(t->obj), name, value, size, (int)a[4]));
 }
 

@@ -32,6 +32,7 @@ static int open_existing(struct call *c, struct target *t, int flags, mode_t mod
     if (!c->plan->use_ns && target_path(t, path, sizeof path) == 0 && (!strncmp(path, "/proc/", 6) || !strcmp(path, "/proc")))
       return -EACCES;
   }
+  if ((flags & O_TMPFILE) == O_TMPFILE && setid_added(mode, 0)) return refuse_setid(c, t, WHY_SETID);
   int reopen = flags & ~(O_CREAT | O_EXCL | O_NOFOLLOW);
   if (S_ISFIFO(st.st_mode) && !(flags & O_NONBLOCK) && (flags & O_ACCMODE) != O_RDWR) {
     /* Opening a FIFO blocks until the other end opens; do it in a child so
@@ -76,6 +77,7 @@ static int do_open(struct call *c, long dirfd, __u64 path_addr, int flags, mode_
     if (!(flags & O_CREAT)) { target_close(&t); return -ENOENT; }
     if (t.trailing_slash) { target_close(&t); return -EISDIR; }
     r = allow(c, &t, ACCESS_ENTRY);
+    if (!r && setid_added(mode, 0)) r = refuse_setid(c, &t, WHY_SETID);
     if (r) { target_close(&t); return r; }
     umask(umask_of(c->tid));
     /* O_EXCL: if something appeared under this name since we looked, walk again. */

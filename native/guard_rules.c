@@ -227,3 +227,12 @@ int allow(struct call *c, const struct target *t, enum access access) {
 }
 
 /* ---- answering ---- */
+
+mode_t setid_added(mode_t requested, mode_t current) { return requested & SETID_BITS & ~current; }
+
+int refuse_setid(struct call *c, const struct target *t, const char *why) {
+  char path[PATH_MAX];
+  if (target_path(t, path, sizeof path) != 0 || !path[0]) snprintf(path, sizeof path, "(an object outside the sandbox's view)");
+  log_denial(c, path, why);
+  return -EPERM;
+}
