@@ -93,6 +93,7 @@ void parse_args(struct plan *p, int argc, char **argv) {
     else if (!strcmp(a, "--max-nofile")) { NEED(1); p->max_nofile = number(a, argv[++i]); }
     else if (!strcmp(a, "--cpu-seconds")) { NEED(1); p->cpu_seconds = number(a, argv[++i]); }
     else if (!strcmp(a, "--timeout-ms")) { NEED(1); p->timeout_ms = number(a, argv[++i]); }
+    else if (!strcmp(a, "--max-output")) { NEED(1); p->max_output = number(a, argv[++i]); }
     else if (!strcmp(a, "--report-fd")) { NEED(1); p->report_fd = (int)number(a, argv[++i]); report_init(p->report_fd); }
     else die_step("args", "unknown option '%s'", a);
   }

@@ -63,6 +63,7 @@ struct plan {
   long long max_nofile;  /* 0: inherit */
   long long cpu_seconds; /* 0: none */
   long long timeout_ms;  /* 0: none */
+  long long max_output;  /* bytes of output through the monitor, 0: no limit */
   int report_fd;         /* JSON lines for the host; -1: none */
   uid_t uid;
   gid_t gid;
@@ -78,6 +79,9 @@ __attribute__((noreturn, format(printf, 2, 3)))
 void die_step(const char *step, const char *fmt, ...);
 __attribute__((format(printf, 2, 3)))
 void warn_step(const char *step, const char *fmt, ...);
+
+/* report.c: called by die_step() before it exits (the monitor restores the terminal). */
+void report_on_die(void (*fn)(void));
 
 /* args.c */
 void parse_args(struct plan *p, int argc, char **argv);
@@ -122,6 +126,41 @@ void limits_apply_pidns(const struct plan *p, const char *proc_dir);
 void limits_report_and_cleanup(void);
 void apply_rlimits(const struct plan *p);
 int kernel_at_least(int major, int minor);
+
+/* terminal.c: the command's standard streams (see there) */
+struct sink {
+  int fd;
+  int sock;   /* written with MSG_DONTWAIT */
+  int broken; /* its reader went away: what is left is dropped */
+};
+struct channel {
+  int from;
+  struct sink to;
+  int counted; /* output, against --max-output */
+  int open;
+  size_t len, off;
+  char buf[16384];
+};
+#define MAX_CHANNELS 4
+struct streams {
+  int master, slave;  /* the pty, or -1 */
+  int ctty;           /* the slave becomes the payload's controlling terminal */
+  int use_slave[3];   /* which of the payload's fds 0-2 it replaces */
+  int pipe_w[3];      /* counted pipes in place of fds 1-2, or -1 */
+  int ro_stdin;       /* a read-only descriptor of the terminal as stdin, or -1 */
+  int winch_from;     /* the real terminal whose size the pty follows */
+  struct channel ch[MAX_CHANNELS];
+  int nch;
+  long long budget, used;
+  int exceeded;
+};
+void streams_setup(struct streams *s, const struct plan *p); /* the monitor, before the clone */
+void streams_child(const struct streams *s);                 /* the payload */
+void streams_parent(struct streams *s);                      /* the monitor, after the clone */
+void streams_winch(struct streams *s);
+int streams_step(struct streams *s, int sfd, int draining);  /* 1 when sfd is readable */
+int streams_done(const struct streams *s);
+void term_restore(void);
 
 /* caps.c */
 void drop_privileges(void);

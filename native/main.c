@@ -129,9 +129,11 @@ static int start_guard(const struct plan *p) {
   return sv[0];
 }
 
-__attribute__((noreturn)) static void payload_main(const struct plan *p) {
+__attribute__((noreturn)) static void payload_main(const struct plan *p, const struct streams *st) {
   reset_signals();
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) die_step("payload", "PR_SET_PDEATHSIG: %s", strerror(errno));
+  /* A session of its own: never the user's terminal (terminal.c). */
+  streams_child(st);
   if (chdir(p->cwd) != 0) die_step("cwd", "%s: %s", p->cwd, strerror(errno));
   drop_privileges();
   /* Two Landlock layers: the guard lives in the outer one, the command in both.
@@ -173,7 +175,7 @@ __attribute__((noreturn)) static void payload_main(const struct plan *p) {
 
 static void forward_to_all(int sig) { kill(-1, sig); }
 
-static int init_main(const struct plan *p, int sync_rd) {
+static int init_main(const struct plan *p, int sync_rd, const struct streams *st) {
   /* Die with the monitor; if it is already gone, the read below sees EOF. */
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) _exit(EXIT_SETUP);
   unsigned char flags;
@@ -197,7 +199,7 @@ static int init_main(const struct plan *p, int sync_rd) {
   if (pipe2(guard_pid_pipe, O_CLOEXEC | O_NONBLOCK) != 0) die_step("init", "pipe: %s", strerror(errno));
   pid_t payload = fork();
   if (payload < 0) die_step("init", "fork: %s", strerror(errno));
-  if (payload == 0) payload_main(p);
+  if (payload == 0) payload_main(p, st);
   close(guard_pid_pipe[1]);
 
   struct sigaction sa = {.sa_handler = forward_to_all};
@@ -235,9 +237,10 @@ static int signal_fd(void) {
   sigaddset(&set, SIGCHLD);
   sigaddset(&set, SIGALRM);
   sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGWINCH);
   for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) sigaddset(&set, forwarded[i]);
   if (sigprocmask(SIG_BLOCK, &set, NULL) != 0) die_step("monitor", "sigprocmask: %s", strerror(errno));
-  int fd = signalfd(-1, &set, SFD_CLOEXEC);
+  int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
   if (fd < 0) die_step("monitor", "signalfd: %s", strerror(errno));
   return fd;
 }
@@ -278,38 +281,74 @@ static void kill_descendants(void) {
   }
 }
 
-static int monitor(const struct plan *p, pid_t child, int sfd) {
-  int timed_out = 0, code = -1;
+static int is_stop_signal(int sig) {
+  if (sig == SIGUSR1 || sig == SIGALRM) return 1;
+  for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
+    if (sig == forwarded[i]) return 1;
+  return 0;
+}
+
+/* Forwards a signal: to init, which sends it to every process in the
+ * namespace; in reduced mode to the command's whole process group (it leads a
+ * session of its own), or to the command itself before it has one. */
+static void forward(const struct plan *p, pid_t child, int sig) {
+  if (p->use_ns || kill(-child, sig) != 0) kill(child, sig);
+}
+
+static int monitor(const struct plan *p, pid_t child, int sfd, struct streams *st) {
+  int timed_out = 0, code = -1, stopped = 0;
   start_timer(p);
   while (code < 0) {
-    struct signalfd_siginfo si;
-    ssize_t n = read(sfd, &si, sizeof si);
-    if (n != sizeof si) {
-      if (n < 0 && errno == EINTR) continue;
-      die_step("monitor", "signalfd read: %s", strerror(errno));
-    }
-    int sig = (int)si.ssi_signo;
-    if (sig == SIGALRM) {
-      timed_out = 1;
-      kill(child, SIGKILL);
-    } else if (sig == SIGUSR1) {
-      /* Cancel: everything, now (the broker's "kill the group and every descendant"). */
+    streams_step(st, sfd, 0); /* with no stream to move, this waits for a signal */
+    if (st->exceeded && !stopped) {
+      /* Past --max-output: everything, now. */
+      stopped = 1;
       kill(child, SIGKILL);
       if (!p->use_ns) kill_descendants();
-    } else if (sig != SIGCHLD) {
-      kill(child, sig);
+      char line[96];
+      snprintf(line, sizeof line, "{\"event\":\"output-exceeded\",\"limit\":%lld}", st->budget);
+      report_line(line);
     }
-    int st;
+    struct signalfd_siginfo si;
+    ssize_t n;
+    while ((n = read(sfd, &si, sizeof si)) == (ssize_t)sizeof si) {
+      int sig = (int)si.ssi_signo;
+      if (sig == SIGALRM) {
+        timed_out = 1;
+        kill(child, SIGKILL);
+      } else if (sig == SIGUSR1) {
+        /* Cancel: everything, now (the broker's "kill the group and every descendant"). */
+        kill(child, SIGKILL);
+        if (!p->use_ns) kill_descendants();
+      } else if (sig == SIGWINCH) {
+        streams_winch(st);
+      } else if (sig != SIGCHLD) {
+        forward(p, child, sig);
+      }
+    }
+    if (n < 0 && errno != EAGAIN && errno != EINTR) die_step("monitor", "signalfd read: %s", strerror(errno));
+    int status;
     pid_t w;
-    while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
-      if (w == child) code = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
-      else if (!p->use_ns && code < 0 && guard_died(w, st)) {
+    while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
+      if (w == child) code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+      else if (!p->use_ns && code < 0 && guard_died(w, status)) {
         kill(child, SIGKILL);
         code = EXIT_SETUP;
       }
     }
   }
   if (!p->use_ns) kill_descendants();
+  /* What the command wrote before it ended still reaches its reader, unless
+   * vak is told to stop (or the timeout comes) meanwhile. */
+  for (int stop = 0; !stop && !streams_done(st);) {
+    if (!streams_step(st, sfd, 1)) continue;
+    struct signalfd_siginfo si;
+    while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+      if (is_stop_signal((int)si.ssi_signo)) stop = 1;
+      else if ((int)si.ssi_signo == SIGCHLD) while (waitpid(-1, NULL, WNOHANG) > 0) {}
+    }
+  }
+  term_restore();
   limits_report_and_cleanup();
   if (timed_out) {
     char line[96];
@@ -328,6 +367,8 @@ static void write_map(pid_t pid, const char *file, const char *data) {
 
 static int run(const struct plan *p) {
   int sfd = signal_fd();
+  static struct streams st;
+  streams_setup(&st, p);
   int sync[2];
   if (pipe2(sync, O_CLOEXEC) != 0) die_step("monitor", "pipe: %s", strerror(errno));
   if (!p->use_ns && pipe2(guard_pid_pipe, O_CLOEXEC | O_NONBLOCK) != 0) die_step("monitor", "pipe: %s", strerror(errno));
@@ -343,13 +384,14 @@ static int run(const struct plan *p) {
   if (child == 0) {
     close(sync[1]);
     close(sfd);
-    if (p->use_ns) _exit(init_main(p, sync[0]));
+    if (p->use_ns) _exit(init_main(p, sync[0], &st));
     unsigned char fl;
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || read(sync[0], &fl, 1) != 1) _exit(EXIT_SETUP);
     close(sync[0]);
     limits_use(fl);
-    payload_main(p);
+    payload_main(p, &st);
   }
+  streams_parent(&st);
   close(sync[0]);
   if (!p->use_ns) close(guard_pid_pipe[1]);
   if (p->use_ns) {
@@ -363,7 +405,7 @@ static int run(const struct plan *p) {
   unsigned char cg = (unsigned char)limits_setup(p, child);
   if (write(sync[1], &cg, 1) != 1) die_step("monitor", "start the sandbox: %s", strerror(errno));
   close(sync[1]);
-  return monitor(p, child, sfd);
+  return monitor(p, child, sfd, &st);
 }
 
 int main(int argc, char **argv) {

@@ -11,6 +11,9 @@
 #include "launcher.h"
 
 static int rfd = -1;
+static void (*on_die)(void);
+
+void report_on_die(void (*fn)(void)) { on_die = fn; }
 
 void report_init(int fd) { rfd = fd; }
 int report_fd(void) { return rfd; }
@@ -52,6 +55,7 @@ void die_step(const char *step, const char *fmt, ...) {
   va_start(ap, fmt);
   emit("setup-error", step, fmt, ap);
   va_end(ap);
+  if (on_die) on_die();
   _exit(EXIT_SETUP);
 }
 

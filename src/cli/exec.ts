@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { fstatSync, mkdtempSync, rmSync, mkdirSync } from "node:fs";
+import { mkdtempSync, rmSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { VakError } from "../policy/errors.js";
@@ -150,8 +150,9 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secret
 
 async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressSeen, gate: { link: GateLink; close(): Promise<void> } | undefined, record: ExecRecord): Promise<number> {
   const started = process.hrtime.bigint();
-  const limitOutput = plan.limits.maxOutputBytes;
-  const sb = launch(plan, ["inherit", limitOutput ? "pipe" : "inherit", limitOutput ? "pipe" : "inherit"], gate?.link);
+  // stdio is vak's own: the launcher keeps the terminal out of the sandbox (a pty of its own in
+  // between) and counts every byte of output against --max-output (native/terminal.c).
+  const sb = launch(plan, ["inherit", "inherit", "inherit"], gate?.link, { maxOutput: plan.limits.maxOutputBytes });
   record.onFailure = () => sb.kill("SIGKILL");
 
   let stopping = false;
@@ -164,33 +165,6 @@ async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressSe
   };
   for (const s of STOP_SIGNALS) process.on(s, onSignal);
 
-  let outputExceeded = false;
-  // What the command last wrote where vak's own lines go (stderr, and stdout too when both are one file).
-  const relayed = limitOutput ? { wrote: false, lastByte: undefined as number | undefined } : undefined;
-  const sameFile = relayed ? sameOpenFile(1, 2) : false;
-  if (limitOutput) {
-    let total = 0;
-    const relay = (from: NodeJS.ReadableStream | null, to: NodeJS.WriteStream) =>
-      from?.on("data", (chunk: Buffer) => {
-        if (outputExceeded) return;
-        total += chunk.length;
-        const part = total > limitOutput ? chunk.subarray(0, Math.max(0, chunk.length - (total - limitOutput))) : chunk;
-        if (relayed && part.length > 0 && (to === process.stderr || sameFile)) {
-          relayed.wrote = true;
-          relayed.lastByte = part[part.length - 1];
-        }
-        if (total > limitOutput) {
-          to.write(part);
-          outputExceeded = true;
-          sb.kill("SIGKILL");
-          return;
-        }
-        to.write(chunk);
-      });
-    relay(sb.stdout, process.stdout);
-    relay(sb.stderr, process.stderr);
-  }
-
   let result: LaunchResult;
   try {
     result = await sb.result;
@@ -200,7 +174,9 @@ async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressSe
   }
   // The sandbox is gone: closing the gate records how its last requests ended, and the refusal counts, before the record closes.
   await gate?.close();
-  const own = new OwnLines(relayed);
+  const outputExceeded = result.outputExceeded;
+  // The launcher wrote the command's output itself: vak knows its last byte only where a file can tell.
+  const own = new OwnLines(undefined);
   let code = explain(plan, result, outputExceeded, egress, own);
   if (record.failed) {
     own.line(`vak: ${record.failed.message}; the sandbox was stopped`);
@@ -278,15 +254,4 @@ function hint(plan: LaunchPlan, reason: string, path: string): string {
   if (reason.includes("read-only") && plan.mode === "read-only") return " (use --mode workspace-write to allow writes)";
   if (reason.includes("read-only")) return ` (grant it with --allow-write ${path})`;
   return "";
-}
-
-/** Do two fds name one open file (2>&1)? Then the command's stdout ends the line vak writes to stderr as well. */
-function sameOpenFile(a: number, b: number): boolean {
-  try {
-    const x = fstatSync(a);
-    const y = fstatSync(b);
-    return x.dev === y.dev && x.ino === y.ino;
-  } catch {
-    return false;
-  }
 }

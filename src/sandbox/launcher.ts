@@ -17,8 +17,17 @@ export function launcherPath(): string {
   return p;
 }
 
+/** How the launcher handles the command's output. */
+export interface OutputOptions {
+  /**
+   * Bytes of output the command may write (stdout, stderr, and its terminal), counted by the launcher's
+   * monitor, which stops the sandbox past them; for callers that give the launcher their own stdio.
+   */
+  maxOutput?: number | undefined;
+}
+
 /** The launch plan as the launcher's argv. The launcher refuses anything it does not know. */
-export function launcherArgs(plan: LaunchPlan, reportFd: number, gate?: GateLink): string[] {
+export function launcherArgs(plan: LaunchPlan, reportFd: number, gate?: GateLink, output: OutputOptions = {}): string[] {
   const a = ["--report-fd", String(reportFd)];
   if (plan.network.kind === "gate") {
     if (!gate) throw new VakError("internal", "a plan with a network grant needs a running egress gate");
@@ -45,6 +54,7 @@ export function launcherArgs(plan: LaunchPlan, reportFd: number, gate?: GateLink
   if (l.maxOpenFiles) a.push("--max-nofile", String(l.maxOpenFiles));
   if (l.maxCpuSeconds) a.push("--cpu-seconds", String(l.maxCpuSeconds));
   if (l.timeoutMs) a.push("--timeout-ms", String(l.timeoutMs));
+  if (output.maxOutput) a.push("--max-output", String(output.maxOutput));
   a.push("--", ...plan.command);
   return a;
 }
@@ -64,6 +74,8 @@ export interface LaunchResult {
   guardDied: boolean;
   execError?: { errno: number; message: string } | undefined;
   timedOut: boolean;
+  /** The command wrote more than OutputOptions.maxOutput; the launcher stopped the sandbox. */
+  outputExceeded: boolean;
   denied: Extract<Report, { event: "denied" }>[];
   limits?: Extract<Report, { event: "limits" }> | undefined;
   /** Lines the launcher wrote that did not parse: a bug or a tampered report, never ignored. */
@@ -140,7 +152,7 @@ export function launch(
   plan: LaunchPlan,
   stdio: ["inherit" | "pipe" | "ignore", "inherit" | "pipe" | "ignore", "inherit" | "pipe" | "ignore"],
   gate?: GateLink,
-  opts: { detached?: boolean } = {},
+  opts: { detached?: boolean } & OutputOptions = {},
 ): RunningSandbox {
   if (plan.sandbox === "none") throw new VakError("internal", "launch() is for sandboxed plans");
   const fd = reportFile();
@@ -149,7 +161,7 @@ export function launch(
   let child;
   try {
     const fds = tokenFd === undefined ? [fd] : [fd, tokenFd];
-    child = spawn(launcherPath(), launcherArgs(plan, 3, gate), { stdio: [...stdio, ...fds] as StdioOptions, env: plan.env, cwd: "/", detached: opts.detached ?? false });
+    child = spawn(launcherPath(), launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput }), { stdio: [...stdio, ...fds] as StdioOptions, env: plan.env, cwd: "/", detached: opts.detached ?? false });
   } catch (e) {
     closeSync(fd);
     throw e;
@@ -174,6 +186,7 @@ export function launch(
         setupError: setup?.event === "setup-error" ? { step: setup.step, message: setup.message } : undefined,
         execError: exec?.event === "exec-error" ? { errno: exec.errno, message: exec.message } : undefined,
         timedOut: reports.some((r) => r.event === "timeout"),
+        outputExceeded: reports.some((r) => r.event === "output-exceeded"),
         guardDied: reports.some((r) => r.event === "guard-died"),
         denied: reports.filter((r): r is Extract<Report, { event: "denied" }> => r.event === "denied"),
         limits: reports.find((r): r is Extract<Report, { event: "limits" }> => r.event === "limits"),

@@ -13,6 +13,7 @@ export type Report =
   | { event: "signaled"; signal: number }
   | { event: "guard-died"; signal?: number; status?: number }
   | { event: "timeout"; ms: number }
+  | { event: "output-exceeded"; limit: number }
   | { event: "limits"; procs: ProcsMechanism; memory_cgroup: boolean; procs_hit: number; oom_kills: number };
 
 /** How the process count is held: a pid namespace's own pid_max, a pids cgroup, or RLIMIT_NPROC. */
@@ -27,6 +28,7 @@ const SHAPES: Record<Report["event"], Record<string, FieldType>> = {
   signaled: { signal: "number" },
   "guard-died": {},
   timeout: { ms: "number" },
+  "output-exceeded": { limit: "number" },
   limits: { procs: "string", memory_cgroup: "boolean", procs_hit: "number", oom_kills: "number" },
 };
 const OPTIONAL: Partial<Record<Report["event"], Record<string, FieldType>>> = {

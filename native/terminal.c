@@ -1,0 +1,239 @@
+/* The command's standard streams: it never holds the user's terminal.
+ *
+ * The payload always starts a new session, so it has no controlling terminal
+ * of its own: /dev/tty does not open, and the terminal's signals and job
+ * control do not reach it directly. Where vak's stdin, stdout or stderr is a
+ * terminal, the monitor puts a pseudo-terminal of its own in between:
+ *   - interactive (stdin and stdout are the terminal, vak in the foreground):
+ *     the pty's slave is the command's controlling terminal and replaces
+ *     every terminal among its fds 0-2; the real terminal goes raw and the
+ *     monitor relays keystrokes in and output out, and forwards window size
+ *     changes, so that job control, Ctrl-C, colours and full-screen programs
+ *     work as they would directly;
+ *   - otherwise every terminal among fds 1-2 is replaced by the slave (output
+ *     only, nothing typed reaches it), and a terminal stdin in a pipeline
+ *     (`vak exec -- cmd | less`) becomes a read-only descriptor of it: the
+ *     command reads what it is given but cannot write to the terminal.
+ * Everything that reaches the terminal goes through the monitor, and with
+ * --max-output every byte of output (through the pty, and through pipes the
+ * monitor puts in place of the other fds 1-2) counts against the limit; past
+ * it the sandbox is stopped. The real terminal's modes are restored on every
+ * way out of the monitor (and vak, a Node program, restores them again when
+ * it exits, should the monitor be killed outright). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "launcher.h"
+
+/* The monitor's terminal state, for term_restore() from any exit path. */
+static struct {
+  pid_t owner;
+  int fd;
+  int raw;
+  int saved_ok;
+  struct termios saved;
+} term = {.owner = -1, .fd = -1};
+
+void term_restore(void) {
+  if (term.owner != getpid() || !term.saved_ok) return;
+  struct termios now;
+  if (term.raw) tcflush(term.fd, TCIFLUSH); /* answers to the command's terminal queries are not the shell's input */
+  if (tcgetattr(term.fd, &now) != 0 || memcmp(&now, &term.saved, sizeof now)) tcsetattr(term.fd, TCSANOW, &term.saved);
+  term.saved_ok = 0;
+}
+
+/* A descriptor of our own for a sink we must never block on: a tty or FIFO is
+ * reopened non-blocking (the inherited one is shared with vak's caller, whose
+ * flags we must not change); a socket is written with MSG_DONTWAIT. */
+static void open_sink(struct sink *s, int fd) {
+  struct stat st;
+  s->fd = fd;
+  s->sock = 0;
+  s->broken = 0;
+  if (fstat(fd, &st) != 0) return;
+  if (S_ISSOCK(st.st_mode)) {
+    s->sock = 1;
+  } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+    char p[64];
+    snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+    int own = open(p, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (own >= 0) s->fd = own;
+  }
+}
+
+static ssize_t sink_write(struct sink *s, const char *buf, size_t n) {
+  return s->sock ? send(s->fd, buf, n, MSG_DONTWAIT | MSG_NOSIGNAL) : write(s->fd, buf, n);
+}
+
+static void channel(struct channel *c, int from, struct sink to, int counted) {
+  c->from = from;
+  c->to = to;
+  c->counted = counted;
+  c->len = c->off = 0;
+  c->open = 1;
+}
+
+void streams_setup(struct streams *s, const struct plan *p) {
+  memset(s, 0, sizeof *s);
+  s->master = s->slave = s->ro_stdin = -1;
+  for (int k = 0; k < 3; k++) s->pipe_w[k] = -1;
+  s->budget = p->max_output;
+  report_on_die(term_restore);
+  int tty[3], any = 0, first = -1;
+  for (int k = 0; k < 3; k++) {
+    tty[k] = isatty(k);
+    any |= tty[k];
+  }
+  for (int k = 1; k <= 3 && first < 0; k++)
+    if (tty[k % 3]) first = k % 3; /* fd 1, then 2, then 0 */
+  if (any) {
+    s->master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (s->master < 0 || grantpt(s->master) != 0 || unlockpt(s->master) != 0)
+      die_step("terminal", "allocate a pseudo-terminal: %s", strerror(errno));
+    char name[64];
+    if (ptsname_r(s->master, name, sizeof name) != 0) die_step("terminal", "ptsname: %s", strerror(errno));
+    s->slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (s->slave < 0) die_step("terminal", "open %s: %s", name, strerror(errno));
+    struct termios t;
+    struct winsize ws;
+    int interactive = tty[0] && tty[1] && tcgetpgrp(0) == getpgrp();
+    if (tcgetattr(first, &t) == 0) {
+      term.owner = getpid(), term.fd = first, term.saved = t, term.saved_ok = 1;
+      struct termios slave_modes = t;
+      /* Output only: the real terminal keeps its own newline translation. */
+      if (!interactive) slave_modes.c_oflag &= ~(tcflag_t)ONLCR;
+      tcsetattr(s->slave, TCSANOW, &slave_modes);
+    }
+    if (ioctl(first, TIOCGWINSZ, &ws) == 0) ioctl(s->master, TIOCSWINSZ, &ws);
+    s->winch_from = first;
+    for (int k = interactive ? 0 : 1; k < 3; k++) s->use_slave[k] = tty[k];
+    s->ctty = interactive;
+    if (tty[0] && !interactive && !tty[1] && tcgetpgrp(0) == getpgrp()) {
+      /* A pipeline: the command reads the terminal as its input, read-only. */
+      char path[64];
+      snprintf(path, sizeof path, "/proc/self/fd/0");
+      s->ro_stdin = open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+    }
+    if (tty[0] && !interactive && s->ro_stdin < 0) s->use_slave[0] = 1; /* in the background: nothing typed reaches it */
+    struct sink out;
+    open_sink(&out, first);
+    channel(&s->ch[s->nch++], s->master, out, 1);
+    if (interactive) {
+      struct termios raw = t;
+      cfmakeraw(&raw);
+      if (tcsetattr(0, TCSANOW, &raw) == 0) term.raw = 1;
+      struct sink m = {.fd = s->master};
+      channel(&s->ch[s->nch++], 0, m, 0);
+      fcntl(s->master, F_SETFL, fcntl(s->master, F_GETFL) | O_NONBLOCK);
+    }
+  }
+  if (s->budget) {
+    for (int k = 1; k < 3; k++) {
+      if (tty[k]) continue;
+      int pp[2];
+      if (pipe2(pp, O_CLOEXEC) != 0) die_step("output", "pipe: %s", strerror(errno));
+      s->pipe_w[k] = pp[1];
+      struct sink to;
+      open_sink(&to, k);
+      channel(&s->ch[s->nch++], pp[0], to, 1);
+    }
+  }
+}
+
+void streams_child(const struct streams *s) {
+  if (setsid() < 0) die_step("terminal", "setsid: %s", strerror(errno));
+  if (s->ctty && ioctl(s->slave, TIOCSCTTY, 0) != 0) die_step("terminal", "TIOCSCTTY: %s", strerror(errno));
+  for (int k = 0; k < 3; k++) {
+    int from = s->use_slave[k] ? s->slave : s->pipe_w[k] >= 0 ? s->pipe_w[k] : (k == 0 ? s->ro_stdin : -1);
+    if (from >= 0 && dup2(from, k) != k) die_step("terminal", "dup2: %s", strerror(errno));
+  }
+}
+
+void streams_parent(struct streams *s) {
+  if (s->slave >= 0) close(s->slave);
+  if (s->ro_stdin >= 0) close(s->ro_stdin);
+  for (int k = 0; k < 3; k++)
+    if (s->pipe_w[k] >= 0) close(s->pipe_w[k]);
+  s->slave = s->ro_stdin = -1;
+  /* A sink that went away must not kill the monitor. */
+  signal(SIGPIPE, SIG_IGN);
+  /* Never stopped for touching the terminal from the background: the timer must keep running. */
+  signal(SIGTTIN, SIG_IGN);
+  signal(SIGTTOU, SIG_IGN);
+}
+
+void streams_winch(struct streams *s) {
+  struct winsize ws;
+  if (s->master >= 0 && ioctl(s->winch_from, TIOCGWINSZ, &ws) == 0) ioctl(s->master, TIOCSWINSZ, &ws);
+}
+
+/* Moves what is ready. Returns 1 when sfd is readable. */
+int streams_step(struct streams *s, int sfd, int draining) {
+  struct pollfd pf[1 + MAX_CHANNELS];
+  int idx[1 + MAX_CHANNELS];
+  int n = 0;
+  pf[n] = (struct pollfd){.fd = sfd, .events = POLLIN};
+  idx[n++] = -1;
+  for (int i = 0; i < s->nch; i++) {
+    struct channel *c = &s->ch[i];
+    if (c->len > c->off && !c->to.broken) pf[n] = (struct pollfd){.fd = c->to.fd, .events = POLLOUT};
+    else if (c->open && !(draining && !c->counted)) pf[n] = (struct pollfd){.fd = c->from, .events = POLLIN};
+    else continue;
+    idx[n++] = i;
+  }
+  if (poll(pf, (nfds_t)n, -1) < 0) {
+    if (errno == EINTR) return 0;
+    die_step("monitor", "poll: %s", strerror(errno));
+  }
+  for (int j = 1; j < n; j++) {
+    struct channel *c = &s->ch[idx[j]];
+    if (!pf[j].revents) continue;
+    if (c->len > c->off && !c->to.broken) {
+      ssize_t w = sink_write(&c->to, c->buf + c->off, c->len - c->off);
+      if (w > 0) c->off += (size_t)w;
+      else if (w < 0 && errno != EAGAIN && errno != EINTR) c->to.broken = 1; /* the reader is gone: drop the rest */
+      if (c->off >= c->len) c->len = c->off = 0;
+      continue;
+    }
+    ssize_t r = read(c->from, c->buf, sizeof c->buf);
+    if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (r <= 0) { /* EOF, or EIO once every slave descriptor is closed */
+      c->open = 0;
+      continue;
+    }
+    if (c->counted && s->budget) {
+      if (s->exceeded) continue; /* the sandbox is being stopped: nothing more goes out */
+      long long left = s->budget - s->used;
+      if (r > left) {
+        r = (ssize_t)left;
+        s->exceeded = 1;
+      }
+      s->used += r;
+    }
+    if (c->to.broken) continue;
+    c->len = (size_t)r;
+    c->off = 0;
+  }
+  return pf[0].revents != 0;
+}
+
+int streams_done(const struct streams *s) {
+  for (int i = 0; i < s->nch; i++) {
+    const struct channel *c = &s->ch[i];
+    if (!c->counted) continue; /* keystrokes are not waited for */
+    if (c->open || (c->len > c->off && !c->to.broken)) return 0;
+  }
+  return 1;
+}
