@@ -211,10 +211,16 @@ static int init_main(const struct plan *p, int sync_rd, const struct streams *st
 
   for (;;) {
     int st;
-    pid_t w = waitpid(-1, &st, __WALL);
+    pid_t w = waitpid(-1, &st, __WALL | WUNTRACED);
     if (w < 0) {
       if (errno == EINTR) continue;
       die_step("init", "waitpid: %s", strerror(errno));
+    }
+    if (WIFSTOPPED(st)) {
+      /* Ctrl-Z on a command that is not a shell: no one is there to resume
+       * it (or its process group, which the terminal stopped with it). */
+      if (w == payload && kill(-w, SIGCONT) != 0) kill(w, SIGCONT);
+      continue;
     }
     if (guard_died(w, st)) return EXIT_SETUP; /* returning kills every other process in the namespace */
     if (w != payload) continue;
@@ -329,7 +335,11 @@ static int monitor(const struct plan *p, pid_t child, int sfd, struct streams *s
     if (n < 0 && errno != EAGAIN && errno != EINTR) die_step("monitor", "signalfd read: %s", strerror(errno));
     int status;
     pid_t w;
-    while ((w = waitpid(-1, &status, WNOHANG)) > 0) {
+    while ((w = waitpid(-1, &status, WNOHANG | WUNTRACED)) > 0) {
+      if (WIFSTOPPED(status)) {
+        if (w == child && !p->use_ns && kill(-w, SIGCONT) != 0) kill(w, SIGCONT); /* as init does (reduced mode has none) */
+        continue;
+      }
       if (w == child) code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
       else if (!p->use_ns && code < 0 && guard_died(w, status)) {
         kill(child, SIGKILL);

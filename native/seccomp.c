@@ -166,7 +166,13 @@ static const struct sc_rule RULES[] = {
     REDUCED_IPC(msgsnd), REDUCED_IPC(msgrcv), REDUCED_IPC(msgctl), REDUCED_IPC(semget), REDUCED_IPC(semop),
     REDUCED_IPC(semctl), REDUCED_IPC(semtimedop), REDUCED_IPC(mq_open), REDUCED_IPC(mq_unlink),
     REDUCED_IPC(mq_timedsend), REDUCED_IPC(mq_timedreceive), REDUCED_IPC(mq_notify), REDUCED_IPC(mq_getsetattr),
-    SELF_ONLY(prlimit64, 0), SELF_ONLY(setpriority, 1), SELF_ONLY(ioprio_set, 1), SELF_ONLY(sched_setaffinity, 0),
+    SELF_ONLY(prlimit64, 0), SELF_ONLY(sched_setaffinity, 0),
+    /* Who 0 is the caller, or its process group (its own: the command leads a
+     * session of its own), never "every process of this user". */
+    CHECKED(setpriority, W_REDUCED, ERR(EPERM), "reduced mode: another process's priority",
+            CLAUSE(W_ALL, ALLOW, EQ(0, 0 /* PRIO_PROCESS */), EQ(1, 0)), CLAUSE(W_ALL, ALLOW, EQ(0, 1 /* PRIO_PGRP */), EQ(1, 0))),
+    CHECKED(ioprio_set, W_REDUCED, ERR(EPERM), "reduced mode: another process's I/O priority",
+            CLAUSE(W_ALL, ALLOW, EQ(0, 1 /* IOPRIO_WHO_PROCESS */), EQ(1, 0)), CLAUSE(W_ALL, ALLOW, EQ(0, 2 /* IOPRIO_WHO_PGRP */), EQ(1, 0))),
     SELF_ONLY(sched_setscheduler, 0), SELF_ONLY(sched_setparam, 0), SELF_ONLY(sched_setattr, 0),
 
     /* Path-taking writes the guard performs on the caller's behalf; a socket

@@ -84,7 +84,7 @@ def check(name, rc):
 check('shmget', libc.shmget(0, 4096, 0o1600))
 check('msgget', libc.msgget(0, 0o1600))
 check('prlimit-host', libc.prlimit(${process.pid}, 0, None, None))
-check('setpriority-user', libc.setpriority(1, os.getuid(), 10))
+check('setpriority-user', libc.setpriority(2, os.getuid(), 10))
 try:
     fd = os.open('/proc', os.O_RDONLY | os.O_CREAT | os.O_DIRECTORY); print('proc DONE', len(os.listdir(fd)))
 except OSError as e: print('proc refused')

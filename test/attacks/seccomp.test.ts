@@ -174,6 +174,9 @@ describe("the seccomp table against the kernel", () => {
       pin("shmget", 29, [0, 4096, 0o1600], `errno:${EPERM}`), pin("msgget", 68, [0, 0o1600], `errno:${EPERM}`),
       pin("semget", 64, [0, 1, 0o1600], `errno:${EPERM}`), pin("mq_open", 240, [], `errno:${EPERM}`),
       pin("prlimit64 of pid 1", 302, [1, 7], `errno:${EPERM}`), pin("setpriority of another user", 141, [2, 1, 10], `errno:${EPERM}`),
+      pin("setpriority of every process of one's own user", 141, [2, 0, 10], `errno:${EPERM}`),
+      pin("setpriority of the sandbox's own process group", 141, [1, 0, 10], "allow"),
+      pin("ioprio_set of one's own user", 251, [3, 0, 0], `errno:${EPERM}`),
       pin("sched_setscheduler of pid 1", 144, [1, 0, 0], `errno:${EPERM}`),
     ];
     expect(mismatches(probes, await runProbes(s, probes, ["--sandbox", "reduced"], [inject("noUserns")]))).toEqual([]);

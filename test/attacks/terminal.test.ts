@@ -66,6 +66,13 @@ describe("the terminal", () => {
     expect(r.termiosAfter).toEqual(r.termiosBefore);
   });
 
+  it("Ctrl-Z on a command that is not a shell does not leave it stopped for ever", async () => {
+    const r = await drive(s.ws, sh("echo ready; sleep 1; echo after"), [{ wait: "ready" }, { send: "\x1a" }, { wait: "after" }], { timeout: 15 });
+    expect(r.timedOut).toBe(false);
+    expect(r.output).toContain("after");
+    expect(r.code).toBe(0);
+  });
+
   it("job control works in an interactive shell", async () => {
     const r = await drive(s.ws, ["exec", "--", "/bin/bash", "--norc", "--noprofile", "-i"], [
       { sleep: 500 }, { send: "sleep 20 & jobs; kill %1; wait; echo done-$((40+2))\r" }, { wait: "done-42" }, { send: "exit\r" },
