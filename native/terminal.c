@@ -110,12 +110,15 @@ void streams_setup(struct streams *s, const struct plan *p) {
     struct winsize ws;
     int interactive = tty[0] && tty[1] && tcgetpgrp(0) == getpgrp();
     if (tcgetattr(first, &t) == 0) {
-      term.owner = getpid(), term.fd = first, term.saved = t, term.saved_ok = 1;
       struct termios slave_modes = t;
       /* Output only: the real terminal keeps its own newline translation. */
       if (!interactive) slave_modes.c_oflag &= ~(tcflag_t)ONLCR;
       tcsetattr(s->slave, TCSANOW, &slave_modes);
     }
+    /* The terminal whose modes are ours to restore: stdin's, which the monitor
+     * makes raw or the command may read (and set modes on) in a pipeline. */
+    struct termios in_modes;
+    if (tty[0] && tcgetattr(0, &in_modes) == 0) term.owner = getpid(), term.fd = 0, term.saved = in_modes, term.saved_ok = 1;
     if (ioctl(first, TIOCGWINSZ, &ws) == 0) ioctl(s->master, TIOCSWINSZ, &ws);
     s->winch_from = first;
     for (int k = interactive ? 0 : 1; k < 3; k++) s->use_slave[k] = tty[k];
@@ -130,8 +133,8 @@ void streams_setup(struct streams *s, const struct plan *p) {
     struct sink out;
     open_sink(&out, first);
     channel(&s->ch[s->nch++], s->master, out, 1);
-    if (interactive) {
-      struct termios raw = t;
+    if (interactive && term.saved_ok) {
+      struct termios raw = term.saved;
       cfmakeraw(&raw);
       if (tcsetattr(0, TCSANOW, &raw) == 0) term.raw = 1;
       struct sink m = {.fd = s->master};
