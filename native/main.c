@@ -132,7 +132,7 @@ static int start_guard(const struct plan *p) {
 __attribute__((noreturn)) static void payload_main(const struct plan *p, const struct streams *st) {
   reset_signals();
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) die_step("payload", "PR_SET_PDEATHSIG: %s", strerror(errno));
-  /* A session of its own: never the user's terminal (terminal.c). */
+  /* Never the user's terminal (terminal.c). */
   streams_child(st);
   if (chdir(p->cwd) != 0) die_step("cwd", "%s: %s", p->cwd, strerror(errno));
   drop_privileges();
@@ -175,7 +175,7 @@ __attribute__((noreturn)) static void payload_main(const struct plan *p, const s
 
 static void forward_to_all(int sig) { kill(-1, sig); }
 
-static int init_main(const struct plan *p, int sync_rd, const struct streams *st) {
+static int init_main(const struct plan *p, int sync_rd, const struct streams *streams) {
   /* Die with the monitor; if it is already gone, the read below sees EOF. */
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) _exit(EXIT_SETUP);
   unsigned char flags;
@@ -199,7 +199,7 @@ static int init_main(const struct plan *p, int sync_rd, const struct streams *st
   if (pipe2(guard_pid_pipe, O_CLOEXEC | O_NONBLOCK) != 0) die_step("init", "pipe: %s", strerror(errno));
   pid_t payload = fork();
   if (payload < 0) die_step("init", "fork: %s", strerror(errno));
-  if (payload == 0) payload_main(p, st);
+  if (payload == 0) payload_main(p, streams);
   close(guard_pid_pipe[1]);
 
   struct sigaction sa = {.sa_handler = forward_to_all};
@@ -217,9 +217,10 @@ static int init_main(const struct plan *p, int sync_rd, const struct streams *st
       die_step("init", "waitpid: %s", strerror(errno));
     }
     if (WIFSTOPPED(st)) {
-      /* Ctrl-Z on a command that is not a shell: no one is there to resume
-       * it (or its process group, which the terminal stopped with it). */
-      if (w == payload && kill(-w, SIGCONT) != 0) kill(w, SIGCONT);
+      /* Ctrl-Z at the pty on a command that is not a shell: no one is there
+       * to resume it (or its process group, which the pty stopped with it).
+       * Without the pty, the user's shell stopped all of us and resumes us. */
+      if (w == payload && streams->ctty) kill(-w, SIGCONT);
       continue;
     }
     if (guard_died(w, st)) return EXIT_SETUP; /* returning kills every other process in the namespace */
@@ -295,8 +296,8 @@ static int is_stop_signal(int sig) {
 }
 
 /* Forwards a signal: to init, which sends it to every process in the
- * namespace; in reduced mode to the command's whole process group (it leads a
- * session of its own), or to the command itself before it has one. */
+ * namespace; in reduced mode to the command's whole process group when it
+ * leads one (at an interactive terminal), else to the command itself. */
 static void forward(const struct plan *p, pid_t child, int sig) {
   if (p->use_ns || kill(-child, sig) != 0) kill(child, sig);
 }
@@ -337,7 +338,7 @@ static int monitor(const struct plan *p, pid_t child, int sfd, struct streams *s
     pid_t w;
     while ((w = waitpid(-1, &status, WNOHANG | WUNTRACED)) > 0) {
       if (WIFSTOPPED(status)) {
-        if (w == child && !p->use_ns && kill(-w, SIGCONT) != 0) kill(w, SIGCONT); /* as init does (reduced mode has none) */
+        if (w == child && !p->use_ns && st->ctty) kill(-w, SIGCONT); /* as init does (reduced mode has none) */
         continue;
       }
       if (w == child) code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);

@@ -1,8 +1,8 @@
 /* The command's standard streams: it never holds the user's terminal.
  *
- * The payload always starts a new session, so it has no controlling terminal
- * of its own: /dev/tty does not open, and the terminal's signals and job
- * control do not reach it directly. Where vak's stdin, stdout or stderr is a
+ * The payload never keeps vak's controlling terminal: /dev/tty does not open
+ * (it lets go of it with TIOCNOTTY, or, at an interactive terminal, starts a
+ * session of its own whose controlling terminal is the monitor's pty). Where vak's stdin, stdout or stderr is a
  * terminal, the monitor puts a pseudo-terminal of its own in between:
  *   - interactive (stdin and stdout are the terminal, vak in the foreground):
  *     the pty's slave is the command's controlling terminal and replaces
@@ -156,8 +156,21 @@ void streams_setup(struct streams *s, const struct plan *p) {
 }
 
 void streams_child(const struct streams *s) {
-  if (setsid() < 0) die_step("terminal", "setsid: %s", strerror(errno));
-  if (s->ctty && ioctl(s->slave, TIOCSCTTY, 0) != 0) die_step("terminal", "TIOCSCTTY: %s", strerror(errno));
+  if (s->ctty) {
+    /* A session of its own, with the pty as its controlling terminal. */
+    if (setsid() < 0) die_step("terminal", "setsid: %s", strerror(errno));
+    if (ioctl(s->slave, TIOCSCTTY, 0) != 0) die_step("terminal", "TIOCSCTTY: %s", strerror(errno));
+  } else {
+    /* No controlling terminal at all: let go of vak's, if it has one. Not by
+     * setsid(), which costs a scheduler autogroup (milliseconds, waiting on
+     * RCU) on every start; TIOCNOTTY drops it for this process and all it
+     * starts. If even we cannot open /dev/tty, nothing started later can. */
+    int t = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (t >= 0) {
+      if (ioctl(t, TIOCNOTTY) != 0) die_step("terminal", "TIOCNOTTY: %s", strerror(errno));
+      close(t);
+    }
+  }
   for (int k = 0; k < 3; k++) {
     int from = s->use_slave[k] ? s->slave : s->pipe_w[k] >= 0 ? s->pipe_w[k] : (k == 0 ? s->ro_stdin : -1);
     if (from >= 0 && dup2(from, k) != k) die_step("terminal", "dup2: %s", strerror(errno));
