@@ -52,7 +52,7 @@ describe("the terminal", () => {
   });
 
   it("the window size follows the terminal's", async () => {
-    const r = await drive(s.ws, sh("echo ready; read x; stty size"), [{ wait: "ready" }, { winsize: [40, 120] }, { sleep: 300 }, { send: "\r" }, { wait: "40 120" }]);
+    const r = await drive(s.ws, sh("echo ready; read x; stty size"), [{ wait: "ready" }, { winsize: [40, 120] }, { sleep: 800 }, { send: "\r" }, { wait: "40 120" }]);
     expect(r.output).toContain("40 120");
     expect(r.code).toBe(0);
   });
