@@ -100,6 +100,8 @@ try {
   await egressBench({ vak, env });
   const { mcpBench } = await import("./mcp.js");
   await mcpBench({ root: ROOT, env });
+  const { tlsBench } = await import("./tls.js");
+  await tlsBench({ vak, env });
 } finally {
   rmSync(ws, { recursive: true, force: true });
 }

@@ -13,7 +13,8 @@ import { hostFacts } from "../sandbox/host.js";
 import type { ApprovalGate } from "../approvals/approval-gate.js";
 import { canonicalJson, sha256 } from "../approvals/digest.js";
 import { type ApprovalRules, capabilityOf, needsApproval, summarizeOp } from "../approvals/approval-rules.js";
-import type { NetGrants } from "../policy/net-grants.js";
+import { needsInspection, type NetGrants } from "../policy/net-grants.js";
+import type { RunTls } from "../net/tls-run.js";
 import type { InjectedSecret } from "../secrets/grant.js";
 import { type BrokerEgress, recordedEgress } from "./egress.js";
 import { type Refusal, resultPayload, revoked, summarize } from "./op-record.js";
@@ -58,6 +59,8 @@ export interface BrokerOptions {
   approvals?: { gate: ApprovalGate; rules: ApprovalRules } | undefined;
   /** The host's MCP client for "mcp" ops (src/mcp/ sandboxes, pins and records each server); without it they are refused. */
   mcp?: McpCaller | undefined;
+  /** CA files trusted for upstream servers, besides the system store, when the gate terminates TLS. */
+  caFiles?: readonly string[] | undefined;
 }
 
 /** Makes one MCP tool call on the host, for an op the broker has admitted, checked and had approved. */
@@ -83,6 +86,9 @@ export class Broker {
   /** "Allow for this session" answers: exact capabilities, forgotten on a policy change. */
   private readonly allowances = new Set<string>();
   private readonly egress: BrokerEgress;
+  /** TLS at this broker's gate (its own CA and trust bundle), made on the first command that needs it. */
+  private tls: Promise<RunTls | undefined> | undefined;
+  private readonly needsTls: boolean;
   private readonly host: HostFacts;
   private readonly runtime: string;
   private readonly actor: Actor;
@@ -102,7 +108,9 @@ export class Broker {
     this.pool = new WarmPool(() => this.opts.poolSize ?? 0, (key) => this.plan(key), () => this.generationNow, () => this.closed);
     if (!existsSync(join(this.runtime, "worker.cjs"))) throw new Error(`the worker bundle is missing (${this.runtime}); run npm ci`);
     this.actor = { component: opts.component ?? "tools" };
-    this.egress = recordedEgress(this.actor, this.opts.journal, this.opts.secrets ?? []);
+    // A grant that must see inside HTTPS, or a secret the gate puts in headers, needs the gate to terminate TLS.
+    this.needsTls = Boolean(opts.net) && (needsInspection(opts.net!) || (opts.secrets ?? []).some((s) => s.recipient.kind !== "env"));
+    this.egress = recordedEgress(this.actor, this.opts.journal, this.opts.secrets ?? [], async () => ({ tls: (await this.sessionTls())?.gate }));
     if (opts.sandbox === "reduced") {
       const root = mkdtempSync(join(tmpdir(), "vak-scratch-"));
       mkdirSync(join(root, "tmp"), { mode: 0o700 });
@@ -123,7 +131,14 @@ export class Broker {
   }
 
   /** The launch plan for a worker of this kind (or for an exec command). */
-  private plan(key: PlanKey, command?: string[]): LaunchPlan {
+  /** This broker's TLS (its CA, the trust bundle), once, when its grants need it. */
+  private sessionTls(): Promise<RunTls | undefined> {
+    if (!this.needsTls) return Promise.resolve(undefined);
+    this.tls ??= import("../net/tls-run.js").then((m) => m.prepareRunTls({ terminate: true, caFiles: this.opts.caFiles ?? [] }));
+    return this.tls;
+  }
+
+  private plan(key: PlanKey, command?: string[], extra: readonly string[] = []): LaunchPlan {
     const cached = !command && this.plans.get(key);
     if (cached) return cached;
     const g = this.grantInput;
@@ -143,7 +158,7 @@ export class Broker {
         },
         limits: command ? (this.opts.limits ?? {}) : { timeoutMs: this.opts.opTimeoutMs ?? 120_000 },
         command: command ?? [process.execPath, join(this.runtime, "worker-boot.cjs")],
-        runtime: command ? [] : [this.runtime],
+        runtime: command ? [...extra] : [this.runtime],
         scratch: this.scratch,
         net: command ? this.opts.net : undefined,
         // A command runs with the write plan's grants: what that plan found on disk holds for it too.
@@ -310,10 +325,12 @@ export class Broker {
 
   /** A sandbox for one command: its plan, its secrets where their recipients say, and a gate token when it has network grants. */
   private async startCommand(argv: string[], generation: number, records: Promise<unknown>[]): Promise<WorkerProcess> {
-    const plan = this.plan("write", argv);
-    const { headers, envUses } = injectSecrets(plan.env, this.opts.secrets ?? [], this.actor.component);
+    const tls = this.opts.net ? await this.sessionTls() : undefined;
+    const plan = this.plan("write", argv, tls ? [tls.dir] : []);
+    if (tls && plan.network.kind === "gate") Object.assign(plan.env, tls.env);
+    const { headers, placeholders, envUses } = injectSecrets(plan.env, this.opts.secrets ?? [], this.actor.component);
     for (const use of envUses) records.push(this.record("secret.used", { ...use }));
-    const gate = plan.network.kind === "gate" ? await this.egress.link(plan.network.grants, generation, headers) : undefined;
+    const gate = plan.network.kind === "gate" ? await this.egress.link(plan.network.grants, generation, headers, { placeholders }) : undefined;
     const worker = new WorkerProcess(plan, generation, gate?.link);
     if (gate) void worker.done.finally(gate.release).catch(() => {});
     return worker;
@@ -441,6 +458,7 @@ export class Broker {
     await Promise.allSettled(stopping);
     await Promise.allSettled([...this.pending]);
     await this.egress.close();
+    (await this.tls?.catch(() => undefined))?.close();
     if (this.scratch) rmSync(dirname(this.scratch.tmp), { recursive: true, force: true });
   }
 }

@@ -1,7 +1,7 @@
 import { rmSync } from "node:fs";
 import type { Actor, Payload } from "../journal/events.js";
 import type { SessionWriter } from "../journal/session-writer.js";
-import { EgressGate, type EgressEvent, type HeaderSecret } from "../net/egress-gate.js";
+import { EgressGate, type EgressEvent, type GateOptions, type GateWorker, type HeaderSecret } from "../net/egress-gate.js";
 import type { NetGrants } from "../policy/net-grants.js";
 import { gateSocketDir } from "../policy/state.js";
 import type { GateLink } from "../sandbox/launcher.js";
@@ -20,12 +20,15 @@ export class BrokerEgress {
     private readonly onEvent: (e: EgressEvent) => void,
     /** See GateOptions.durable. */
     private readonly durable?: () => Promise<void>,
+    /** TLS at the gate (see GateOptions.tls), for grants that must see inside HTTPS, and the host's upstream proxy; asked for when the gate starts. */
+    private readonly gateOptions: Pick<GateOptions, "tls" | "upstreamProxy"> | (() => Promise<Pick<GateOptions, "tls" | "upstreamProxy">>) = {},
   ) {}
 
   private start(): Promise<{ gate: EgressGate; dir: string }> {
     this.started ??= (async () => {
       const dir = gateSocketDir();
-      const gate = new EgressGate({ dir, onEvent: this.onEvent, durable: this.durable });
+      const extra = typeof this.gateOptions === "function" ? await this.gateOptions() : this.gateOptions;
+      const gate = new EgressGate({ dir, onEvent: this.onEvent, durable: this.durable, ...extra });
       await gate.listen();
       return { gate, dir };
     })();
@@ -33,9 +36,9 @@ export class BrokerEgress {
   }
 
   /** A token for one command; release() forgets it and closes its connections. */
-  async link(grants: NetGrants, generation: number, headers: readonly HeaderSecret[] = []): Promise<{ link: GateLink; release(): void }> {
+  async link(grants: NetGrants, generation: number, headers: readonly HeaderSecret[] = [], extra: Pick<GateWorker, "placeholders" | "endpoints"> = {}): Promise<{ link: GateLink; release(): void }> {
     const { gate, dir } = await this.start();
-    const token = gate.register({ component: this.component, generation, grants, headers });
+    const token = gate.register({ component: this.component, generation, grants, headers, ...extra });
     return { link: { dir, token }, release: () => gate.unregister(token, "released") };
   }
 
@@ -64,7 +67,12 @@ export class BrokerEgress {
  * that holds the latest one, so requests made together share one commit. A
  * header secret's use is recorded with the allowed request that carries it.
  */
-export function recordedEgress(actor: Actor, journal: SessionWriter | undefined, secrets: readonly InjectedSecret[]): BrokerEgress {
+export function recordedEgress(
+  actor: Actor,
+  journal: SessionWriter | undefined,
+  secrets: readonly InjectedSecret[],
+  gateOptions?: ConstructorParameters<typeof BrokerEgress>[3],
+): BrokerEgress {
   let latest: Promise<unknown> = Promise.resolve();
   const append = (kind: "egress" | "secret.used", generation: number, payload: Payload) => {
     const p = journal?.append(kind, actor, generation, payload);
@@ -84,5 +92,6 @@ export function recordedEgress(actor: Actor, journal: SessionWriter | undefined,
         }
     },
     () => latest.then(() => undefined),
+    gateOptions,
   );
 }

@@ -1,4 +1,5 @@
 import type { HeaderSecret } from "../net/egress-gate.js";
+import type { PlaceholderSecret } from "../net/placeholders.js";
 import { unhandled } from "../protocol/unhandled.js";
 import { describeRecipient, type InjectedSecret, placeholderFor } from "../secrets/grant.js";
 
@@ -14,10 +15,14 @@ export interface EnvUse {
  * env recipient's value into the command's environment (each such use is
  * returned, to be recorded); a header recipient's value to the egress gate,
  * which sets it on the way out and records each use, while the command sees
- * at most a placeholder. Changes env; returns what the gate needs.
+ * at most a placeholder; a placeholder recipient's placeholder into the
+ * environment and its value to the gate, which replaces the one with the other
+ * in request headers to its hosts (over HTTPS too) and records each use.
+ * Changes env; returns what the gate needs.
  */
-export function injectSecrets(env: Record<string, string>, secrets: readonly InjectedSecret[], component: string): { headers: HeaderSecret[]; envUses: EnvUse[] } {
+export function injectSecrets(env: Record<string, string>, secrets: readonly InjectedSecret[], component: string): { headers: HeaderSecret[]; placeholders: PlaceholderSecret[]; envUses: EnvUse[] } {
   const headers: HeaderSecret[] = [];
+  const placeholders: PlaceholderSecret[] = [];
   const envUses: EnvUse[] = [];
   for (const sec of secrets) {
     const r = sec.recipient;
@@ -30,9 +35,15 @@ export function injectSecrets(env: Record<string, string>, secrets: readonly Inj
         headers.push({ ref: sec.ref, header: r.header, value: sec.value, hosts: r.hosts });
         if (r.placeholderEnv) env[r.placeholderEnv] = placeholderFor(sec.ref);
         break;
+      case "placeholder": {
+        const placeholder = placeholderFor(sec.ref);
+        placeholders.push({ ref: sec.ref, placeholder, value: sec.value, hosts: r.hosts });
+        env[r.name] = placeholder;
+        break;
+      }
       default:
         unhandled(r, "secret recipient");
     }
   }
-  return { headers, envUses };
+  return { headers, placeholders, envUses };
 }

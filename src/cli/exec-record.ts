@@ -56,6 +56,9 @@ export class ExecRecord {
       // Written now and made durable with the others of this turn of the loop (one fdatasync for all);
       // the gate waits for that sync before it connects anything.
       this.spool.append("egress", { component, identity: this.actor.identity }, generation, payload, false);
+      // A secret the gate put into a request: one use, by reference and destination, never the value.
+      if (e.decision === "allowed" && !e.outcome)
+        for (const ref of e.secrets ?? []) this.spool.append("secret.used", { component, identity: this.actor.identity }, generation, { name: ref, recipient: `request headers to ${e.canonical}`, component }, false);
       this.sync().catch(() => undefined); // a failure is kept in this.failure and reported by onFailure
     } catch (err) {
       this.failure = err as Error;

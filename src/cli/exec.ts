@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, mkdirSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { VakError } from "../policy/errors.js";
@@ -8,10 +8,12 @@ import type { Grants, Mode } from "../policy/grants.js";
 import type { Limits } from "../policy/limits.js";
 import { decide, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
+import { vakDirs } from "../policy/state.js";
 import { launch, type GateLink, type LaunchResult } from "../sandbox/launcher.js";
 import type { NetGrants } from "../policy/net-grants.js";
 import type { EgressEvent } from "../net/egress-gate.js";
 import type { GrantFlags } from "./agent-options.js";
+import type { ExecNet, ExecSecret } from "./exec-net.js";
 import { ExecRecord, type SecretUse } from "./exec-record.js";
 import { EXIT_REFUSED, EXIT_TIMEOUT } from "./exit.js";
 import { OwnLines } from "./line-start.js";
@@ -19,6 +21,8 @@ import { OwnLines } from "./line-start.js";
 export interface ExecOptions extends GrantFlags {
   allowEnv?: string[];
   secret?: string[];
+  caFile?: string[];
+  endpoint?: string[];
   timeout?: number;
   maxOutput?: number;
   maxProcs?: number;
@@ -60,10 +64,19 @@ function limitsOf(opts: ExecOptions): Limits {
   return l;
 }
 
-/** --secret NAME=REF: resolved on the host now; a missing one stops the run before anything starts. */
-async function secretsOf(opts: ExecOptions): Promise<{ name: string; ref: string; value: string }[]> {
+/** --secret NAME=REF[@HOST,…]: resolved on the host now; a missing one stops the run before anything starts. */
+async function secretsOf(opts: ExecOptions): Promise<ExecSecret[]> {
   if (!opts.secret?.length) return [];
   return (await import("../secrets/env-secrets.js")).envSecrets(opts.secret);
+}
+
+/** Whether the user's config has an [egress] table, looked for without loading the config's schema (zod costs ~60 ms). */
+function egressConfigured(): boolean {
+  try {
+    return /^\s*\[egress\]/m.test(readFileSync(join(vakDirs().config, "config.toml"), "utf8"));
+  } catch {
+    return false;
+  }
 }
 
 export async function execCommand(command: string[], opts: ExecOptions): Promise<number> {
@@ -87,6 +100,16 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
       throw e;
     }
   }
+  const gateHeld = secrets.filter((x) => x.hosts);
+  if ((gateHeld.length || opts.endpoint?.length || opts.caFile?.length) && !net?.allow.length)
+    throw new VakError("bad-input", "a secret held by the gate (NAME=REF@HOST), --endpoint and --ca-file need a network grant: add --allow-net HOST");
+  // Secrets held by the gate, provider endpoints, and TLS at the gate load only for runs that use them.
+  let netx: ExecNet | undefined;
+  if (net?.allow.length && (gateHeld.length || opts.endpoint?.length || opts.caFile?.length || process.env.NODE_EXTRA_CA_CERTS || egressConfigured() || (await import("../policy/net-grants.js")).needsInspection(net))) {
+    const { prepareExecNet } = await import("./exec-net.js");
+    const { loadUserConfig } = await import("../policy/config.js");
+    netx = await prepareExecNet({ net, secrets, endpoints: opts.endpoint ?? [], caFiles: opts.caFile ?? [], config: loadUserConfig().egress, hostEnv: process.env as Record<string, string> });
+  }
   let scratch: { tmp: string; home: string } | undefined;
   if (sandbox === "reduced") {
     // No private mounts without namespaces: TMPDIR and HOME are fresh host directories, removed afterwards.
@@ -97,16 +120,21 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
   }
   try {
     const plan = decide(
-      { mode, sandbox, workspace: opts.workspace ?? process.cwd(), cwd: opts.workspace ? undefined : process.cwd(), grants, limits: limitsOf(opts), command, scratch, net },
+      { mode, sandbox, workspace: opts.workspace ?? process.cwd(), cwd: opts.workspace ? undefined : process.cwd(), grants, limits: limitsOf(opts), command, scratch, net, runtime: netx?.runtime },
       hostFacts(),
     );
-    // A secret is in this command's environment for its life, and nowhere else.
-    for (const x of secrets) plan.env[x.name] = x.value;
-    const used = secrets.map((x) => ({ ref: x.ref, recipient: `env ${x.name}` }));
+    if (netx && plan.sandbox === "none")
+      throw new VakError("bad-input", "--full-access has no egress gate: a secret held by the gate, --endpoint and --ca-file need the sandbox");
+    // A secret is in this command's environment for its life, and nowhere else; one the gate holds is a placeholder here.
+    for (const x of secrets) if (!x.hosts) plan.env[x.name] = x.value;
+    if (netx) Object.assign(plan.env, netx.env);
+    const used = secrets.filter((x) => !x.hosts).map((x) => ({ ref: x.ref, recipient: `env ${x.name}` }));
+    for (const x of gateHeld) used.push({ ref: x.ref, recipient: `placeholder in env ${x.name}; the gate puts the value in request headers for ${x.hosts!.join(", ")}` });
     if (plan.sandbox === "none") return await runUnsandboxed(plan, opts, used);
-    return await runSandboxed(plan, opts, used);
+    return await runSandboxed(plan, opts, used, netx);
   } finally {
     if (scratch) rmSync(dirname(scratch.tmp), { recursive: true, force: true });
+    netx?.close();
   }
 }
 
@@ -127,7 +155,7 @@ async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secr
   return code;
 }
 
-async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[]): Promise<number> {
+async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[], netx?: ExecNet): Promise<number> {
   // Nothing runs unrecorded: the policy and the plan are committed first.
   const record = ExecRecord.start(plan, secrets);
   const egress: EgressSeen = { kept: [], omitted: 0, refused: 0 };
@@ -141,7 +169,7 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secret
         record.egress(e);
         // Fail closed: a request whose decision cannot be recorded is not sent (the gate drops it).
         if (record.failed) throw record.failed;
-      }, () => record.sync());
+      }, () => record.sync(), netx?.gate);
     return await runWithGate(plan, opts, egress, gate, record);
   } finally {
     await gate?.close();

@@ -7,6 +7,15 @@ import { EXIT_REFUSED } from "./exit.js";
 
 /** List flags repeat or take commas: --allow-read a,b --allow-read c. */
 const list = (value: string, previous: string[] = []) => previous.concat(value.split(",").filter((s) => s !== ""));
+/** --secret NAME=REF[@HOST,HOST…]: one per flag, or comma-separated, where a piece without "=" is one more host of the one before. */
+const secretList = (value: string, previous: string[] = []) => {
+  const out = [...previous];
+  for (const piece of value.split(",").filter((s) => s !== "")) {
+    if (!piece.includes("=") && out.length && out[out.length - 1]!.includes("@")) out[out.length - 1] += `,${piece}`;
+    else out.push(piece);
+  }
+  return out;
+};
 
 function positiveInt(flag: string) {
   return (value: string) => {
@@ -44,7 +53,9 @@ function program(onlyExec = false): Command {
     .addOption(new Option("--mode <mode>", "read-only or workspace-write").choices(["read-only", "workspace-write", "full-access"]).default("workspace-write"))
     .option("--full-access", "run WITHOUT a sandbox: an explicit trust decision, never a fallback"))
     .option("--allow-env <names>", "host environment variables to pass", list)
-    .option("--secret <name=ref>", "a secret in the command's environment: NAME=secret:X, NAME=env:X or NAME=cmd:X (repeat)", list)
+    .option("--secret <name=ref>", "a secret: NAME=secret:X (or env:X, cmd:X) puts the value in NAME; NAME=REF@HOST[,HOST…] puts a placeholder in NAME that the gate replaces with the value in request headers to those hosts only, over HTTPS too (repeat)", secretList)
+    .option("--ca-file <paths>", "also trust this CA (PEM) for upstream servers, at the gate and inside the sandbox (repeat)", list)
+    .option("--endpoint <var=url>", "VAR=https://api.example.com: a plain-HTTP base URL in VAR inside, which the gate forwards over verified TLS to that URL only (with the secrets for its host); for clients that cannot be given a CA", list)
     .option("--timeout <seconds>", "stop the whole sandbox after this long (exit 124)", positiveInt("--timeout"))
     .option("--max-output <bytes>", "stop the sandbox once stdout and stderr together exceed this", positiveInt("--max-output"))
     .option("--max-procs <n>", "processes and threads at once", positiveInt("--max-procs"))

@@ -67,6 +67,8 @@ export async function mcpServe(command: string[], opts: McpOptions): Promise<num
   for (const name of opts.allowEnv ?? [])
     if (!ENV_NAME.test(name)) throw new VakError("bad-input", `--allow-env ${name}: not an environment variable name (letters, digits and _)`);
   const secrets = envSecrets(opts.secret ?? []);
+  if (secrets.some((x) => x.hosts))
+    throw new VakError("unsupported", "--secret NAME=REF@HOST: vak mcp gives secrets to the server's environment only; drop the @HOST");
   const grants: Grants = { read: opts.allowRead ?? [], write: opts.allowWrite ?? [], denyRead: opts.denyRead ?? [], denyWrite: opts.denyWrite ?? [], env: opts.allowEnv ?? [] };
   let net: NetGrants | undefined;
   if (opts.allowNet?.length || opts.denyNet?.length) {

@@ -2,14 +2,19 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, closeSync, mkdirSync, rmSync } from "node:fs";
 import { connect as netConnect, Socket } from "node:net";
 import { join } from "node:path";
-import { type Host, hostText } from "../policy/address.js";
+import { classify, type Host, hostText } from "../policy/address.js";
 import { hostAddresses, resolveDestination, systemResolver } from "./destination.js";
 import { LOOKUP_MS, type Resolver, withDeadline } from "./dns.js";
 import { DEFAULT_EGRESS_LOG, EgressLog, type EgressEvent, type EgressLogOptions } from "./egress-log.js";
 import { GateEngine } from "./engine.js";
 import { type Checked, type EgressFields, LimitError, ProxyConnection, type ProxyContext } from "./proxy.js";
 import { SocketReader } from "./reader.js";
-import { decideDestination, type NetGrants } from "../policy/net-grants.js";
+import type { Endpoint } from "./endpoint.js";
+import type { PlaceholderSecret } from "./placeholders.js";
+import { decideDestination, hasPathRule, namesLiteral, type NetGrants } from "../policy/net-grants.js";
+import type { RunCa } from "./tls-ca.js";
+import { throughProxy, type UpstreamProxy } from "./upstream-proxy.js";
+import type { UpstreamTrust } from "./tls-trust.js";
 
 export type { EgressEvent } from "./egress-log.js";
 
@@ -18,8 +23,12 @@ export interface GateWorker {
   component: string;
   generation: number;
   grants: NetGrants;
-  /** Headers the gate sets on plain-HTTP requests to the named hosts: a secret's value, which the worker never sees. */
+  /** Headers the gate sets on requests to the named hosts: a secret's value, which the worker never sees. */
   headers?: readonly HeaderSecret[];
+  /** Secrets the worker holds as placeholders, replaced in request headers for their hosts (placeholders.ts). */
+  placeholders?: readonly PlaceholderSecret[];
+  /** Provider endpoints on the relay's address (endpoint.ts). */
+  endpoints?: readonly Endpoint[];
 }
 
 export interface HeaderSecret {
@@ -71,6 +80,14 @@ export interface GateOptions {
    * each event durable before it returns.
    */
   durable?: () => Promise<void>;
+  /**
+   * TLS at the gate, for grants that must see inside HTTPS: the run's CA (made
+   * on first use) and what upstreams are verified against. Without it, such a
+   * CONNECT is refused.
+   */
+  tls?: { ca: () => Promise<RunCa>; trust: UpstreamTrust } | undefined;
+  /** A proxy every upstream connection goes through (`[egress] upstream_proxy`). */
+  upstreamProxy?: UpstreamProxy | undefined;
 }
 
 /** What the launcher's relay sends with each client's socket: which worker this is. */
@@ -120,6 +137,8 @@ export class EgressGate {
   /** Settles when the gate closes: pending lookups stop waiting then. */
   private readonly stopping: Promise<undefined>;
   private stop = () => {};
+  private readonly tls: GateOptions["tls"];
+  private readonly upstreamProxy: UpstreamProxy | undefined;
 
   constructor(opts: GateOptions) {
     mkdirSync(opts.dir, { recursive: true, mode: 0o700 });
@@ -133,6 +152,8 @@ export class EgressGate {
     this.log = new EgressLog(opts.onEvent, opts.log ?? DEFAULT_EGRESS_LOG);
     this.durable = opts.durable ?? (() => Promise.resolve());
     this.stopping = new Promise((resolve) => (this.stop = () => resolve(undefined)));
+    this.tls = opts.tls;
+    this.upstreamProxy = opts.upstreamProxy;
   }
 
   async listen(): Promise<void> {
@@ -281,12 +302,20 @@ export class EgressGate {
       },
       record: (e) => this.record(worker, e),
       durable: () => this.durable(),
-      check: (method, host, port, hasBody) => this.check(worker, method, host, port, hasBody),
+      check: (method, host, port, hasBody, path, pinned) => this.check(worker, method, host, port, hasBody, path, pinned),
+      pathRules: (host, port) => hasPathRule(worker.grants, host, port),
+      placeholders: worker.placeholders ?? [],
+      endpoints: worker.endpoints ?? [],
+      tls: this.tls && {
+        serverContext: async (host) => (await this.tls!.ca()).contextFor(host),
+        upstream: () => this.tls!.trust.context(),
+      },
       secretHeaders: (host, port) => (worker.headers ?? []).filter((h) => h.hosts.some((x) => x.toLowerCase() === hostText(host).toLowerCase() || x.toLowerCase() === `${hostText(host)}:${port}`.toLowerCase())),
       openUpstream: (address, port) => {
         if (this.closing) throw new LimitError("the gate is closing", 503);
         if (worker.upstreams >= this.limits.connectionsPerWorker) throw new LimitError(`more than ${this.limits.connectionsPerWorker} upstream connections at once`, 503);
-        const s = this.connectUpstream(address, port);
+        const proxy = this.upstreamProxy;
+        const s = proxy ? this.connectUpstream(proxy.host, proxy.port) : this.connectUpstream(address, port);
         worker.upstreams += 1;
         s.once("close", () => {
           if (!this.handedOver.has(s)) worker.upstreams -= 1; // else the tunnel's end gives it back
@@ -295,24 +324,46 @@ export class EgressGate {
         s.setTimeout(this.limits.idleMs, () => s.destroy(new Error(`no data from the upstream for ${this.limits.idleMs} ms`)));
         return s;
       },
+      upstreamReady: async (s, address, port) => {
+        if (s.connecting)
+          await new Promise<void>((resolve, reject) => {
+            const ok = () => (s.off("close", gone), resolve());
+            const gone = () => (s.off("connect", ok), reject(new Error("the upstream closed before it connected")));
+            s.once("connect", ok);
+            s.once("close", gone);
+            s.once("error", (e) => reject(e));
+          });
+        if (s.destroyed) throw new Error("the upstream closed before it connected");
+        if (this.upstreamProxy) await throughProxy(s, `${address.includes(":") ? `[${address}]` : address}:${port}`, this.limits.headerMs);
+      },
     };
   }
 
   /** Decides a destination and resolves it; connects nothing. */
-  private async check(worker: Registered, method: string, host: Host, port: number, hasBody: boolean): Promise<Checked> {
+  private async check(worker: Registered, method: string, host: Host, port: number, hasBody: boolean, path?: string, pinned?: { address: string; resolved: string[] }): Promise<Checked> {
     const canonical = `${hostText(host)}:${port}`;
-    const d = decideDestination(worker.grants, host, port, method);
+    const d = decideDestination(worker.grants, host, port, method, path);
     if (!d.allowed) return { ok: false, status: 403, code: d.code, reason: d.reason, canonical };
     if (d.rule.methods === "read" && hasBody)
       return { ok: false, status: 403, code: "read-only", reason: `the grant ${d.rule.text} is read-only: it allows no request body`, canonical };
+    const flags = { ...(d.inspect ? { inspect: true } : {}), ...(d.rule.methods === "read" ? { readOnly: true } : {}) };
+    // Inside a terminated tunnel the address is the one checked for its CONNECT: the name is not looked up again,
+    // but a non-public address must still be named by a grant for this request's method.
+    if (pinned) {
+      if (classify(pinned.address, this.own) !== "public" && !namesLiteral(worker.grants, pinned.address, port, method))
+        return { ok: false, status: 403, code: "not-reachable", reason: `${pinned.address} (${classify(pinned.address, this.own)}) is reachable only by a grant for ${method} naming that exact address`, canonical, resolved: pinned.resolved };
+      return { ok: true, canonical, address: pinned.address, resolved: pinned.resolved, rule: d.rule.text, ...flags };
+    }
     if (host.kind === "name" && worker.lookups >= this.limits.lookupsPerWorker)
       return { ok: false, status: 503, code: "lookup-limit", reason: `more than ${this.limits.lookupsPerWorker} DNS lookups at once`, canonical };
     worker.lookups += 1;
     try {
-      const r = await Promise.race([resolveDestination(host, port, worker.grants, this.lookup, this.own, method), this.stopping]);
+      // A terminated tunnel carries requests decided one by one: its address need only be reachable for a read.
+      const as = method === "CONNECT" && d.inspect ? "GET" : method;
+      const r = await Promise.race([resolveDestination(host, port, worker.grants, this.lookup, this.own, as), this.stopping]);
       if (!r) return { ok: false, status: 503, code: "closing", reason: "the gate closed before the lookup finished", canonical };
       if (!r.ok) return { ok: false, status: 403, code: r.code, reason: r.reason, canonical, resolved: r.resolved };
-      return { ok: true, canonical, address: r.address, resolved: r.resolved, rule: d.rule.text };
+      return { ok: true, canonical, address: r.address, resolved: r.resolved, rule: d.rule.text, ...flags };
     } finally {
       worker.lookups -= 1;
     }

@@ -25,6 +25,14 @@ export interface EgressEvent {
   count?: number;
   /** Secrets (by reference) the gate put into this request's headers. */
   secrets?: string[];
+  /** Secrets whose placeholder this request carried where the gate does not replace it (another host, the URL): sent as a placeholder. */
+  withheld?: string[];
+  /** For HTTPS: whether the gate terminated TLS (and checked each request inside) or spliced an opaque tunnel. */
+  tls?: "terminated" | "spliced";
+  /** A protocol switched to (websocket), carried and counted, not inspected. */
+  upgrade?: string;
+  /** The provider endpoint (its variable) this request came through. */
+  endpoint?: string;
 }
 
 const MAX_ASKED = 300;

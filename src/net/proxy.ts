@@ -1,5 +1,6 @@
-import { type ClientRequest, type IncomingMessage, request as httpRequest, STATUS_CODES } from "node:http";
+import { Agent, type ClientRequest, type IncomingMessage, request as httpRequest, STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
+import { connect as tlsConnect, type SecureContext, type TLSSocket } from "node:tls";
 import { type Host, hostText, parseAuthority } from "../policy/address.js";
 import type { EgressEvent } from "./egress-log.js";
 import {
@@ -7,12 +8,17 @@ import {
   type RequestHead, requestFraming, responseHead, safeReason,
 } from "./http1.js";
 import type { TunnelEnd } from "./engine.js";
+import { forHost, type PlaceholderSecret, substitute } from "./placeholders.js";
 import { ClosedError, SocketReader } from "./reader.js";
+import { terminate, TerminateError } from "./terminate.js";
+import { isUpgrade, carryUpgrade } from "./upgrade.js";
+import { canonicalPath, PathError } from "../policy/url-path.js";
+import { type Endpoint, isRelay, matchEndpoint } from "./endpoint.js";
 
 export type EgressFields = Omit<EgressEvent, "time" | "component" | "generation">;
 
 export type Checked =
-  | { ok: true; canonical: string; address: string; resolved: string[]; rule: string }
+  | { ok: true; canonical: string; address: string; resolved: string[]; rule: string; inspect?: boolean; readOnly?: boolean }
   | { ok: false; status: number; code: string; reason: string; canonical: string; resolved?: string[] };
 
 /** What a client connection needs from the gate: its worker's decisions, limits and record. */
@@ -23,11 +29,26 @@ export interface ProxyContext {
   record(e: EgressFields): void;
   /** Settles once everything recorded so far is durable; rejects if it cannot be (then nothing is sent). */
   durable(): Promise<void>;
-  check(method: string, host: Host, port: number, hasBody: boolean): Promise<Checked>;
-  /** The secret headers this worker's grant puts on plain-HTTP requests to this destination. */
+  /**
+   * Decides a request and resolves its name (once: pinned, an address already
+   * checked for this connection, is used instead). path is the canonical path,
+   * when a grant for the destination names paths.
+   */
+  check(method: string, host: Host, port: number, hasBody: boolean, path?: string, pinned?: { address: string; resolved: string[] }): Promise<Checked>;
+  /** Whether a grant for this destination names a path: its requests are then checked, and sent, on their canonical path. */
+  pathRules(host: Host, port: number): boolean;
+  /** The secret headers this worker's grant puts on requests to this destination. */
   secretHeaders(host: Host, port: number): readonly { ref: string; header: string; value: string }[];
+  /** Secrets the command holds as placeholders; the gate puts their values in headers for their hosts. */
+  placeholders: readonly PlaceholderSecret[];
+  /** Provider endpoints on the relay's own address. */
+  endpoints: readonly Endpoint[];
+  /** TLS at the gate, when this worker's grants may need it: the leaf for a host, and the context that verifies upstreams. */
+  tls?: { serverContext(host: Host): Promise<SecureContext>; upstream(): SecureContext } | undefined;
   /** Opens an upstream connection counted against the worker's cap; throws LimitError at the cap. */
   openUpstream(address: string, port: number): Socket;
+  /** Settles once an opened upstream can carry bytes: connected, and through the upstream proxy if there is one. */
+  upstreamReady(s: Socket, address: string, port: number): Promise<void>;
   /**
    * Hands a granted tunnel's two sockets to the engine, which splices them off
    * the event loop with the prefixes first; the caller then destroys its own
@@ -97,9 +118,15 @@ class RecordError extends Error {
   }
 }
 
+/** OpenSSL's codes for a certificate that does not verify. */
+const CERT_CODES = /^(UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|CERT_|ERR_TLS_CERT_ALTNAME|HOSTNAME_MISMATCH|INVALID_CA|PATH_LENGTH|INVALID_PURPOSE)/;
+
 /** How an error ended an allowed request, for the record. */
 function outcomeOf(e: unknown): string {
   if (e instanceof ClosedError) return "the client connection closed";
+  const code = (e as NodeJS.ErrnoException)?.code;
+  if (code && CERT_CODES.test(code))
+    return `refused: the upstream's certificate does not verify (${code}: ${(e as Error).message}); the gate sends nothing to a server it cannot verify. If your own CA signs it, trust that CA with --ca-file PATH or [egress] ca_files`;
   if (e instanceof RecordError) return `not sent: ${e.message}`;
   if (e instanceof LimitError) return `stopped: ${e.message}`;
   if (e instanceof HttpError) return `bad request body: ${e.message}`;
@@ -113,12 +140,57 @@ function outcomeOf(e: unknown): string {
  * stays in the kernel. Every allowed request is recorded when it is allowed,
  * before anything is connected, and again, with how it ended, on every path.
  */
+/** Inside a terminated tunnel: the destination its CONNECT named, and the address checked for it then. */
+export interface Origin {
+  host: Host;
+  port: number;
+  address: string;
+  resolved: string[];
+}
+
 export class ProxyConnection {
   constructor(
     private readonly socket: Socket,
     private readonly reader: SocketReader,
     private readonly ctx: ProxyContext,
+    /** Set inside a terminated tunnel: requests are origin-form, to this destination only, sent over verified TLS. */
+    private readonly origin?: Origin,
+    /** Set inside a tunnel to the relay itself: only provider endpoints are served. */
+    private readonly endpointsOnly = false,
   ) {}
+
+  private agent: Agent | undefined;
+
+  /**
+   * The upstream connection of a terminated tunnel: one at a time (requests are
+   * read one at a time), to the address checked at CONNECT, verified TLS, kept
+   * between requests while the client's connection lasts (close() ends it).
+   */
+  private pool(host: Host, address: string, port: number): Agent {
+    if (this.agent) return this.agent;
+    const agent = new Agent({ keepAlive: true, maxSockets: 1, maxFreeSockets: 1, timeout: this.ctx.limits.idleMs });
+    // Asynchronous (the callback form Agent takes): the socket is usable only once the upstream proxy, if any, has said yes.
+    agent.createConnection = ((_opts: unknown, done: (err: Error | null, s?: Socket) => void) => {
+      let s: Socket;
+      try {
+        s = this.ctx.openUpstream(address, port);
+      } catch (e) {
+        return void done(e as Error);
+      }
+      this.ctx.upstreamReady(s, address, port).then(
+        () => done(null, upstreamTls(s, host, this.ctx.tls)),
+        (e: Error) => (s.destroy(), done(new UpstreamError(e.message))),
+      );
+      return undefined;
+    }) as unknown as Agent["createConnection"];
+    this.agent = agent;
+    return agent;
+  }
+
+  /** Ends what this connection still holds upstream (a terminated tunnel's kept connection). */
+  close(): void {
+    this.agent?.destroy();
+  }
 
   /** Waits until what has been recorded is durable; nothing may be connected before. */
   private async durable(): Promise<void> {
@@ -176,6 +248,7 @@ export class ProxyConnection {
       clearTimeout(timer);
     }
     if (head.method === "CONNECT") {
+      if (this.origin || this.endpointsOnly) return this.refuse("CONNECT", head.target, 400, "nested-connect", "a CONNECT inside a tunnel");
       await this.tunnel(head);
       return false;
     }
@@ -202,49 +275,96 @@ export class ProxyConnection {
     if (!ok) await drained(this.socket);
   }
 
-  /** Absolute-form HTTP: http://host[:port]/path. */
+  /** Absolute-form HTTP (http://host[:port]/path), or origin-form inside a terminated tunnel. */
   private async forward(head: RequestHead): Promise<boolean> {
-    const { method, target: asked } = head;
-    const m = /^http:\/\/([^/?#]*)([^#]*)/i.exec(asked);
-    if (!m) {
-      const reason = /^https:/i.test(asked) ? "https:// URLs go through CONNECT" : "a proxy request needs an absolute http:// URL";
-      return this.refuse(method, asked, 400, "not-a-proxy-request", reason);
-    }
+    const { method } = head;
+    const origin = this.origin;
+    let asked = head.target;
     let target: { host: Host; port: number };
+    let path: string;
     let framing: Framing;
+    // A provider endpoint (endpoint.ts): the relay's own address, forwarded to one URL the user named.
+    const ep = !origin && this.ctx.endpoints.length ? matchEndpoint(head.target, this.ctx.endpoints) : undefined;
+    if (ep && !ep.ok) return this.refuse(method, asked, 404, "endpoint", ep.reason);
+    if (this.endpointsOnly && !ep) return this.refuse(method, asked, 404, "endpoint", "inside a tunnel to the relay only provider endpoints are served");
     try {
-      target = parseAuthority(m[1]!, 80);
+      if (ep?.ok) {
+        target = { host: ep.endpoint.host, port: ep.endpoint.port };
+        path = ep.path;
+      } else if (origin) {
+        target = { host: origin.host, port: origin.port };
+        asked = `https://${hostText(origin.host)}${origin.port === 443 ? "" : `:${origin.port}`}${head.target}`;
+        if (!head.target.startsWith("/")) return this.refuse(method, asked, 400, "not-origin-form", "inside an HTTPS tunnel a request names a path on the tunnel's host");
+        path = head.target;
+      } else {
+        const m = /^http:\/\/([^/?#]*)([^#]*)/i.exec(asked);
+        if (!m) {
+          const reason = /^https:/i.test(asked) ? "https:// URLs go through CONNECT" : "a proxy request needs an absolute http:// URL";
+          return this.refuse(method, asked, 400, "not-a-proxy-request", reason);
+        }
+        target = parseAuthority(m[1]!, 80);
+        path = m[2] ? (m[2].startsWith("/") ? m[2] : `/${m[2]}`) : "/";
+      }
       framing = requestFraming(head.headers);
     } catch (e) {
       if (e instanceof HttpError) return this.refuse(method, asked, e.status, e.code, e.message);
       return this.refuse(method, asked, 400, "bad-destination", `bad destination: ${(e as Error).message}`);
     }
-    const hostProblem = hostHeaderProblem(head.headers, target, 80, true);
+    const overTls = Boolean(origin) || ep?.endpoint.scheme === "https";
+    const defaultPort = overTls ? 443 : 80;
+    // An endpoint's Host names the relay; the gate sends the endpoint's own.
+    const hostProblem = ep ? undefined : hostHeaderProblem(head.headers, target, defaultPort, true);
     if (hostProblem) return this.refuse(method, asked, 400, "host-header", hostProblem);
-    const c = await this.ctx.check(method, target.host, target.port, framing.kind !== "none");
+    // Where a grant names paths, the path is decided and sent in its canonical form: the server gets what was checked.
+    let checkedPath: string | undefined = ep?.checkedPath;
+    if (!ep && this.ctx.pathRules(target.host, target.port)) {
+      try {
+        const cp = canonicalPath(path);
+        checkedPath = cp.path;
+        path = cp.path + cp.query;
+      } catch (e) {
+        if (e instanceof PathError) return this.refuse(method, asked, 400, "path", e.message);
+        throw e;
+      }
+    }
+    const c = await this.ctx.check(method, target.host, target.port, framing.kind !== "none", checkedPath, origin);
     if (!c.ok) return this.refuse(method, asked, c.status, c.code, c.reason, { canonical: c.canonical, resolved: c.resolved });
-    const path = m[2] ? (m[2].startsWith("/") ? m[2] : `/${m[2]}`) : "/";
+    const upgrade = isUpgrade(head);
+    if (upgrade && c.readOnly)
+      return this.refuse(method, asked, 403, "read-only", `a WebSocket carries writes; the grant ${c.rule} allows only GET, HEAD and OPTIONS`, { canonical: c.canonical });
     // The Host sent is the canonical form of the one checked; framing is the gate's own, never the client's.
-    const headers: HeaderList = [["Host", target.port === 80 ? hostText(target.host) : c.canonical]];
+    const headers: HeaderList = [["Host", target.port === defaultPort ? hostText(target.host) : c.canonical]];
     const listed = connectionTokens(head.headers);
     // A secret header for this destination replaces whatever the client put there (its placeholder).
     const secrets = this.ctx.secretHeaders(target.host, target.port);
     const replaced = new Set(secrets.map((x) => x.header.toLowerCase()));
+    const kept: HeaderList = [];
     for (const [name, value] of head.headers) {
       const lower = name.toLowerCase();
       if (lower === "host" || lower === "content-length" || lower === "expect" || HOP_BY_HOP.has(lower) || listed.has(lower) || replaced.has(lower)) continue;
-      headers.push([name, value]);
+      kept.push([name, value]);
     }
+    // Placeholders become values in header values for their own hosts only, after every check above.
+    const sub = substitute(kept, head.target, this.ctx.placeholders, target.host, target.port);
+    headers.push(...sub.headers);
     for (const x of secrets) headers.push([x.header, x.value]);
+    const refs = [...secrets.map((x) => x.ref), ...sub.used];
     const allowed = {
       method, asked, canonical: c.canonical, resolved: c.resolved, address: c.address, decision: "allowed" as const, reason: `granted by ${c.rule}`,
-      ...(secrets.length ? { secrets: secrets.map((x) => x.ref) } : {}),
+      ...(origin ? { tls: "terminated" as const } : {}),
+      ...(refs.length ? { secrets: refs } : {}),
+      ...(sub.withheld.length ? { withheld: sub.withheld } : {}),
+      ...(upgrade ? { upgrade: "websocket" } : {}),
+      ...(ep ? { endpoint: ep.endpoint.variable } : {}),
     };
     this.ctx.record(allowed); // on the record, durably (below), before a byte leaves
     if (framing.kind === "chunked") headers.push(["Transfer-Encoding", "chunked"]);
     else if (framing.kind === "length") headers.push(["Content-Length", String(framing.length)]);
     else if (!NO_DEFAULT_BODY.has(method)) headers.push(["Content-Length", "0"]);
-    headers.push(["Connection", "close"]);
+    // Inside a terminated tunnel one upstream connection is kept for the next request (pooled: below).
+    const pooled = Boolean(origin) && !upgrade;
+    if (upgrade) headers.push(["Connection", "Upgrade"], ["Upgrade", "websocket"]);
+    else if (!pooled) headers.push(["Connection", "close"]);
 
     let status: number | undefined;
     let bytesUp = 0;
@@ -258,13 +378,26 @@ export class ProxyConnection {
     try {
       await this.durable();
       if (this.socket.destroyed) throw new ClosedError();
-      const s = this.ctx.openUpstream(c.address, target.port);
-      upSocket = s;
-      const req = httpRequest({ createConnection: () => s, method, path, headers: headers.flat(), setHost: false });
+      let req: ClientRequest;
+      if (pooled) req = httpRequest({ agent: this.pool(target.host, c.address, target.port), method, path, headers: headers.flat(), setHost: false });
+      else {
+        const s = this.ctx.openUpstream(c.address, target.port);
+        upSocket = s;
+        await this.ctx.upstreamReady(s, c.address, target.port).catch((e: Error) => {
+          throw this.socket.destroyed ? new ClosedError() : new UpstreamError(e.message);
+        });
+        const conn = overTls ? upstreamTls(s, target.host, this.ctx.tls) : s;
+        req = httpRequest({ createConnection: () => conn, method, path, headers: headers.flat(), setHost: false });
+      }
       up = req;
+      let switched: { res: IncomingMessage; socket: Socket; head: Buffer } | undefined;
       const response = new Promise<IncomingMessage>((resolve, reject) => {
         req.once("response", resolve);
-        req.once("upgrade", (_res: IncomingMessage, u: Socket) => (u.destroy(), reject(new UpstreamError("it switched protocols (101); only CONNECT carries other protocols"))));
+        req.once("upgrade", (res: IncomingMessage, u: Socket, h: Buffer) => {
+          if (!upgrade) return void (u.destroy(), reject(new UpstreamError("it switched protocols (101) unasked")));
+          switched = { res, socket: u, head: h };
+          resolve(res);
+        });
         req.on("error", reject); // kept: a later error must not go unhandled
       });
       if (framing.kind !== "none" && head.version === "1.1" && headerValues(head.headers, "expect").some((v) => v.toLowerCase() === "100-continue"))
@@ -290,6 +423,15 @@ export class ProxyConnection {
         throw bodyError ?? e;
       }
       const code = res.statusCode ?? 0;
+      if (switched) {
+        // A WebSocket to a granted destination: carried both ways and counted, its frames not inspected.
+        status = 101;
+        const moved = await carryUpgrade(this.socket, this.reader, switched, (n) => this.ctx.take(n), this.ctx.limits.idleMs);
+        bytesUp += moved.up;
+        bytesDown += moved.down;
+        outcome = moved.outcome;
+        return false;
+      }
       if (code < 200 || code > 599) throw new UpstreamError(`it answered with the invalid status ${code}`);
       const out = responseFraming(res, method, head.version);
       keep = out.mode !== "close" && head.version === "1.1" && !listed.has("close");
@@ -323,14 +465,53 @@ export class ProxyConnection {
       }
     } finally {
       this.socket.off("close", abort);
-      up?.destroy();
+      // A pooled request that completed gives its connection back for the next one; any other ends it.
+      if (!pooled || outcome !== "completed") up?.destroy();
       upSocket?.destroy();
       this.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }), bytesUp, bytesDown });
     }
     return keep;
   }
 
-  /** CONNECT host:port: a tunnel, opened only by a grant for every method. */
+  /**
+   * A CONNECT whose grant must see inside: TLS is terminated here, and each
+   * request inside is read, decided (method, path), given its secrets and sent
+   * to the address checked now, over TLS verified for the checked name.
+   */
+  private async terminated(asked: string, target: { host: Host; port: number }, c: Checked & { ok: true }, why: string): Promise<void> {
+    const tls = this.ctx.tls;
+    if (!tls) return void this.refuse("CONNECT", asked, 403, "no-tls", `${why}, which needs TLS at the gate, and this gate has none`, { canonical: c.canonical });
+    const allowed = {
+      method: "CONNECT", asked, canonical: c.canonical, resolved: c.resolved, address: c.address, decision: "allowed" as const,
+      reason: `granted by ${c.rule}; TLS terminated at the gate: ${why}`, tls: "terminated" as const,
+    };
+    this.ctx.record(allowed);
+    let outcome = "completed";
+    let status: number | undefined;
+    try {
+      await this.durable();
+      if (this.socket.destroyed) throw new ClosedError();
+      status = 200;
+      const secure = await terminate(this.socket, this.reader, target.host, (h) => tls.serverContext(h), this.ctx.limits.headerMs);
+      secure.setTimeout(this.ctx.limits.idleMs, () => secure.destroy());
+      const inner = new ProxyConnection(secure, new SocketReader(secure, (n) => this.ctx.take(n)), this.ctx, { ...target, address: c.address, resolved: c.resolved });
+      try {
+        await inner.serve();
+      } finally {
+        inner.close();
+      }
+    } catch (e) {
+      if (e instanceof TerminateError) {
+        outcome = `refused: ${e.message}`;
+        this.ctx.record({ method: "CONNECT", asked, canonical: c.canonical, decision: "denied", code: e.code, reason: e.message, tls: "terminated" });
+      } else outcome = outcomeOf(e);
+      this.socket.destroy();
+    } finally {
+      this.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }) });
+    }
+  }
+
+  /** CONNECT host:port: an opaque tunnel, opened only by a grant for every method and path. */
   private async tunnel(head: RequestHead): Promise<void> {
     const asked = head.target;
     let target: { host: Host; port: number };
@@ -341,9 +522,18 @@ export class ProxyConnection {
     }
     const hostProblem = hostHeaderProblem(head.headers, target, target.port, false);
     if (hostProblem) return void this.refuse("CONNECT", asked, 400, "host-header", hostProblem);
+    if (this.ctx.endpoints.length && isRelay(target.host, target.port)) {
+      // A client whose proxy agent tunnels even plain HTTP, to its endpoint: the tunnel goes to the gate itself,
+      // where only endpoints are served, each request decided as any other.
+      this.ctx.record({ method: "CONNECT", asked, canonical: `${hostText(target.host)}:${target.port}`, decision: "allowed", reason: "a tunnel to the relay itself: only provider endpoints are served inside" });
+      this.socket.write(ESTABLISHED);
+      return new ProxyConnection(this.socket, this.reader, this.ctx, undefined, true).serve();
+    }
     const c = await this.ctx.check("CONNECT", target.host, target.port, false);
     if (!c.ok) return void this.refuse("CONNECT", asked, c.status, c.code, c.reason, { canonical: c.canonical, resolved: c.resolved });
-    const allowed = { method: "CONNECT", asked, canonical: c.canonical, resolved: c.resolved, address: c.address, decision: "allowed" as const, reason: `granted by ${c.rule}` };
+    const secret = this.ctx.secretHeaders(target.host, target.port).length > 0 || this.ctx.placeholders.some((p) => forHost(p.hosts, target.host, target.port));
+    if (c.inspect || secret) return this.terminated(asked, target, c, c.inspect ? `the grant ${c.rule} is checked on each request` : "a secret goes into its requests");
+    const allowed = { method: "CONNECT", asked, canonical: c.canonical, resolved: c.resolved, address: c.address, decision: "allowed" as const, reason: `granted by ${c.rule}`, tls: "spliced" as const };
     this.ctx.record(allowed);
 
     let status: number | undefined;
@@ -357,10 +547,8 @@ export class ProxyConnection {
       if (this.socket.destroyed) throw new ClosedError();
       const s = this.ctx.openUpstream(c.address, target.port);
       upstream = s;
-      await new Promise<void>((resolve, reject) => {
-        s.once("connect", resolve);
-        s.once("error", (e) => reject(new UpstreamError(e.message)));
-        s.once("close", () => reject(this.socket.destroyed ? new ClosedError() : new UpstreamError("closed before connecting")));
+      await this.ctx.upstreamReady(s, c.address, target.port).catch((e: Error) => {
+        throw this.socket.destroyed ? new ClosedError() : new UpstreamError(e.message === "the upstream closed before it connected" ? "closed before connecting" : e.message);
       });
       if (this.socket.destroyed) throw new ClosedError();
       // From here the bytes are the engine's: what either side sent early goes first, then the kernel splices.
@@ -390,6 +578,14 @@ export class ProxyConnection {
 }
 
 const ESTABLISHED = Buffer.from("HTTP/1.1 200 Connection Established\r\n\r\n");
+
+/** The gate's TLS client to an upstream: verified against the gate's trust for the checked name (or IP), HTTP/1.1 only. */
+function upstreamTls(s: Socket, host: Host, tls: ProxyContext["tls"]): TLSSocket {
+  if (!tls) throw new UpstreamError("this gate has no TLS");
+  const name = host.kind === "name" ? host.name : host.ip;
+  s.setNoDelay(true);
+  return tlsConnect({ socket: s, host: name, ...(host.kind === "name" ? { servername: host.name } : {}), secureContext: tls.upstream(), ALPNProtocols: ["http/1.1"] });
+}
 
 /** The engine's word for how a tunnel ended, as the record says it. */
 function tunnelOutcome(engine: string, limits: ProxyContext["limits"]): string {

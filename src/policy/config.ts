@@ -46,6 +46,15 @@ export const UserConfigSchema = z
     secret_commands: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_.-]*$/), z.array(z.string().min(1)).min(1)).default({}),
     /** MCP servers whose tools `vak` and `vak run` get as mcp__NAME__tool, each with its own grants (src/mcp/). */
     mcp_servers: z.record(z.string().regex(SERVER_NAME, "server names are lower-case letters, digits, - and _ (at most 40)"), McpServerSchema).default({}),
+    egress: z
+      .object({
+        /** CA files (PEM) trusted for upstream servers, besides the system store: a company CA. */
+        ca_files: z.array(z.string().min(1)).default([]),
+        /** A proxy the host itself must use (http://host:port): the gate opens every upstream connection through it with CONNECT. */
+        upstream_proxy: z.url({ protocol: /^http$/ }).optional(),
+      })
+      .strict()
+      .default({ ca_files: [] }),
     approvals: z
       .object({
         /** "ask" (the default) or "allow": whether writes inside the grant wait for a person. */

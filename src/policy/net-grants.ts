@@ -1,12 +1,16 @@
 import { unhandled } from "../protocol/unhandled.js";
 import { AddressError, canonicalHost, type Host, hostText } from "./address.js";
+import { parsePathRule, PathError, pathWithin } from "./url-path.js";
 
 /**
  * Network grants. A destination is `host`, `*.suffix` (subdomains only: never
  * the apex, never an IP), or an exact IP literal (any spelling); with `:port`,
  * `:*` for any port, or nothing: for a grant the web ports 80 and 443, for a
  * deny rule every port. A `read:` prefix limits the grant to GET, HEAD and
- * OPTIONS. Deny rules beat allow rules (a deny rule on an IP literal also
+ * OPTIONS. A path after the host (`api.github.com/repos/acme/*`) limits the
+ * grant to that prefix of canonical paths (url-path.ts). A grant that needs to
+ * see inside a request (read:, a path) is held inside HTTPS by terminating
+ * TLS at the gate. Deny rules beat allow rules (a deny rule on an IP literal also
  * covers names that resolve to it), and an empty list reaches nothing.
  */
 export type MethodClass = "read" | "any";
@@ -18,6 +22,8 @@ export interface NetRule {
   /** A single port, every port, or the web ports (80 and 443). */
   ports: number | "any" | "web";
   methods: MethodClass;
+  /** A canonical path prefix ("/repos/acme"); without one, every path. */
+  path?: string;
   /** The rule as the user wrote it, for messages. */
   text: string;
 }
@@ -66,6 +72,18 @@ export function parseNetRule(text: string, opts: { deny?: boolean } = {}): NetRu
     methods = "read";
     rest = rest.slice("read:".length);
   }
+  let path: string | undefined;
+  const slash = rest.indexOf("/");
+  if (slash >= 0) {
+    if (opts.deny) throw new RuleError(`${flag} ${text}: a deny rule covers a whole host; to allow only some paths, grant those paths`);
+    try {
+      path = parsePathRule(rest.slice(slash));
+    } catch (e) {
+      if (e instanceof PathError) throw new RuleError(`${flag} ${text}: ${e.message}`);
+      throw e;
+    }
+    rest = rest.slice(0, slash);
+  }
   const [hostPart, portPart] = splitPort(rest);
   // Deny broadly: a deny rule without a port must not leave 8080 or 22 open.
   let ports: NetRule["ports"] = opts.deny ? "any" : "web";
@@ -100,7 +118,7 @@ export function parseNetRule(text: string, opts: { deny?: boolean } = {}): NetRu
     }
     host = canon.kind === "ip" ? { kind: "ip", ip: canon.ip } : { kind: "name", name: canon.name };
   }
-  return { host, ports, methods, text };
+  return { host, ports, methods, ...(path === undefined || path === "/" ? {} : { path }), text };
 }
 
 export function parseNetGrants(allow: readonly string[], deny: readonly string[] = []): NetGrants {
@@ -124,25 +142,57 @@ function portMatches(rule: NetRule, port: number): boolean {
   return rule.ports === "any" || (rule.ports === "web" ? port === 80 || port === 443 : rule.ports === port);
 }
 
-export type Decision = { allowed: true; rule: NetRule } | { allowed: false; code: "denied" | "no-grant" | "read-only"; reason: string };
+export type Decision =
+  | { allowed: true; rule: NetRule; /** The gate must see inside this CONNECT: it terminates TLS. */ inspect?: true }
+  | { allowed: false; code: "denied" | "no-grant" | "read-only" | "path"; reason: string };
 
 /**
  * Decides a request before anything is resolved or connected. method is the
- * HTTP method, or "CONNECT" for a tunnel: the gate cannot see the methods
- * inside a tunnel, so only an "any method" grant opens one.
+ * HTTP method, or "CONNECT" for a tunnel. A tunnel to a destination whose
+ * grants cover every method and path is opaque; one whose grants are
+ * read-only or name paths is allowed only with inspect set, so that the gate
+ * terminates TLS and decides each request inside it again, with its path.
+ * path is the canonical request path (url-path.ts), when there is one.
  */
-export function decideDestination(grants: NetGrants, host: Host, port: number, method: string): Decision {
+export function decideDestination(grants: NetGrants, host: Host, port: number, method: string, path?: string): Decision {
   const dest = `${hostText(host)}:${port}`;
   const denied = grants.deny.find((r) => hostMatches(r.host, host) && portMatches(r, port));
   if (denied) return { allowed: false, code: "denied", reason: `${dest} is denied by --deny-net ${denied.text}` };
-  const matching = grants.allow.filter((r) => hostMatches(r.host, host) && portMatches(r, port));
-  if (matching.length === 0) return { allowed: false, code: "no-grant", reason: `no grant names ${dest}; grant it with --allow-net ${grantHint(host, port)}` };
+  const forHost = grants.allow.filter((r) => hostMatches(r.host, host) && portMatches(r, port));
+  if (forHost.length === 0) return { allowed: false, code: "no-grant", reason: `no grant names ${dest}; grant it with --allow-net ${grantHint(host, port)}` };
+  if (method === "CONNECT") {
+    const whole = forHost.find((r) => r.methods === "any" && r.path === undefined);
+    return whole ? { allowed: true, rule: whole } : { allowed: true, rule: forHost[0]!, inspect: true };
+  }
+  const matching = forHost.filter((r) => r.path === undefined || (path !== undefined && pathWithin(path, r.path)));
+  if (matching.length === 0)
+    return { allowed: false, code: "path", reason: `no grant covers the path ${path ?? "(none)"} on ${dest}; the grants for it: ${forHost.map((r) => r.text).join(", ")}` };
   const any = matching.find((r) => r.methods === "any");
   if (any) return { allowed: true, rule: any };
-  if (method === "CONNECT")
-    return { allowed: false, code: "read-only", reason: `the grant read:${matching[0]!.text.replace(/^read:/, "")} allows only GET, HEAD and OPTIONS, which cannot be checked inside an HTTPS tunnel; grant ${grantHint(host, port)} for every method` };
   if (isReadMethod(method)) return { allowed: true, rule: matching[0]! };
   return { allowed: false, code: "read-only", reason: `${method} is a write; the grant ${matching[0]!.text} allows only GET, HEAD and OPTIONS` };
+}
+
+/** True when some grant for this destination names a path: requests to it are checked on their canonical path. */
+export function hasPathRule(grants: NetGrants, host: Host, port: number): boolean {
+  return grants.allow.some((r) => r.path !== undefined && hostMatches(r.host, host) && portMatches(r, port));
+}
+
+/** True when a grant could need the gate to see inside an HTTPS tunnel: read-only, or with a path. */
+export function needsInspection(grants: NetGrants): boolean {
+  return grants.allow.some((r) => r.methods === "read" || r.path !== undefined);
+}
+
+/** Whether a host (or host:port) a secret names is covered by some grant, paths aside. */
+export function grantsHost(grants: NetGrants, hostPort: string): boolean {
+  try {
+    const rule = parseNetRule(hostPort);
+    const host: Host = rule.host.kind === "ip" ? canonicalHost(rule.host.ip) : rule.host.kind === "name" ? { kind: "name", name: rule.host.name } : { kind: "name", name: `x.${rule.host.suffix}` };
+    // Without a port, the host at any port its grants allow.
+    return grants.allow.some((r) => hostMatches(r.host, host) && (typeof rule.ports !== "number" || portMatches(r, rule.ports)));
+  } catch {
+    return false;
+  }
 }
 
 function grantHint(host: Host, port: number): string {

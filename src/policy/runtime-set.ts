@@ -19,6 +19,8 @@ export const RUNTIME_ETC = [
   "/etc/os-release", "/etc/debian_version", "/etc/lsb-release",
   "/etc/bash.bashrc", "/etc/profile", "/etc/profile.d", "/etc/inputrc", "/etc/terminfo",
   "/etc/python3", "/etc/perl", "/etc/vim",
+  // Debian's JDKs keep their security configuration here (conf/security links to it): without it no JVM starts.
+  "/etc/java-11-openjdk", "/etc/java-17-openjdk", "/etc/java-21-openjdk", "/etc/java-25-openjdk",
 ] as const;
 
 /** Character devices bound from the host. */

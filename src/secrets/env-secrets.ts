@@ -6,9 +6,10 @@ import { parseRef, resolveRef } from "./store.js";
 /**
  * `--secret NAME=REF` flags (vak exec, vak mcp): each reference resolved on the
  * host now, for one variable of the command's environment; a missing one
- * stops the run before anything starts.
+ * stops the run before anything starts. `NAME=REF@HOST,HOST` (vak exec) is a
+ * secret the egress gate holds: hosts is set, and NAME gets a placeholder.
  */
-export function envSecrets(specs: readonly string[]): { name: string; ref: string; value: string }[] {
+export function envSecrets(specs: readonly string[]): { name: string; ref: string; value: string; hosts?: string[] }[] {
   if (specs.length === 0) return [];
   const commands = loadUserConfig().secret_commands;
   return specs.map((spec) => {
@@ -16,7 +17,10 @@ export function envSecrets(specs: readonly string[]): { name: string; ref: strin
     if (eq <= 0) throw new VakError("bad-input", `--secret ${spec}: write it as NAME=REF (e.g. GITHUB_TOKEN=secret:github)`);
     const name = spec.slice(0, eq);
     checkEnvRecipient(name);
-    const ref = parseRef(spec.slice(eq + 1));
-    return { name, ref: ref.text, value: resolveRef(ref, { commands }) };
+    const at = spec.indexOf("@", eq);
+    const hosts = at < 0 ? undefined : spec.slice(at + 1).split(",").filter(Boolean);
+    if (hosts && hosts.length === 0) throw new VakError("bad-input", `--secret ${spec}: name the hosts after @ (NAME=REF@api.example.com)`);
+    const ref = parseRef(spec.slice(eq + 1, at < 0 ? undefined : at));
+    return { name, ref: ref.text, value: resolveRef(ref, { commands }), ...(hosts ? { hosts } : {}) };
   });
 }

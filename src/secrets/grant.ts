@@ -6,14 +6,17 @@ import { unhandled } from "../protocol/unhandled.js";
 /**
  * A secret granted to one component, resolved by the host, with its declared
  * recipient: an environment variable of that component's commands (for the
- * life of each command), or an HTTP header that the egress gate puts on
- * plain-HTTP requests to the declared hosts only, in place of a placeholder
- * the command sees instead of the value.
+ * life of each command); an HTTP header that the egress gate puts on requests
+ * to the declared hosts only; or a placeholder in a variable that the gate
+ * replaces with the value in the request headers to the declared hosts only.
+ * Over HTTPS the gate terminates TLS for those hosts to do so.
  */
 export type SecretRecipient =
   | { kind: "env"; name: string }
   /** placeholderEnv: a variable that holds a placeholder for the value, for a program that must name the header itself. */
-  | { kind: "header"; header: string; hosts: readonly string[]; placeholderEnv?: string | undefined };
+  | { kind: "header"; header: string; hosts: readonly string[]; placeholderEnv?: string | undefined }
+  /** A placeholder in the variable; the egress gate replaces it with the value in request headers to these hosts only (over HTTPS too). */
+  | { kind: "placeholder"; name: string; hosts: readonly string[] };
 
 export interface InjectedSecret {
   /** The reference, as granted ("secret:github"); the journal records this, never the value. */
@@ -33,6 +36,7 @@ export function checkEnvRecipient(name: string): void {
 export function describeRecipient(r: SecretRecipient): string {
   switch (r.kind) {
     case "env": return `env ${r.name}`;
+    case "placeholder": return `placeholder in env ${r.name}, replaced in request headers for ${r.hosts.join(", ")}`;
     case "header": return `header ${r.header} for ${r.hosts.join(", ")}`;
     default: return unhandled(r, "secret recipient");
   }

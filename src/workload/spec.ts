@@ -4,7 +4,7 @@ import { dirname, isAbsolute, resolve } from "node:path";
 import { parse } from "smol-toml";
 import { z } from "zod";
 import { TOOLS } from "../broker/registry.js";
-import { parseNetGrants, RuleError, type NetGrants } from "../policy/net-grants.js";
+import { grantsHost, parseNetGrants, RuleError, type NetGrants } from "../policy/net-grants.js";
 import { checkEnvRecipient, type SecretRecipient } from "../secrets/grant.js";
 import { parseRef } from "../secrets/store.js";
 import { STORE_NAME } from "../stores/kv.js";
@@ -28,6 +28,8 @@ const GRANT_KEYS = ["read", "write", "deny_read", "deny_write", "net", "deny_net
 
 const Secret = z.union([
   z.object({ ref: z.string(), env: z.string() }).strict(),
+  // The placeholder form: env holds a placeholder; the gate puts the value in request headers to these hosts only.
+  z.object({ ref: z.string(), env: z.string(), hosts: z.array(z.string()).min(1) }).strict(),
   // The header form: the gate adds it on plain-HTTP requests to these hosts; env, if given, holds a placeholder.
   z.object({ ref: z.string(), header: z.string().regex(/^[A-Za-z0-9-]+$/, "a header name"), hosts: z.array(z.string()).min(1), env: z.string().optional() }).strict(),
 ]);
@@ -231,17 +233,23 @@ export function checkSpec(
       } catch (e) {
         fail(where, at("secrets", i, "ref"), (e as Error).message);
       }
+      const covered = (hosts: readonly string[]) => {
+        for (const [j, h] of hosts.entries())
+          if (!net || !grantsHost(net, h)) fail(where, at("secrets", i, "hosts", j), `${h} is not in this component's net grants; a secret can only go where the component may go`);
+      };
       if (!("header" in s)) {
         try {
           checkEnvRecipient(s.env);
         } catch (e) {
           fail(where, at("secrets", i, "env"), (e as Error).message);
         }
+        if ("hosts" in s) {
+          covered(s.hosts);
+          return { ref: ref.text, recipient: { kind: "placeholder" as const, name: s.env, hosts: s.hosts } };
+        }
         return { ref: ref.text, recipient: { kind: "env" as const, name: s.env } };
       }
-      for (const [j, h] of s.hosts.entries())
-        if (!c.net.some((n) => [n.replace(/^read:/, ""), n.replace(/^read:/, "").split(":")[0]].includes(h)))
-          fail(where, at("secrets", i, "hosts", j), `${h} is not in this component's net grants; a header can only go where the component may go`);
+      covered(s.hosts);
       if (s.env !== undefined)
         try {
           checkEnvRecipient(s.env);

@@ -38,6 +38,8 @@ export interface WorkloadSessionOptions {
   mode?: "read-only" | "workspace-write";
   /** Where an MCP component's stderr and Vak's notes about it go (a terminal-safe sink). */
   onLog?: ((line: string) => void) | undefined;
+  /** CA files trusted for upstream servers where a component's gate terminates TLS ([egress] ca_files). */
+  caFiles?: readonly string[];
 }
 
 const SEP = "__";
@@ -136,6 +138,7 @@ export class WorkloadSession {
         grants: { read: c.read, write: c.write, denyRead: c.denyRead, denyWrite: c.denyWrite, env: c.env },
         net: c.net,
         secrets,
+        caFiles: this.opts.caFiles,
         command: c.command,
         limits: c.limits,
         component: c.name,

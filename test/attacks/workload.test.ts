@@ -194,9 +194,17 @@ describe("specs that cannot be held are refused before anything starts", () => {
     ["the whole file system", '[tools.extra]\nbuiltin = ["read_file"]\nread = ["/"]\n', /whole file system/],
     ["a path that does not exist", '[tools.extra]\nbuiltin = ["read_file"]\nread = ["no/such/dir"]\n', /tools\.extra\.read\.0: .*cannot be resolved/],
     ["a glob", '[tools.extra]\nbuiltin = ["read_file"]\nread = ["folder*"]\n', /wildcards are not grants/],
+    ["a placeholder secret for a host the tool may not reach", '[tools.extra]\nbuiltin = ["exec"]\nnet = ["api.example.com"]\nsecrets = [{ ref = "secret:k", env = "K", hosts = ["evil.example.net"] }]\n', /tools\.extra\.secrets\.0\.hosts\.0: evil\.example\.net is not in this component's net grants/],
+    ["a header secret for a host the tool may not reach", '[tools.extra]\nbuiltin = ["exec"]\nnet = ["api.example.com/v1/*"]\nsecrets = [{ ref = "secret:k", header = "X-K", hosts = ["other.example.com"] }]\n', /tools\.extra\.secrets\.0\.hosts\.0: other\.example\.com is not in/],
   ])("%s", (_name, extra, message) => {
     const text = extra === "HARNESS" ? specText().replace('instructions = "Use the tools."', 'instructions = "Use the tools."\nread = ["folderA"]') : specText().replace("[tools.reader]", `${extra}\n[tools.reader]`);
     expect(() => loadSpec(write(text))).toThrow(message);
+  });
+
+  it("a placeholder secret for a granted host (paths aside) is held by the gate, not given to the tool", () => {
+    const text = specText().replace("[tools.reader]", '[tools.extra]\nbuiltin = ["exec"]\nnet = ["api.example.com/v1/*"]\nsecrets = [{ ref = "secret:k", env = "K", hosts = ["api.example.com"] }]\n[tools.reader]');
+    const plan = loadSpec(write(text));
+    expect(plan.components.find((c) => c.name === "extra")!.secrets[0]!.recipient).toEqual({ kind: "placeholder", name: "K", hosts: ["api.example.com"] });
   });
 
   it("a tool with a write grant when the user's mode is read-only", () => {

@@ -33,7 +33,8 @@ describe("network grants", () => {
     [["read:example.com"], [], "example.com", 80, "OPTIONS", true],
     [["read:example.com"], [], "example.com", 80, "POST", false],
     [["read:example.com"], [], "example.com", 80, "DELETE", false],
-    [["read:example.com"], [], "example.com", 443, "CONNECT", false],
+    // A tunnel under a read-only grant is allowed only to be terminated (inspect, below): each request inside is decided again.
+    [["read:example.com"], [], "example.com", 443, "CONNECT", true],
     [["read:example.com", "example.com"], [], "example.com", 443, "CONNECT", true],
     // A deny rule without a port covers every port, not just the web ports.
     [["example.com:*"], ["example.com"], "example.com", 8080, "GET", false],
@@ -61,8 +62,33 @@ describe("network grants", () => {
     if (!w.allowed) expect(w.reason).toContain("PUT is a write");
   });
 
+  it("a CONNECT is terminated (inspect) where a grant is read-only or names a path, and spliced where one covers every method and path", () => {
+    expect(decide(["read:example.com"], [], "example.com", 443, "CONNECT")).toMatchObject({ allowed: true, inspect: true });
+    expect(decide(["example.com/repos/acme/*"], [], "example.com", 443, "CONNECT")).toMatchObject({ allowed: true, inspect: true });
+    expect(decide(["read:example.com", "example.com"], [], "example.com", 443, "CONNECT")).not.toHaveProperty("inspect");
+  });
+
+  it.each([
+    // [allow, path, method, allowed]
+    [["example.com/repos/acme/*"], "/repos/acme", "GET", true],
+    [["example.com/repos/acme/*"], "/repos/acme/x/y", "POST", true],
+    [["example.com/repos/acme"], "/repos/acme/x", "GET", true],
+    [["example.com/repos/acme/*"], "/repos/acmeevil", "GET", false],
+    [["example.com/repos/acme/*"], "/repos", "GET", false],
+    [["example.com/repos/acme/*"], undefined, "GET", false],
+    [["read:example.com/docs/*"], "/docs/a", "GET", true],
+    [["read:example.com/docs/*"], "/docs/a", "POST", false],
+    [["read:example.com/docs/*", "example.com/api/*"], "/api/x", "POST", true],
+    [["read:example.com/docs/*", "example.com/api/*"], "/docs/x", "POST", false],
+  ] as const)("path grants %j: %s %s → %s", (allow, path, method, allowed) => {
+    expect(decideDestination(parseNetGrants([...allow]), canonicalHost("example.com"), 443, method, path).allowed).toBe(allowed);
+  });
+
   it.each([
     ["*", /every host/],
+    ["example.com/a*b", /final/],
+    ["example.com/a?x=1", /query/],
+    ["example.com/a%2Fb", /encoded slash/],
     ["*.com", /top-level domain/],
     ["*.127.0.0.1", /cannot cover IP/],
     ["exa*mple.com", /leading/],
@@ -71,5 +97,9 @@ describe("network grants", () => {
     ["::1", /brackets/],
   ])("refuses the grant %s", (text, message) => {
     expect(() => parseNetRule(text)).toThrow(message);
+  });
+
+  it("refuses a path in a deny rule, which covers a whole host", () => {
+    expect(() => parseNetGrants([], ["example.com/x"])).toThrow(/whole host/);
   });
 });

@@ -4,7 +4,7 @@ import { connect, createServer as createNetServer, type Server as NetServer, typ
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sendClient, socketFd } from "../../src/net/engine.js";
-import { EgressGate, type EgressEvent, type GateLimits } from "../../src/net/egress-gate.js";
+import { EgressGate, type EgressEvent, type GateLimits, type GateOptions, type GateWorker } from "../../src/net/egress-gate.js";
 import { parseNetGrants } from "../../src/policy/net-grants.js";
 
 /** A loopback HTTP server that records what reached it. */
@@ -135,6 +135,9 @@ export async function testGate(
     limits?: Partial<GateLimits>;
     onEvent?: (e: EgressEvent) => void;
     durable?: () => Promise<void>;
+    tls?: GateOptions["tls"];
+    upstreamProxy?: GateOptions["upstreamProxy"];
+    worker?: Partial<GateWorker>;
   } = {},
 ) {
   const dir = mkdtempSync(join(tmpdir(), "vak-gate-test-"));
@@ -152,9 +155,11 @@ export async function testGate(
     },
     limits: opts.limits,
     durable: opts.durable,
+    tls: opts.tls,
+    upstreamProxy: opts.upstreamProxy,
   });
   await gate.listen();
-  const token = gate.register({ component: "test", generation: 1, grants: parseNetGrants(allow, opts.deny ?? []) });
+  const token = gate.register({ component: "test", generation: 1, grants: parseNetGrants(allow, opts.deny ?? []), ...opts.worker });
   return {
     gate,
     token,

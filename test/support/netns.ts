@@ -42,7 +42,10 @@ for (const port of ports.split(",").filter(Boolean).map(Number))
 
 const ip = (...args: string[]) => execFileSync("ip", args, { stdio: ["ignore", "ignore", "pipe"] });
 
-export async function testInternet(hosts: Record<string, string>, ports: number[], silentPorts: number[] = []): Promise<TestInternet> {
+/** HTTPS ports of the fixture server, each with its own key and certificate (PEM). */
+export type TlsPorts = { port: number; key: string; cert: string }[];
+
+export async function testInternet(hosts: Record<string, string>, ports: number[], silentPorts: number[] = [], tlsPorts: TlsPorts = []): Promise<TestInternet> {
   const id = `${process.pid % 100000}${Math.floor(Math.random() * 1000)}`;
   const client = `vakc${id}`;
   const inet = `vaki${id}`;
@@ -77,8 +80,9 @@ export async function testInternet(hosts: Record<string, string>, ports: number[
     writeFileSync(join(dir, "resolv.conf"), "nameserver 11.0.0.2\n");
     writeFileSync(join(dir, "server.log"), "");
     writeFileSync(join(dir, "silent.log"), "");
+    writeFileSync(join(dir, "tls.json"), JSON.stringify(tlsPorts));
     const fixture = fileURLToPath(new URL("./fixture-server.mjs", import.meta.url));
-    server = spawn("ip", ["netns", "exec", inet, process.execPath, fixture, "11.0.0.2", ports.join(","), join(dir, "www"), join(dir, "server.log")], { stdio: ["ignore", "pipe", "inherit"] });
+    server = spawn("ip", ["netns", "exec", inet, process.execPath, fixture, "11.0.0.2", ports.join(","), join(dir, "www"), join(dir, "server.log"), join(dir, "tls.json")], { stdio: ["ignore", "pipe", "inherit"] });
     silent = spawn("ip", ["netns", "exec", inet, process.execPath, "-e", SILENT, "11.0.0.2", silentPorts.join(","), join(dir, "silent.log")], { stdio: ["ignore", "pipe", "inherit"] });
     const listening = (p: ChildProcess, count: number, what: string) =>
       new Promise<void>((resolve, reject) => {
@@ -89,7 +93,7 @@ export async function testInternet(hosts: Record<string, string>, ports: number[
         });
         p.on("exit", (c) => reject(new Error(`${what} exited ${c}`)));
       });
-    await Promise.all([listening(server, ports.length, "fixture server"), listening(silent, silentPorts.length + 1, "silent servers")]);
+    await Promise.all([listening(server, ports.length + tlsPorts.length, "fixture server"), listening(silent, silentPorts.length + 1, "silent servers")]);
   } catch (e) {
     close();
     throw e;

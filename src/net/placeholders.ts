@@ -1,0 +1,60 @@
+import { type Host, hostText } from "../policy/address.js";
+import type { HeaderList } from "./http1.js";
+
+/**
+ * Secrets a sandboxed command holds only as placeholders. The gate replaces a
+ * placeholder with its value in request header values (where credentials go:
+ * `Authorization: Bearer …`, `x-api-key: …`), for requests to the secret's own
+ * hosts, after the destination and method checks; never in the URL or the
+ * body, and never for another host, where the placeholder goes out as it is
+ * (and the record says so). A request that merely mentions a placeholder is
+ * not refused: that would break clients for nothing, since a placeholder is
+ * worth nothing without the gate.
+ */
+export interface PlaceholderSecret {
+  /** The reference, for the record ("secret:anthropic"); never the value. */
+  ref: string;
+  placeholder: string;
+  value: string;
+  /** host or host:port, as granted. */
+  hosts: readonly string[];
+}
+
+/** Whether a destination is one of a secret's hosts: the host at any port its grants allow, or host:port exactly. */
+export function forHost(hosts: readonly string[], host: Host, port: number): boolean {
+  const h = hostText(host).toLowerCase();
+  return hosts.some((x) => x.toLowerCase() === h || x.toLowerCase() === `${h}:${port}`);
+}
+
+/** A value the gate may put in a header: no control characters (they would split the head), and bounded. */
+export function headerSafe(value: string): boolean {
+  return value.length > 0 && value.length <= 8192 && /^[\x20-\x7e\x80-\xff\t]*$/.test(value) && !/^[ \t]|[ \t]$/.test(value);
+}
+
+export interface Substituted {
+  headers: HeaderList;
+  /** References whose value was put in. */
+  used: string[];
+  /** References whose placeholder went out as it is, to a destination that is not theirs, or outside the headers. */
+  withheld: string[];
+}
+
+/** Replaces placeholders in header values for this destination; the URL target is only looked at, for the record. */
+export function substitute(headers: HeaderList, target: string, secrets: readonly PlaceholderSecret[], host: Host, port: number): Substituted {
+  if (secrets.length === 0) return { headers, used: [], withheld: [] };
+  const used = new Set<string>();
+  const withheld = new Set<string>();
+  const out: HeaderList = headers.map(([name, value]) => {
+    let v = value;
+    for (const s of secrets) {
+      if (!v.includes(s.placeholder)) continue;
+      if (forHost(s.hosts, host, port)) {
+        v = v.split(s.placeholder).join(s.value);
+        used.add(s.ref);
+      } else withheld.add(s.ref);
+    }
+    return [name, v];
+  });
+  for (const s of secrets) if (target.includes(s.placeholder)) withheld.add(s.ref);
+  return { headers: out, used: [...used], withheld: [...withheld] };
+}

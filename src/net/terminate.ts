@@ -1,0 +1,111 @@
+import type { Socket } from "node:net";
+import { type SecureContext, TLSSocket } from "node:tls";
+import { canonicalHost, type Host, hostText } from "../policy/address.js";
+import type { SocketReader } from "./reader.js";
+
+/**
+ * TLS terminated at the gate, for a CONNECT whose grant must see inside (a
+ * read: or path rule, a secret for its host). The client is told the tunnel
+ * is open; its first bytes must be a TLS handshake (anything else is answered
+ * with a plain 403 and the connection closed, never tunnelled blind); the
+ * name it asks for (SNI) must be the CONNECT target; the gate answers with
+ * the run CA's leaf for that target. Only HTTP/1.1 is offered by ALPN: a
+ * client that offers h2 and http/1.1 falls back, one that offers only h2 is
+ * refused in the handshake (no_application_protocol), so each request is one
+ * the gate has parsed and checked. The caller then reads requests from the
+ * TLS socket as from any client.
+ */
+export class TerminateError extends Error {
+  constructor(
+    readonly code: "not-tls" | "sni-mismatch" | "handshake",
+    message: string,
+  ) {
+    super(message);
+    this.name = "TerminateError";
+  }
+}
+
+const ESTABLISHED = Buffer.from("HTTP/1.1 200 Connection Established\r\n\r\n");
+
+/** The first bytes of a TLS ClientHello record: handshake (22), version 3.x. */
+function looksLikeTls(b: Buffer): boolean {
+  return b[0] === 0x16 && b[1] === 0x03 && (b[2] ?? 0) <= 0x04;
+}
+
+/** Whether an SNI names the target: the same canonical host. */
+function sniMatches(servername: string, target: Host): boolean {
+  try {
+    return hostText(canonicalHost(servername)) === hostText(target);
+  } catch {
+    return false;
+  }
+}
+
+function withDeadline<T>(p: Promise<T>, ms: number, onTimeout: () => void, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      onTimeout();
+      reject(new TerminateError("handshake", `${what} took longer than ${ms} ms`));
+    }, ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+export async function terminate(client: Socket, reader: SocketReader, target: Host, context: (host: Host) => Promise<SecureContext>, headerMs: number): Promise<TLSSocket> {
+  // The leaf is minted (or taken from the cache) while the client sends its ClientHello.
+  const leaf = context(target);
+  leaf.catch(() => undefined);
+  client.write(ESTABLISHED);
+  let first = Buffer.alloc(0);
+  const peek = async () => {
+    while (first.length < 3) {
+      const b = await reader.read();
+      if (!b) throw new TerminateError("not-tls", "the client closed the tunnel before it sent a TLS handshake");
+      first = Buffer.concat([first, b]);
+    }
+  };
+  await withDeadline(peek(), headerMs, () => client.destroy(), "the client's TLS handshake");
+  if (!looksLikeTls(first)) {
+    const body = "vak egress gate: refused: this tunnel's grant is checked on each request, so the gate terminates TLS in it; the client sent plain bytes, not a TLS handshake\n";
+    client.end(`HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    throw new TerminateError("not-tls", "the client sent plain bytes inside a CONNECT the gate terminates; only TLS is accepted there");
+  }
+  const ctx = await leaf;
+  // What the gate has read goes back in front of the socket, for the TLS layer to read first.
+  client.unshift(Buffer.concat([first, reader.takeBuffered()]));
+  client.setTimeout(0);
+  // Records go out as they are made: with Nagle, a small answer waits for the client's delayed ACK (40 ms).
+  client.setNoDelay(true);
+  let mismatch: string | undefined;
+  const secure = new TLSSocket(client, {
+    isServer: true,
+    secureContext: ctx,
+    ALPNProtocols: ["http/1.1"],
+    SNICallback: (servername, cb) => {
+      if (sniMatches(servername, target)) return cb(null, ctx);
+      mismatch = servername;
+      cb(new Error("SNI mismatch"));
+    },
+  });
+  secure.on("error", () => secure.destroy());
+  client.once("close", () => secure.destroy());
+  secure.once("close", () => client.destroy());
+  await withDeadline(
+    new Promise<void>((resolve, reject) => {
+      secure.once("secure", () => resolve());
+      secure.once("error", (e) =>
+        reject(
+          mismatch !== undefined
+            ? new TerminateError("sni-mismatch", `the TLS handshake asked for ${mismatch.slice(0, 200)}, not the CONNECT target ${hostText(target)}`)
+            : new TerminateError("handshake", `the TLS handshake with the client failed: ${(e as Error).message}`),
+        ),
+      );
+      secure.once("close", () => reject(new TerminateError("handshake", "the client closed the tunnel during the TLS handshake")));
+    }),
+    headerMs,
+    () => secure.destroy(),
+    "the client's TLS handshake",
+  );
+  return secure;
+}

@@ -1,0 +1,74 @@
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { delimiter, join } from "node:path";
+import type { Host } from "../policy/address.js";
+import { javaTrustStore } from "./jks.js";
+import { createRunCa, type RunCa } from "./tls-ca.js";
+import { trustEnv, upstreamTrust, type UpstreamTrust } from "./tls-trust.js";
+
+/**
+ * TLS for one run: what the gate needs (the CA, made now if a grant may need
+ * termination, and the upstream trust) and what the sandbox gets (a directory
+ * holding the trust bundle, and a Java truststore where Java is installed,
+ * bound read-only, and the variables that point clients at them). A run with
+ * no grant that needs termination and no CA file of the user's gets nothing:
+ * no key is made, no file written.
+ */
+export interface RunTls {
+  gate: { ca: () => Promise<RunCa>; trust: UpstreamTrust };
+  /** The directory to bind read-only into the sandbox. */
+  dir: string;
+  env: Record<string, string>;
+  /** Whether this run's gate can terminate TLS (its CA is in the bundle). */
+  terminates: boolean;
+  close(): void;
+}
+
+/** Whether a Java runtime is on this PATH (then the sandbox gets a truststore too). */
+export function hasJava(path = process.env.PATH ?? ""): boolean {
+  return path.split(delimiter).some((d) => d.startsWith("/") && existsSync(join(d, "java")));
+}
+
+export async function prepareRunTls(opts: {
+  terminate: boolean;
+  caFiles: readonly string[];
+  /** The gate needs upstream trust even without termination (a provider endpoint over https). */
+  forceTrust?: boolean;
+  env?: NodeJS.ProcessEnv;
+  java?: boolean;
+  existingEnv?: Record<string, string>;
+  /** Hosts whose leaves are minted now, while the sandbox starts, so that a first request does not wait for one. */
+  warm?: readonly Host[];
+}): Promise<RunTls | undefined> {
+  const env = opts.env ?? process.env;
+  if (!opts.terminate && !opts.forceTrust && opts.caFiles.length === 0 && !env.NODE_EXTRA_CA_CERTS) return undefined;
+  const trust = upstreamTrust({ caFiles: opts.caFiles, env });
+  // The upstream context (every root parsed: tens of ms) is made while the sandbox starts, not on the first request.
+  if (opts.terminate || opts.forceTrust) setImmediate(() => trust.context());
+  const ca = opts.terminate ? await createRunCa() : undefined;
+  // Not awaited: the event loop is idle while the launcher builds the sandbox. A wildcard-only run still warms the
+  // X.509 code once, which makes every later leaf several times cheaper.
+  if (ca) for (const h of (opts.warm?.length ? opts.warm : [{ kind: "name", name: "warm.vak.invalid" } as const]).slice(0, 16)) ca.contextFor(h).catch(() => undefined);
+  const dir = mkdtempSync(join(tmpdir(), "vak-tls-"));
+  try {
+    chmodSync(dir, 0o755); // the sandbox runs as the same user; 0755 keeps it readable whatever the id mapping
+    const roots = (ca ? [ca.certPem, ...trust.roots] : trust.roots).map((p) => `${p.replace(/\r\n/g, "\n").trim()}\n`);
+    const bundle = join(dir, "ca-bundle.pem");
+    writeFileSync(bundle, roots.join(""), { mode: 0o644 });
+    let jks: string | undefined;
+    if (opts.java ?? hasJava(env.PATH)) {
+      jks = join(dir, "truststore.jks");
+      writeFileSync(jks, javaTrustStore(roots), { mode: 0o644 });
+    }
+    return {
+      gate: { ca: ca ? async () => ca : () => Promise.reject(new Error("this run's gate has no CA")), trust },
+      dir,
+      env: trustEnv(bundle, jks, opts.existingEnv),
+      terminates: Boolean(ca),
+      close: () => rmSync(dir, { recursive: true, force: true }),
+    };
+  } catch (e) {
+    rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
+}

@@ -1,0 +1,107 @@
+import { X509Certificate } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { createSecureContext, rootCertificates, type SecureContext } from "node:tls";
+import { VakError } from "../policy/errors.js";
+import { FAST_FIRST } from "./tls-ca.js";
+
+/**
+ * What the gate trusts upstream, and what a sandbox trusts: the host's system
+ * store (the first bundle found where distributions keep it, else Node's own
+ * roots), the host's NODE_EXTRA_CA_CERTS, and each CA file the user named
+ * (`--ca-file`, `[egress] ca_files`). Inside a sandbox whose gate may
+ * terminate TLS, one bundle holds the run's CA and every one of these roots,
+ * so that an untouched tunnel to a server signed by a user's CA verifies as
+ * well as a terminated one; every variable that common clients read points at it.
+ */
+export interface UpstreamTrust {
+  /** Root certificates, PEM, one per entry. */
+  roots: string[];
+  /** Where they came from, for `vak doctor` and messages. */
+  sources: string[];
+  /** The client context for upstream connections, made once. */
+  context(): SecureContext;
+}
+
+/** Where distributions keep the system bundle (the list Go and OpenSSL builds look through). */
+const SYSTEM_BUNDLES = [
+  "/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/ca-bundle.pem",
+  "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", "/etc/ssl/cert.pem",
+];
+
+const PEM_BLOCK = /-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+?-----END CERTIFICATE-----/g;
+
+function blocks(text: string): string[] {
+  return (text.match(PEM_BLOCK) ?? []).map((b) => `${b.trim()}\n`);
+}
+
+/** A CA file the user named: every block must be a certificate, and there must be one. */
+function userCaFile(path: string, what: string): string[] {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    throw new VakError("bad-input", `${what} ${path}: cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  const found = blocks(text);
+  if (found.length === 0) throw new VakError("bad-input", `${what} ${path}: no PEM certificate in it`);
+  for (const b of found) {
+    try {
+      new X509Certificate(b);
+    } catch (e) {
+      throw new VakError("bad-input", `${what} ${path}: a certificate in it does not parse (${(e as Error).message})`);
+    }
+  }
+  return found;
+}
+
+export function upstreamTrust(opts: { caFiles?: readonly string[]; env?: NodeJS.ProcessEnv; systemBundles?: readonly string[] } = {}): UpstreamTrust {
+  const env = opts.env ?? process.env;
+  const roots: string[] = [];
+  const sources: string[] = [];
+  let system: string[] = [];
+  for (const f of opts.systemBundles ?? SYSTEM_BUNDLES) {
+    try {
+      system = blocks(readFileSync(f, "utf8"));
+    } catch {
+      continue;
+    }
+    if (system.length) {
+      sources.push(f);
+      break;
+    }
+  }
+  if (!system.length) {
+    system = rootCertificates.map((c) => `${c.trim()}\n`);
+    sources.push("Node's built-in roots");
+  }
+  roots.push(...system);
+  if (env.NODE_EXTRA_CA_CERTS) {
+    roots.push(...userCaFile(env.NODE_EXTRA_CA_CERTS, "NODE_EXTRA_CA_CERTS"));
+    sources.push(env.NODE_EXTRA_CA_CERTS);
+  }
+  for (const f of opts.caFiles ?? []) {
+    roots.push(...userCaFile(f, "--ca-file"));
+    sources.push(f);
+  }
+  let ctx: SecureContext | undefined;
+  return { roots, sources, context: () => (ctx ??= createSecureContext({ ca: roots, minVersion: "TLSv1.2", ciphers: FAST_FIRST })) };
+}
+
+/**
+ * The variables clients read for their trust bundle, all pointing at one file:
+ * OpenSSL (and so curl, Python's ssl, httpx, Go, Ruby), curl, requests, Node
+ * (added to its own roots), git, pip, Deno, Cargo, the AWS CLI and gRPC; Java
+ * reads a truststore, given as a system property through JAVA_TOOL_OPTIONS.
+ */
+export function trustEnv(bundle: string, javaTrustStore?: string, existing: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of ["SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO", "PIP_CERT", "DENO_CERT", "CARGO_HTTP_CAINFO", "AWS_CA_BUNDLE", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "npm_config_cafile"])
+    env[name] = bundle;
+  if (javaTrustStore) {
+    // Java reads no proxy variable either: its proxy properties go with the truststore.
+    const proxy = "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort=3128 -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort=3128";
+    const props = `-Djavax.net.ssl.trustStore=${javaTrustStore} -Djavax.net.ssl.trustStoreType=JKS -Djavax.net.ssl.trustStorePassword=changeit ${proxy}`;
+    env.JAVA_TOOL_OPTIONS = existing.JAVA_TOOL_OPTIONS ? `${existing.JAVA_TOOL_OPTIONS} ${props}` : props;
+  }
+  return env;
+}
