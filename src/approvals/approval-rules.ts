@@ -10,8 +10,11 @@ import { unhandled } from "../protocol/unhandled.js";
  */
 export type AskRule = "ask" | "allow";
 
-/** One rule per effect that can change anything: a new effect does not compile until it has one. */
-export type ApprovalRules = Record<Exclude<Effect, "read">, AskRule>;
+/**
+ * One rule per effect that can change anything: a new effect does not compile until it has one. A net op
+ * (web_fetch) is a GET inside the component's network grants, which are its ceiling: it reads, as a read does.
+ */
+export type ApprovalRules = Record<Exclude<Effect, "read" | "net">, AskRule>;
 
 export const DEFAULT_APPROVAL_RULES: ApprovalRules = { write: "ask", exec: "ask" };
 
@@ -21,6 +24,7 @@ export function needsApproval(rules: ApprovalRules, op: { kind: string }): boole
   if (effect === undefined) return true;
   switch (effect) {
     case "read": return false;
+    case "net": return false;
     case "write": return rules.write !== "allow";
     case "exec": return rules.exec !== "allow";
     default: return unhandled(effect, "effect");
@@ -34,6 +38,7 @@ export function capabilityOf(op: Op, target: string | undefined): string {
     case "exec": return `exec\0${op.command}`;
     // "For this session" covers this one tool of this one server, with any arguments.
     case "mcp": return `mcp\0${op.server}\0${op.tool}`;
+    case "fetch": return `fetch\0${op.url}`;
     case "read": case "list": case "glob": case "grep": case "write": case "edit": return `${op.kind}\0${target ?? ""}`;
     default: return unhandled(op, "op kind");
   }
@@ -48,6 +53,7 @@ export function summarizeOp(op: Op, target: string | undefined): string {
     case "exec": return `run: ${clip(op.command, 2000)}`;
     case "tool": return `run ${target ?? "the component's command"} with input ${clip(op.input, 200)}`;
     case "mcp": return `call ${op.tool} of the MCP server ${op.server} with ${clip(JSON.stringify(op.arguments), 300)}`;
+    case "fetch": return `fetch ${clip(op.url, 500)}`;
     case "read": case "list": case "glob": case "grep": return `${op.kind} ${target ?? ""}`;
     default: return unhandled(op, "op kind");
   }

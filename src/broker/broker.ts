@@ -242,7 +242,7 @@ export class Broker {
       this.release();
       return refuse(this.closed ? { ok: false, code: "closed", message: "the broker closed before this op started" } : revoked(this.generationNow), target);
     }
-    let result = op.kind === "mcp" ? await this.runMcp(op, opts.signal) : await this.runInSandbox(op, resolved, generation, records, opts.signal);
+    let result = op.kind === "mcp" ? await this.runMcp(op, opts.signal) : op.kind === "fetch" ? await this.fetchOnHost(op, generation, records) : await this.runInSandbox(op, resolved, generation, records, opts.signal);
     if (generation !== this.generationNow) result = revoked(this.generationNow);
     records.push(this.record("tool.result", resultPayload(op.kind, result, Date.now() - started)));
     // Nothing is returned that is not on the record.
@@ -254,7 +254,9 @@ export class Broker {
       result = revoked(this.generationNow);
       await this.record("tool.result", resultPayload(op.kind, result)).catch(() => {});
     }
-    return outcome(result, target);
+    // A fetched page is labelled with where it came from in the end, not where it was asked for.
+    const landed = op.kind === "fetch" && result.ok && typeof result.data?.url === "string" ? result.data.url : target;
+    return outcome(result, landed);
   }
 
   /** Why an op cannot even be considered (nothing is recorded for it), or undefined. */
@@ -281,6 +283,17 @@ export class Broker {
     const traits = OP_TRAITS[op.kind];
     let resolved: Op = op;
     let target: string | undefined;
+    if (traits.effect === "net") {
+      // No path: the destination is decided by the network grants, hop by hop, when the host makes the request.
+      if (!this.opts.net) {
+        const message = "this component has no network grant, so web_fetch reaches nothing; grant the hosts with net = [...] (or --allow-net)";
+        records.push(this.record("decision", { op: op.kind, allowed: false, reason: message }));
+        return { ok: false, code: "denied", message };
+      }
+      target = "url" in op ? op.url.slice(0, 4096) : undefined;
+      records.push(this.record("decision", { op: op.kind, allowed: true, reason: "the host fetches it under the component's network grants, each hop checked", target }));
+      return { ok: true, resolved, target };
+    }
     if (traits.effect !== "exec") {
       const base = this.opts.base ?? this.opts.workspace;
       const raw = "path" in op && op.path ? op.path : base;
@@ -318,7 +331,7 @@ export class Broker {
       case "exec": return { argv: ["/bin/sh", "-c", op.command] };
       case "tool": return { argv: [...this.opts.command!], stdin: op.input };
       case "mcp": throw new Error("an MCP call is not a command");
-      case "read": case "list": case "glob": case "grep": case "write": case "edit": throw new Error(`${op.kind} is not a command`);
+      case "read": case "list": case "glob": case "grep": case "write": case "edit": case "fetch": throw new Error(`${op.kind} is not a command`);
       default: return unhandled(op, "op kind");
     }
   }
@@ -347,6 +360,33 @@ export class Broker {
       if (timeout.aborted && !caller?.aborted) return { ok: false, code: "timeout", message: `timed out after ${timeoutMs} ms` };
       if (signal.aborted) return { ok: false, code: "cancelled", message: "cancelled" };
       return { ok: false, code: "mcp", message: (e as Error).message };
+    } finally {
+      this.release();
+    }
+  }
+
+  /**
+   * web_fetch: the host makes the request (no worker: there is nothing to
+   * sandbox, and no sandbox needs a CA), under the component's own network
+   * grants, every hop recorded as an egress event. Holds the slot taken before
+   * it and gives it back.
+   */
+  private async fetchOnHost(op: Extract<Op, { kind: "fetch" }>, generation: number, records: Promise<unknown>[]): Promise<WorkerOutcome> {
+    try {
+      const { runWebFetch, webFetchResultText } = await import("../net/web-fetch-tool.js");
+      const r = await runWebFetch({ url: op.url, maxChars: op.maxChars }, {
+        grants: this.opts.net!, component: this.actor.component, generation,
+        onEvent: (e) => {
+          const { time: _t, generation: _g, ...fields } = e;
+          records.push(this.record("egress", fields));
+        },
+        timeoutMs: Math.min(this.timeoutFor(op), 60_000),
+        caFiles: this.opts.caFiles,
+      });
+      if (!r.ok) return { ok: false, code: "denied", message: webFetchResultText(r) };
+      return { ok: true, output: webFetchResultText(r), truncated: r.truncated, data: { url: r.url, status: r.status, hops: r.hops.length } };
+    } catch (e) {
+      return { ok: false, code: "fetch", message: (e as Error).message };
     } finally {
       this.release();
     }

@@ -18,7 +18,7 @@ export function summarize(op: Op): Record<string, unknown> {
       return { server: op.server, tool: op.tool, arguments: args.slice(0, 500), ...digest(args) };
     }
     case "edit": return { path: op.path, old: op.old.slice(0, 200), new: op.new.slice(0, 200), replaceAll: op.replaceAll ?? false };
-    case "read": case "list": case "glob": case "grep": case "exec": return { ...op };
+    case "read": case "list": case "glob": case "grep": case "exec": case "fetch": return { ...op };
     default: return unhandled(op, "op kind");
   }
 }

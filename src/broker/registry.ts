@@ -89,6 +89,13 @@ export const TOOLS: readonly ToolDef[] = [
     toOp: (a) => ({ kind: "edit", path: a.path, old: a.old_text, new: a.new_text, ...(a.replace_all !== undefined ? { replaceAll: a.replace_all } : {}) }),
   }),
   tool({
+    name: "web_fetch",
+    description: "Fetch a web page (GET) and read it as text: HTML reduced to what a reader sees. Only hosts this tool's network grants name are reachable; each redirect is checked again; private and metadata addresses are refused. The answer starts with the final URL.",
+    input: z.object({ url: z.string().min(1).max(4096).describe("an absolute http:// or https:// URL"), max_chars: z.number().int().min(100).max(200_000).optional() }).strict(),
+    op: "fetch",
+    toOp: (a) => ({ kind: "fetch", url: a.url, ...(a.max_chars ? { maxChars: a.max_chars } : {}) }),
+  }),
+  tool({
     name: "exec",
     description: "Run a shell command in the workspace, inside the sandbox. Output is bounded; the command is stopped at its timeout.",
     input: z.object({ command: z.string().min(1).max(100_000), timeout_ms: z.number().int().min(1).max(3_600_000).optional() }).strict(),

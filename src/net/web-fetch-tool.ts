@@ -1,6 +1,9 @@
+import { connect as netConnect } from "node:net";
+import { connect as tlsConnect } from "node:tls";
 import type { EgressEvent } from "./egress-log.js";
 import { webFetch, WebFetchError, type WebFetchOptions } from "./fetch.js";
 import type { NetGrants } from "../policy/net-grants.js";
+import { upstreamTrust } from "./tls-trust.js";
 import { htmlToText } from "./web-text.js";
 
 /**
@@ -30,6 +33,8 @@ export interface WebFetchCapability {
   onEvent: (e: EgressEvent) => void;
   /** For tests: the resolver, the host's own addresses and the connect hook of webFetch. */
   net?: Pick<WebFetchOptions, "resolver" | "ownAddresses" | "connect">;
+  /** CA files trusted besides the system store and NODE_EXTRA_CA_CERTS: the same trust as the gate's upstreams. */
+  caFiles?: readonly string[] | undefined;
   maxBytes?: number;
   timeoutMs?: number;
 }
@@ -47,10 +52,16 @@ function charsetOf(contentType: string): BufferEncoding {
 export async function runWebFetch(args: WebFetchArgs, cap: WebFetchCapability): Promise<WebFetchOutcome> {
   const maxChars = Math.min(args.maxChars ?? MAX_CHARS, 200_000);
   try {
+    // Servers are verified against what the gate trusts upstream (tls-trust.ts), for the checked name or address.
+    const trust = upstreamTrust({ caFiles: cap.caFiles ?? [] });
+    const connect: WebFetchOptions["connect"] = (address, port, tls) =>
+      tls
+        ? tlsConnect({ host: address, port, ...(tls.servername ? { servername: tls.servername } : {}), secureContext: trust.context(), ALPNProtocols: ["http/1.1"] })
+        : netConnect({ host: address, port });
     const r = await webFetch(args.url, {
       grants: cap.grants, method: "GET", headers: { accept: "text/html,text/plain;q=0.9,application/json;q=0.8,*/*;q=0.1", "user-agent": "vak-web-fetch" },
       maxBytes: cap.maxBytes ?? MAX_BYTES, timeoutMs: cap.timeoutMs ?? TIMEOUT_MS, maxRedirects: 5,
-      onEvent: cap.onEvent, component: cap.component, generation: cap.generation, ...cap.net,
+      onEvent: cap.onEvent, component: cap.component, generation: cap.generation, connect, ...cap.net,
     });
     const ct = String(Array.isArray(r.headers["content-type"]) ? r.headers["content-type"][0] : (r.headers["content-type"] ?? "")).slice(0, 200);
     if (ct && !TEXTUAL.test(ct)) return { ok: false, message: `${r.url} answered ${r.status} with ${ct}, which is not text; web_fetch gives back text only`, hops: r.hops };

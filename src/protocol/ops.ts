@@ -41,6 +41,8 @@ export const OpSchema = z.discriminatedUnion("kind", [
       arguments: z.record(z.string(), z.unknown()),
     })
     .strict(),
+  // A GET the host makes under the component's net grants (web_fetch): no worker, no sandbox; the gate's rules decide each hop.
+  z.object({ kind: z.literal("fetch"), url: z.string().min(1).max(4096), maxChars: z.number().int().min(100).max(200_000).optional() }).strict(),
 ]);
 export type Op = z.infer<typeof OpSchema>;
 export type OpKind = Op["kind"];
@@ -50,8 +52,10 @@ export type OpKind = Op["kind"];
  * (approvals/approval-rules.ts), the broker picks the sandbox by it (a read
  * runs in a read-only one whatever the session's mode) and applies the path
  * rules for it, and an exec op is a command under the launcher, not a worker.
+ * A net op is made by the host itself under the component's network grants
+ * (a read of what they allow: GET only), never by a worker.
  */
-export type Effect = "read" | "write" | "exec";
+export type Effect = "read" | "write" | "exec" | "net";
 
 export interface OpTraits {
   readonly effect: Effect;
@@ -70,6 +74,7 @@ export const OP_TRAITS = {
   exec: { effect: "exec", creates: false },
   tool: { effect: "exec", creates: false },
   mcp: { effect: "exec", creates: false },
+  fetch: { effect: "net", creates: false },
 } as const satisfies Record<OpKind, OpTraits>;
 
 /** The traits of a kind, or undefined for a string that is not an op kind (every decider then refuses or asks). */

@@ -48,6 +48,8 @@ function perform(req: Request): OpResult {
       return { error: { code: "bad-request", message: `${op.kind} is run by the launcher, not by a worker` } };
     case "mcp":
       return { error: { code: "bad-request", message: "an MCP call is made by the host's MCP client, not by a worker" } };
+    case "fetch":
+      return { error: { code: "bad-request", message: "fetch is made by the host under the component's network grants, not by a worker" } };
     default:
       return unhandled(op, "op kind");
   }

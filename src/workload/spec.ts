@@ -219,6 +219,7 @@ export function checkSpec(
     if (write.length && mode === "read-only") fail(where, at("write"), "the session is read-only; this component's write grant is wider than your mode allows");
     const writesTools = (c.builtin ?? []).filter((t) => t === "write_file" || t === "edit_file");
     if (writesTools.length && !write.length) fail(where, at("builtin"), `${writesTools.join(", ")} needs a write grant to be of any use; add write = [...] or drop it`);
+    if ((c.builtin ?? []).includes("web_fetch") && !c.net.length) fail(where, at("builtin"), "web_fetch needs a net grant to be of any use: it reaches only the hosts in net = [...]; add them (read:HOST for reading only) or drop it");
     let net: NetGrants | undefined;
     try {
       net = c.net.length ? parseNetGrants(c.net, c.deny_net) : undefined;

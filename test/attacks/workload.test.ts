@@ -194,6 +194,7 @@ describe("specs that cannot be held are refused before anything starts", () => {
     ["the whole file system", '[tools.extra]\nbuiltin = ["read_file"]\nread = ["/"]\n', /whole file system/],
     ["a path that does not exist", '[tools.extra]\nbuiltin = ["read_file"]\nread = ["no/such/dir"]\n', /tools\.extra\.read\.0: .*cannot be resolved/],
     ["a glob", '[tools.extra]\nbuiltin = ["read_file"]\nread = ["folder*"]\n', /wildcards are not grants/],
+    ["web_fetch without a net grant", '[tools.extra]\nbuiltin = ["web_fetch"]\n', /tools\.extra\.builtin: web_fetch needs a net grant/],
     ["a placeholder secret for a host the tool may not reach", '[tools.extra]\nbuiltin = ["exec"]\nnet = ["api.example.com"]\nsecrets = [{ ref = "secret:k", env = "K", hosts = ["evil.example.net"] }]\n', /tools\.extra\.secrets\.0\.hosts\.0: evil\.example\.net is not in this component's net grants/],
     ["a header secret for a host the tool may not reach", '[tools.extra]\nbuiltin = ["exec"]\nnet = ["api.example.com/v1/*"]\nsecrets = [{ ref = "secret:k", header = "X-K", hosts = ["other.example.com"] }]\n', /tools\.extra\.secrets\.0\.hosts\.0: other\.example\.com is not in/],
   ])("%s", (_name, extra, message) => {

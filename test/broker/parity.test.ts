@@ -16,10 +16,13 @@ const SAMPLES: Record<string, Record<string, unknown>> = {
   write_file: { path: "b.txt", content: "written\n" },
   edit_file: { path: "a.txt", old_text: "hello", new_text: "howdy" },
   exec: { command: "echo from-exec" },
+  web_fetch: { url: "http://127.0.0.1:9/" },
 };
 
 // Every tool the registry exposes runs through the broker and a sandboxed
-// worker: none has a body of its own that touches the machine.
+// worker: none has a body of its own that touches the machine. The one
+// exception is web_fetch (effect "net"), which the broker's host makes under
+// the component's network grants: it starts no worker (below).
 describe("tool parity", () => {
   let s: Scratch;
   let t: TestBroker;
@@ -37,7 +40,7 @@ describe("tool parity", () => {
     expect(TOOLS.map((x) => x.name).sort()).toEqual(Object.keys(SAMPLES).sort());
   });
 
-  it.each(TOOLS.map((x) => [x.name]))("%s runs as one op in a sandboxed worker", async (name) => {
+  it.each(TOOLS.filter((x) => toolEffect(x) !== "net").map((x) => [x.name]))("%s runs as one op in a sandboxed worker", async (name) => {
     const call = toolCallToOp(name, SAMPLES[name]);
     expect(call.ok).toBe(true);
     if (!call.ok) return;
@@ -53,12 +56,13 @@ describe("tool parity", () => {
   });
 
   it("tools that change files or run commands say so, and the approval rules ask about exactly those", () => {
-    expect(TOOLS.filter((x) => toolEffect(x) !== "read").map((x) => x.name).sort()).toEqual(["edit_file", "exec", "write_file"]);
+    expect(TOOLS.filter((x) => toolEffect(x) === "write" || toolEffect(x) === "exec").map((x) => x.name).sort()).toEqual(["edit_file", "exec", "write_file"]);
     for (const tool of TOOLS) {
       const call = toolCallToOp(tool.name, SAMPLES[tool.name]);
       if (!call.ok) throw new Error(call.message);
       expect(call.op.kind).toBe(tool.op);
-      expect(needsApproval(DEFAULT_APPROVAL_RULES, call.op)).toBe(toolEffect(tool) !== "read");
+      // A net op is a GET inside the network grants, its ceiling: it asks no more than a read.
+      expect(needsApproval(DEFAULT_APPROVAL_RULES, call.op)).toBe(toolEffect(tool) === "write" || toolEffect(tool) === "exec");
     }
   });
 
@@ -88,5 +92,16 @@ describe("tool parity", () => {
       const imports = [...readFileSync(join(ROOT, file), "utf8").matchAll(/^import .* from "([^"]+)";$/gm)].map((m) => m[1]);
       expect(imports.filter((i) => !["zod", "./ops.js", "../protocol/ops.js"].includes(i!))).toEqual([]);
     }
+  });
+
+  it("web_fetch is made by the host under the component's network grants: no worker starts, and without a grant it reaches nothing", async () => {
+    const call = toolCallToOp("web_fetch", SAMPLES.web_fetch);
+    if (!call.ok) throw new Error(call.message);
+    const before = t.events().length;
+    const r = await t.broker.run(call.op);
+    expect(r).toMatchObject({ ok: false, code: "denied", message: expect.stringContaining("no network grant") });
+    const mine = t.events().slice(before);
+    expect(mine.some((e) => e.kind === "worker.spawned")).toBe(false);
+    expect(mine.some((e) => e.kind === "decision" && (e.payload as { allowed: boolean }).allowed === false)).toBe(true);
   });
 });

@@ -62,9 +62,9 @@ describe("fail closed by construction", { timeout: 180_000 }, () => {
   });
 
   it("a new effect does not build until the approval rules have a rule for it and needsApproval decides it", () => {
-    const errors = typecheck(only(OPS, (t) => t.replace('export type Effect = "read" | "write" | "exec";', 'export type Effect = "read" | "write" | "exec" | "net";')));
+    const errors = typecheck(only(OPS, (t) => t.replace('export type Effect = "read" | "write" | "exec" | "net";', 'export type Effect = "read" | "write" | "exec" | "net" | "device";')));
     expect(filesOf(errors)).toContain("src/approvals/approval-rules.ts");
-    expect(errors.some((e) => e.startsWith("src/approvals/approval-rules.ts") && /Property 'net' is missing/.test(e))).toBe(true);
+    expect(errors.some((e) => e.startsWith("src/approvals/approval-rules.ts") && /Property 'device' is missing/.test(e))).toBe(true);
     expect(errors.some((e) => e.startsWith("src/approvals/approval-rules.ts") && /'never'/.test(e))).toBe(true);
   });
 
