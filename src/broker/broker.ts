@@ -345,6 +345,7 @@ export class Broker {
     for (const use of envUses) records.push(this.record("secret.used", { ...use }));
     const gate = plan.network.kind === "gate" ? await this.egress.link(plan.network.grants, generation, headers, { placeholders }) : undefined;
     const worker = new WorkerProcess(plan, generation, gate?.link);
+    tls?.warm();
     if (gate) void worker.done.finally(gate.release).catch(() => {});
     return worker;
   }

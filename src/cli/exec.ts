@@ -170,17 +170,19 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secret
         // Fail closed: a request whose decision cannot be recorded is not sent (the gate drops it).
         if (record.failed) throw record.failed;
       }, () => record.sync(), netx?.gate);
-    return await runWithGate(plan, opts, egress, gate, record);
+    return await runWithGate(plan, opts, egress, gate, record, netx);
   } finally {
     await gate?.close();
   }
 }
 
-async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressSeen, gate: { link: GateLink; close(): Promise<void> } | undefined, record: ExecRecord): Promise<number> {
+async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressSeen, gate: { link: GateLink; close(): Promise<void> } | undefined, record: ExecRecord, netx?: ExecNet): Promise<number> {
   const started = process.hrtime.bigint();
   // stdio is vak's own: the launcher keeps the terminal out of the sandbox (a pty of its own in
   // between) and counts every byte of output against --max-output (native/terminal.c).
   const sb = launch(plan, ["inherit", "inherit", "inherit"], gate?.link, { maxOutput: plan.limits.maxOutputBytes });
+  // While the launcher builds the sandbox, this thread only waits: the gate's TLS is readied then.
+  netx?.tls?.warm();
   record.onFailure = () => sb.kill("SIGKILL");
 
   let stopping = false;

@@ -28,10 +28,20 @@ const SYSTEM_BUNDLES = [
   "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", "/etc/ssl/cert.pem",
 ];
 
-const PEM_BLOCK = /-----BEGIN CERTIFICATE-----[A-Za-z0-9+/=\s]+?-----END CERTIFICATE-----/g;
+const BEGIN = "-----BEGIN CERTIFICATE-----";
+const END = "-----END CERTIFICATE-----";
 
+/** The certificate blocks of a PEM file, by a scan (a system bundle is ~200 KB, read on every run that needs it). */
 function blocks(text: string): string[] {
-  return (text.match(PEM_BLOCK) ?? []).map((b) => `${b.trim()}\n`);
+  const out: string[] = [];
+  for (let i = text.indexOf(BEGIN); i >= 0; i = text.indexOf(BEGIN, i)) {
+    const end = text.indexOf(END, i + BEGIN.length);
+    if (end < 0) break;
+    const body = text.slice(i + BEGIN.length, end);
+    if (/^[A-Za-z0-9+/=\s]+$/.test(body)) out.push(`${BEGIN}${body}${END}\n`);
+    i = end + END.length;
+  }
+  return out;
 }
 
 /** A CA file the user named: every block must be a certificate, and there must be one. */
