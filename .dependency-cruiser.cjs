@@ -17,6 +17,7 @@ const LAYERS = [
   ["mcp"],
   ["agent"],
   ["workload"],
+  ["server"],
   ["cli", "index.ts"],
 ];
 /** Runs in a worker sandbox: may import only the wire protocol (and Node's own modules, zod). */

@@ -1,12 +1,12 @@
-import { ApprovalGate, type ApprovalRequest } from "../approvals/approval-gate.js";
+import { ApprovalGate, type ApprovalRequest, type Outcome } from "../approvals/approval-gate.js";
 import { type ApprovalRules, DEFAULT_APPROVAL_RULES } from "../approvals/approval-rules.js";
-import { Broker } from "../broker/broker.js";
+import { Broker, type InteractiveSandbox } from "../broker/broker.js";
 import type { Journal } from "../journal/journal.js";
 import type { SessionWriter } from "../journal/session-writer.js";
 import type { Grants, Mode } from "../policy/grants.js";
 import type { SandboxKind } from "../policy/plan.js";
 import type { NetGrants } from "../policy/net-grants.js";
-import type { InjectedSecret } from "../secrets/grant.js";
+import { describeRecipient, type InjectedSecret } from "../secrets/grant.js";
 import { Redactor } from "../secrets/redact.js";
 import type { Message, ModelClient } from "../model/types.js";
 import { McpHub, type HubOptions } from "../mcp/hub.js";
@@ -14,6 +14,21 @@ import { type AgentEvent, brokerRouter, type RunResult, runAgent } from "./agent
 import type { TaskArgs } from "./task.js";
 
 export type SessionMode = Exclude<Mode, "full-access">;
+
+/** What an agent session can reach, by name: paths, destinations, variable names, secret references (never values). */
+export interface SessionReach {
+  workspace: string;
+  mode: SessionMode;
+  generation: number;
+  read: string[];
+  write: string[];
+  denyRead: string[];
+  denyWrite: string[];
+  env: string[];
+  net: string[];
+  denyNet: string[];
+  secrets: { ref: string; to: string }[];
+}
 
 export interface AgentSessionOptions {
   workspace: string;
@@ -31,6 +46,8 @@ export interface AgentSessionOptions {
   approvalTimeoutMs?: number;
   /** The host's approver; without one, every op that asks is denied. */
   onApproval?: ((r: ApprovalRequest) => void) | undefined;
+  /** Told when an open approval closes (answered by any approver, timed out, voided). */
+  onApprovalSettled?: ((r: ApprovalRequest, o: Outcome) => void) | undefined;
   onEvent?: ((e: AgentEvent) => void) | undefined;
   /** Told of each new policy state, only once nothing of the old one runs. */
   onPolicy?: ((p: { generation: number; mode: SessionMode }) => void) | undefined;
@@ -65,7 +82,7 @@ export class AgentSession {
     for (const s of opts.secrets ?? []) this.redactor.add(s);
     for (const s of opts.inject ?? []) this.redactor.add(s.value);
     this.journalSession = opts.journal?.startSession({ kind: "agent", title: opts.title ?? "agent session", workspace: opts.workspace });
-    this.approvals = new ApprovalGate({ journal: this.journalSession, timeoutMs: opts.approvalTimeoutMs, onRequest: opts.onApproval });
+    this.approvals = new ApprovalGate({ journal: this.journalSession, timeoutMs: opts.approvalTimeoutMs, onRequest: opts.onApproval, onSettle: opts.onApprovalSettled });
     this.broker = this.makeBroker("agent", opts.mode, opts.poolSize ?? 1, opts.inject);
     void this.journalSession?.append("policy.generation", { component: "host" }, 1, {
       generation: 1, mode: opts.mode, grants: opts.grants ?? {}, net: opts.net ? opts.net.allow.map((r) => r.text) : [], model: `${opts.model.provider}:${opts.model.model}`,
@@ -79,6 +96,18 @@ export class AgentSession {
 
   get mode(): SessionMode {
     return this.broker.ceiling.mode;
+  }
+
+  /** What this session's agent can reach now (its task sub-agents hold at most this): for a person to read, never values. */
+  reach(): SessionReach {
+    const g = this.broker.ceiling.grants;
+    return {
+      workspace: this.opts.workspace, mode: this.mode, generation: this.generationNow,
+      read: g.read ?? [], write: g.write ?? [], denyRead: g.denyRead ?? [], denyWrite: g.denyWrite ?? [], env: g.env ?? [],
+      net: this.opts.net ? this.opts.net.allow.map((r) => r.text) : [],
+      denyNet: this.opts.net ? this.opts.net.deny.map((r) => r.text) : [],
+      secrets: (this.opts.inject ?? []).map((s) => ({ ref: s.ref, to: describeRecipient(s.recipient) })),
+    };
   }
 
   private makeBroker(component: string, mode: SessionMode, poolSize: number, secrets?: readonly InjectedSecret[]): Broker {
@@ -112,6 +141,11 @@ export class AgentSession {
     if (!o || !this.opts.journal) return Promise.reject(new Error("this session has no MCP servers"));
     this.hub ??= McpHub.start({ ...o, workspace: this.opts.workspace, mode: this.mode, journal: this.opts.journal });
     return this.hub;
+  }
+
+  /** A sandbox with the agent's grants for a shell the host runs on a terminal (the web terminal); stopped with the agent's workers. */
+  interactive(argv: string[], stop: () => Promise<void>): Promise<InteractiveSandbox> {
+    return this.broker.interactive(argv, stop);
   }
 
   /** Runs the agent on one instruction from the user, to its end. */

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { Actor } from "../journal/events.js";
+import type { Op } from "../protocol/ops.js";
 import type { SessionWriter } from "../journal/session-writer.js";
 
 /**
@@ -21,6 +22,8 @@ export interface ApprovalRequest {
   summary: string;
   op: string;
   target?: string | undefined;
+  /** The whole op the digest covers (resolved target included), for an approver that shows all of it (a diff, the full command). */
+  detail?: Op | undefined;
 }
 
 export interface ApprovalAnswer {
@@ -46,6 +49,8 @@ export interface ApprovalGateOptions {
   timeoutMs?: number;
   /** Told of every new request; the host's approver (a terminal prompt, the web client) answers through answer(). */
   onRequest?: (r: ApprovalRequest) => void;
+  /** Told when an open request closes, however (an answer from any approver, a timeout, a cancel, a policy change): other approvers retract it. */
+  onSettle?: (r: ApprovalRequest, o: Outcome) => void;
 }
 
 export class ApprovalGate {
@@ -64,6 +69,10 @@ export class ApprovalGate {
 
   set onRequest(f: ((r: ApprovalRequest) => void) | undefined) {
     this.opts.onRequest = f;
+  }
+
+  set onSettle(f: ((r: ApprovalRequest, o: Outcome) => void) | undefined) {
+    this.opts.onSettle = f;
   }
 
   pending(): ApprovalRequest[] {
@@ -131,6 +140,7 @@ export class ApprovalGate {
     clearTimeout(o.timer);
     this.finish(o.request, outcome);
     o.resolve(outcome);
+    this.opts.onSettle?.(o.request, outcome);
   }
 
   private finish(request: ApprovalRequest, outcome: Outcome): Outcome {

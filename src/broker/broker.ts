@@ -16,6 +16,7 @@ import { type ApprovalRules, capabilityOf, needsApproval, summarizeOp } from "..
 import { needsInspection, type NetGrants } from "../policy/net-grants.js";
 import type { RunTls } from "../net/tls-run.js";
 import type { InjectedSecret } from "../secrets/grant.js";
+import type { GateLink } from "../sandbox/launcher.js";
 import { type BrokerEgress, recordedEgress } from "./egress.js";
 import { type Refusal, resultPayload, revoked, summarize } from "./op-record.js";
 import { OP_TRAITS, type Op, OpSchema } from "../protocol/ops.js";
@@ -70,6 +71,22 @@ export interface McpCaller {
 
 export type OpOutcome = (WorkerOutcome & { op: Op["kind"]; target?: string | undefined; ms: number });
 
+/**
+ * A sandbox for an interactive command the host runs on a terminal of its
+ * own (the web terminal's shell): this component's plan, a gate token when it
+ * has network grants, and the two ends of its record. The broker stops it
+ * with its other workers on a policy change or close, through stop().
+ */
+export interface InteractiveSandbox {
+  plan: LaunchPlan;
+  gate?: GateLink | undefined;
+  generation: number;
+  /** Records the start (call once the launcher runs). */
+  started(pid: number): void;
+  /** Records the end and gives the gate token back. */
+  exited(code: number, denied: string[]): void;
+}
+
 /** How long a command may run when its component sets no limit. */
 const COMMAND_TIMEOUT_MS = 10 * 60_000;
 
@@ -77,6 +94,8 @@ export class Broker {
   private generationNow: number;
   private readonly pool: WarmPool;
   private readonly inflight = new Set<WorkerProcess>();
+  /** Interactive sandboxes the host runs itself (interactive()): their generation and how to stop one. */
+  private readonly interactives = new Set<{ generation: number; stop: () => Promise<void> }>();
   /** Journal writes that follow an op (a worker's exit), awaited by close(). */
   private readonly pending = new Set<Promise<unknown>>();
   private readonly plans = new Map<PlanKey, LaunchPlan>();
@@ -444,13 +463,42 @@ export class Broker {
     return outcome;
   }
 
+  /**
+   * An interactive command under this component's grants, exactly as an exec
+   * op's command would run (the same plan, secrets and gate), for the host to
+   * start itself on a terminal. Not an op: a person types into it, so it is
+   * offered only where the user turned it on, and it is on the record as a
+   * worker that starts and exits.
+   */
+  async interactive(argv: string[], stop: () => Promise<void>): Promise<InteractiveSandbox> {
+    if (this.closed) throw new Error("the broker is closed");
+    const generation = this.generationNow;
+    const records: Promise<unknown>[] = [];
+    const plan = this.plan("write", argv);
+    const { headers, envUses } = injectSecrets(plan.env, this.opts.secrets ?? [], this.actor.component);
+    for (const use of envUses) records.push(this.record("secret.used", { ...use }));
+    const gate = plan.network.kind === "gate" ? await this.egress.link(plan.network.grants, generation, headers) : undefined;
+    const entry = { generation, stop };
+    this.interactives.add(entry);
+    await Promise.allSettled(records);
+    return {
+      plan, gate: gate?.link, generation,
+      started: (pid) => this.background(this.record("worker.spawned", { sandbox: plan.sandbox, op: "terminal", command: argv, mode: plan.mode, pid, warm: false })),
+      exited: (code, denied) => {
+        this.interactives.delete(entry);
+        gate?.release();
+        this.background(this.record("worker.exited", { op: "terminal", code, denied }));
+      },
+    };
+  }
+
   /** Asks the host's approvers about an allowed op; returns the refusal, if it is not approved. */
   private async approve(op: Op, target: string | undefined, generation: number, signal?: AbortSignal): Promise<Refusal | undefined> {
     const capability = capabilityOf(op, target);
     if (!this.allowances.has(capability)) {
       const digest = sha256(canonicalJson({ component: this.actor.component, generation, op }));
       const summary = summarizeOp(op, target);
-      const outcome = await this.opts.approvals!.gate.ask({ digest, generation, component: this.actor.component, summary, op: op.kind, target }, signal);
+      const outcome = await this.opts.approvals!.gate.ask({ digest, generation, component: this.actor.component, summary, op: op.kind, target, detail: op }, signal);
       if (outcome.answer === "deny")
         return { ok: false, code: "not-approved", message: `not approved (${"reason" in outcome ? outcome.reason : `denied by ${outcome.by}`}): ${summary}` };
       if (outcome.answer === "allow-session" && generation === this.generationNow) this.allowances.add(capability);
@@ -482,8 +530,9 @@ export class Broker {
     await this.egress.setGeneration(generation);
     const write = this.plan("write");
     this.grants = { ...write.grants, stateDirs: this.host.stateDirs, held: write.held };
-    const stopping = this.pool.drain();
+    const stopping: Promise<unknown>[] = this.pool.drain();
     for (const w of this.inflight) if (w.generation < generation) (w.cancel(), stopping.push(w.done));
+    for (const i of this.interactives) if (i.generation < generation) stopping.push(i.stop());
     await Promise.allSettled(stopping);
     await Promise.allSettled([...this.pending]);
     // A caller that changes more than this broker (a session) records the change itself, once all of it is done.
@@ -494,8 +543,9 @@ export class Broker {
 
   async close(): Promise<void> {
     this.closed = true;
-    const stopping = this.pool.drain();
+    const stopping: Promise<unknown>[] = this.pool.drain();
     for (const w of this.inflight) (w.cancel(), stopping.push(w.done));
+    for (const i of this.interactives) stopping.push(i.stop());
     await Promise.allSettled(stopping);
     await Promise.allSettled([...this.pending]);
     await this.egress.close();

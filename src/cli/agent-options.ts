@@ -35,8 +35,8 @@ export interface AgentFlags extends GrantFlags {
 
 const APPROVABLE = new Set(["write", "exec"]);
 
-/** Turns flags and the user's config into a session's options (not yet its callbacks). */
-export function sessionOptions(flags: AgentFlags): { options: AgentSessionOptions; journal: Journal } {
+/** Turns flags and the user's config into a session's options (not yet its callbacks); opens the journal unless given one. */
+export function sessionOptions(flags: AgentFlags, open?: Journal): { options: AgentSessionOptions; journal: Journal } {
   if (flags.fullAccess || flags.mode === "full-access")
     throw new VakError("unsupported", "an agent session always runs its tools in the sandbox; full access is for `vak exec --full-access` only");
   if (flags.mode === "read-only" && flags.allowWrite?.length)
@@ -63,7 +63,7 @@ export function sessionOptions(flags: AgentFlags): { options: AgentSessionOption
   } catch (e) {
     throw new VakError("bad-input", `--workspace ${flags.workspace}: ${(e as Error).message}`);
   }
-  const journal = Journal.open();
+  const journal = open ?? Journal.open();
   const mcp = mcpServers(config, workspace);
   return {
     journal,

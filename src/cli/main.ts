@@ -86,6 +86,13 @@ function program(onlyExec = false): Command {
     .option("--json", "print a one-line JSON summary on stderr at the end")
     .action(async (instruction: string, opts) => done(await (await import("./run.js")).runCommand(instruction, opts)));
   agentFlags(p).action(async (opts) => done(await (await import("./run.js")).interactiveCommand(opts)));
+  agentFlags(p.command("serve").description("the browser client: sessions, approvals, what each can reach, every call (loopback only unless [server] says otherwise)"))
+    .option("--port <n>", "the port (default: [server] port, or any free one)", (v: string) => {
+      if (!/^\d+$/.test(v) || Number(v) > 65535) throw new InvalidArgumentError(`--port needs a port number (0 picks a free one), got '${v}'`);
+      return Number(v);
+    })
+    .option("--json", "print one line, {\"url\":…,\"token\":…}, on stdout once listening")
+    .action(async (opts) => done(await (await import("./serve.js")).serveCommand(opts)));
   p.command("check")
     .description("validate a workload spec and print what each component can reach")
     .argument("<spec>", "a workload spec (TOML)")

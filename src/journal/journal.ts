@@ -10,7 +10,7 @@ import { type Actor, checkEvent, type NewEvent, type Payload, type StoredEvent }
 import { ingestSpools } from "./ingest.js";
 import { prunePrefix } from "./prune.js";
 import { type Db, journalError, SCHEMA } from "./schema.js";
-import { listSessions, searchEvents, sessionEvents, type SessionInfo } from "./search.js";
+import { eventsAfter, lastSeq, listSessions, searchEvents, sessionEvents, sessionEventsPage, type SessionInfo } from "./search.js";
 import { type EventSink, SessionWriter } from "./session-writer.js";
 import { spoolDir } from "./spool.js";
 
@@ -174,6 +174,21 @@ export class Journal implements EventSink {
 
   events(sessionId: string): StoredEvent[] {
     return sessionEvents(this.db, sessionId);
+  }
+
+  /** A page of one session's events, after a position in it. */
+  eventsPage(sessionId: string, afterSessionSeq: number, limit: number): StoredEvent[] {
+    return sessionEventsPage(this.db, sessionId, afterSessionSeq, limit);
+  }
+
+  /** Events of every session after a position in the chain (written by this process or any other). */
+  eventsAfter(seq: number, limit: number): StoredEvent[] {
+    return eventsAfter(this.db, seq, limit);
+  }
+
+  /** The position of the last event in the chain. */
+  lastSeq(): number {
+    return lastSeq(this.db);
   }
 
   /** Full-text search over payloads (arguments, results, reasons). */

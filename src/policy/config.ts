@@ -64,6 +64,29 @@ export const UserConfigSchema = z
       })
       .strict()
       .default({}),
+    /**
+     * `vak serve`: where it listens and who may reach it. User tier in full: a
+     * repository's files can choose no interface, no host name, no terminal.
+     * What is consistent (a wildcard, an exposed bind without trusted names or
+     * TLS) is checked when the server starts (src/server/exposure.ts).
+     */
+    server: z
+      .object({
+        /** The address to bind, an IP literal (default 127.0.0.1). Anything but loopback exposes the server. */
+        host: z.string().min(1).max(64).optional(),
+        port: z.number().int().min(0).max(65535).optional(),
+        /** Exact host names (host or host:port) the Host header may carry besides loopback's; no wildcards. */
+        trusted_hosts: z.array(z.string().min(1).max(253)).max(32).default([]),
+        /** A real shell in the browser, inside the session's sandbox; loopback-only whatever host is bound. */
+        terminal: z.boolean().default(false),
+        /** PEM files: the server speaks HTTPS itself. */
+        tls_cert: z.string().min(1).optional(),
+        tls_key: z.string().min(1).optional(),
+        /** An exposed bind without tls_cert: the statement that a proxy you trust terminates TLS in front of it. */
+        tls_terminated_by_proxy: z.boolean().default(false),
+      })
+      .strict()
+      .default({ trusted_hosts: [], terminal: false, tls_terminated_by_proxy: false }),
   })
   .strict();
 export type UserConfig = z.infer<typeof UserConfigSchema>;

@@ -30,6 +30,8 @@ export interface Installation {
   workerDir: string;
   /** The fetch preload's directory (dist/preload), bound read-only into sandboxes with a network grant. */
   preloadDir: string;
+  /** The web client built by Vite (dist/web), served by `vak serve`. */
+  webDir: string;
   /** The Node.js binary Vak runs on. */
   node: string;
   /** The Node.js installation that binary belongs to (its prefix: bin/node's grandparent). */
@@ -48,6 +50,7 @@ export function installation(): Installation {
     engine: join(root, "build", "Release", "vak-engine.node"),
     workerDir: join(dist, "runtime"),
     preloadDir: join(dist, "preload"),
+    webDir: join(dist, "web"),
     node: process.execPath,
     nodePrefix: dirname(dirname(process.execPath)),
   };

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
 import { type AgentEvent, outcomeText, type RunResult, runAgent, runBuiltin, type ToolAnswer, type ToolRouter } from "../agent/agent.js";
-import { ApprovalGate, type ApprovalRequest } from "../approvals/approval-gate.js";
+import { ApprovalGate, type ApprovalRequest, type Outcome } from "../approvals/approval-gate.js";
 import { Broker } from "../broker/broker.js";
 import { findTool, toolJsonSchema } from "../broker/registry.js";
 import type { Journal } from "../journal/journal.js";
@@ -24,6 +24,8 @@ export interface WorkloadSessionOptions {
   journal?: Journal | undefined;
   /** The host's approver; without one, every op that asks is denied. */
   onApproval?: ((r: ApprovalRequest) => void) | undefined;
+  /** Told when an open approval closes (answered by any approver, timed out, voided). */
+  onApprovalSettled?: ((r: ApprovalRequest, o: Outcome) => void) | undefined;
   onEvent?: ((e: AgentEvent) => void) | undefined;
   approvalTimeoutMs?: number;
   sandbox?: SandboxKind;
@@ -91,7 +93,7 @@ export class WorkloadSession {
     this.redactor = opts.journal?.redactor ?? new Redactor();
     for (const s of opts.secrets ?? []) this.redactor.add(s);
     this.journalSession = opts.journal?.startSession({ kind: `workload:${plan.id}`, title: `workload ${plan.name}`, workspace: plan.workspace });
-    this.approvals = new ApprovalGate({ journal: this.journalSession, timeoutMs: opts.approvalTimeoutMs, onRequest: opts.onApproval });
+    this.approvals = new ApprovalGate({ journal: this.journalSession, timeoutMs: opts.approvalTimeoutMs, onRequest: opts.onApproval, onSettle: opts.onApprovalSettled });
     this.stores = new KvStores(plan.id, opts.storesDir);
     try {
       this.live = this.start(plan);
