@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { createServer as createHttp, type IncomingMessage, type ServerResponse } from "node:http";
 import { createServer as createHttps } from "node:https";
 import type { AddressInfo } from "node:net";
+import type { Duplex } from "node:stream";
 import { getRequestListener } from "@hono/node-server";
 import type { Journal } from "../journal/journal.js";
 import { VakError } from "../policy/errors.js";
@@ -18,7 +19,7 @@ import { ownOrigins } from "./origin.js";
 import { type SessionFactory, SessionHost } from "./session-host.js";
 import { loadStaticFiles } from "./static-files.js";
 import { Terminals } from "./terminal.js";
-import { upgradeHandler } from "./upgrade.js";
+import { refuseUpgrade, upgradeHandler } from "./upgrade.js";
 
 /**
  * `vak serve`'s server: the exposure policy decided from the user's
@@ -127,6 +128,8 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
     onTerminal: (ws, id) => terminals.open(ws, sessions.get(id)!),
   });
   server.on("upgrade", upgrades.handle);
+  // CONNECT (authority-form): this is not a proxy.
+  server.on("connect", (_req: IncomingMessage, socket: Duplex) => refuseUpgrade(socket, 400, "this server is not a proxy"));
   tail.start();
 
   const bind = exposure.bindHost.includes(":") ? `[${exposure.bindHost}]` : exposure.bindHost;

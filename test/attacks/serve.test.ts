@@ -1,0 +1,455 @@
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WebSocket } from "ws";
+import { scratch, type Scratch } from "../support/fs.js";
+import { head, rawRequest, type RawResponse } from "../support/raw-http.js";
+import { serve, serveRefused, type Served } from "../support/serve.js";
+
+// The exposure policy of `vak serve`, tried for real against the real server
+// over real sockets: each test is one way a page, a peer or a repository has
+// tried to drive a local server (the MCP Inspector before CVE-2025-49596,
+// OpenCode's CVE-2026-22812, DNS rebinding, CSRF), and must fail.
+
+let s: Scratch;
+let srv: Served;
+let host: string;
+let cookie: string;
+let scripts: string;
+
+const script = (name: string, turns: unknown[]) => {
+  const p = join(scripts, `${name}.json`);
+  writeFileSync(p, JSON.stringify({ turns }));
+  return `scripted:${p}`;
+};
+
+/** A request to the server with the given extra headers (Host is ours unless given). */
+function req(method: string, path: string, headers: [string, string][] = [], body?: string, o: { localAddress?: string } = {}): Promise<RawResponse> {
+  const hs: [string, string][] = headers.some(([k]) => k.toLowerCase() === "host") ? headers : [["Host", host], ...headers];
+  if (body !== undefined) hs.push(["Content-Length", String(Buffer.byteLength(body))]);
+  return rawRequest(head(method, path, hs), { port: srv.port, body, ...o });
+}
+const bearer = (): [string, string] => ["Authorization", `Bearer ${srv.token}`];
+const json: [string, string] = ["Content-Type", "application/json"];
+const own = () => `http://${host}`;
+
+/** An upgrade request's answer: 101 or the refusal. */
+function upgrade(path: string, headers: [string, string][], o: { localAddress?: string } = {}): Promise<RawResponse> {
+  const hs: [string, string][] = headers.some(([k]) => k.toLowerCase() === "host") ? headers : [["Host", host], ...headers];
+  return rawRequest(head("GET", path, [...hs, ["Upgrade", "websocket"], ["Connection", "Upgrade"], ["Sec-WebSocket-Version", "13"], ["Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="]]), { port: srv.port, ...o, timeoutMs: 5000 });
+}
+
+async function sessionsCount(): Promise<number> {
+  const r = await req("GET", "/api/sessions", [bearer()]);
+  return (JSON.parse(r.body) as { sessions: unknown[] }).sessions.length;
+}
+
+/** Creates a session through the API (bearer), waits for its first approval card. */
+async function sessionWaitingForApproval(model: string): Promise<{ id: string; card: { nonce: string; digest: string; generation: number } }> {
+  const r = await req("POST", "/api/sessions", [bearer(), json], JSON.stringify({ kind: "agent", model, prompt: "go" }));
+  expect(r.status, r.body).toBe(201);
+  const id = (JSON.parse(r.body) as { id: string }).id;
+  for (let i = 0; i < 300; i++) {
+    const a = await req("GET", `/api/sessions/${id}/approvals`, [bearer()]);
+    const cards = (JSON.parse(a.body) as { approvals: { nonce: string; digest: string; generation: number }[] }).approvals;
+    // An answer names exactly the request's three bindings.
+    if (cards.length) return { id, card: { nonce: cards[0]!.nonce, digest: cards[0]!.digest, generation: cards[0]!.generation } };
+    await new Promise((res) => setTimeout(res, 50));
+  }
+  throw new Error("no approval was asked");
+}
+
+beforeAll(async () => {
+  s = scratch();
+  scripts = join(s.root, "scripts");
+  mkdirSync(scripts);
+  writeFileSync(join(s.ws, "a.txt"), "hello\n");
+  srv = await serve({ workspace: s.ws, config: '[server]\ntrusted_hosts = ["vak.test"]\nterminal = true\n' });
+  host = `127.0.0.1:${srv.port}`;
+  const login = await req("GET", `/?token=${srv.token}`);
+  cookie = login.headers["set-cookie"]!.split(";")[0]!;
+});
+afterAll(async () => {
+  await srv?.close();
+  s?.cleanup();
+});
+
+describe("the Host header (DNS rebinding)", () => {
+  it("a rebinding page's Host (attacker.example with our port) gets 421 before its body is read", async () => {
+    // The head promises 10 MB that never come: an answer proves nothing waited for the body.
+    const r = await rawRequest(head("POST", "/api/sessions", [["Host", `attacker.example:${srv.port}`], ["Cookie", cookie], json, ["Content-Length", "10000000"]]), { port: srv.port, timeoutMs: 3000 });
+    expect(r.status).toBe(421);
+    expect(r.headers["content-security-policy"]).toContain("frame-ancestors 'none'");
+  });
+
+  it.each([
+    ["127.1", (p: number) => `127.1:${p}`],
+    ["a decimal IP", (p: number) => `2130706433:${p}`],
+    ["a hex IP", (p: number) => `0x7f000001:${p}`],
+    ["a trailing dot", (p: number) => `localhost.:${p}`],
+    ["IPv4-mapped IPv6", (p: number) => `[::ffff:127.0.0.1]:${p}`],
+    ["another 127/8 address", (p: number) => `127.0.0.2:${p}`],
+    ["no port", () => "127.0.0.1"],
+    ["another port", (p: number) => `127.0.0.1:${p + 1}`],
+    ["a loopback name as a prefix", (p: number) => `127.0.0.1:${p}.attacker.example`],
+    ["a wildcard-DNS name for loopback", (p: number) => `127.0.0.1.nip.io:${p}`],
+    ["userinfo", (p: number) => `attacker.example@127.0.0.1:${p}`],
+    ["a trusted host with a subdomain", () => "evil.vak.test"],
+    ["a trusted host as a suffix", () => "vak.test.attacker.example"],
+    ["an empty Host", () => ""],
+  ])("Host spelled as %s is refused", async (_what, spell) => {
+    const r = await req("GET", "/api/sessions", [["Host", spell(srv.port)], bearer()]);
+    expect(r.status).toBe(421);
+  });
+
+  it("the exact loopback names and the exact trusted host are answered", async () => {
+    for (const h of [`127.0.0.1:${srv.port}`, `localhost:${srv.port}`, `[::1]:${srv.port}`, `LOCALHOST:${srv.port}`, "vak.test"]) {
+      const r = await req("GET", "/api/sessions", [["Host", h], bearer()]);
+      expect(r.status, h).toBe(200);
+    }
+  });
+
+  it("two Host headers are refused, whichever comes first", async () => {
+    for (const pair of [[host, "attacker.example"], ["attacker.example", host], [host, host]]) {
+      const r = await req("GET", "/api/sessions", [["Host", pair[0]!], ["Host", pair[1]!], bearer()]);
+      expect(r.status).toBe(421);
+    }
+  });
+
+  it("an absolute-form target naming another host is refused (it is not a proxy)", async () => {
+    const r = await req("GET", "http://attacker.example/api/sessions", [bearer()]);
+    expect(r.status).toBe(400);
+    const own = await req("GET", `http://${host}/api/sessions`, [["Host", "attacker.example"], bearer()]);
+    expect(own.status).toBe(400);
+    const authority = await req("CONNECT", "attacker.example:443", [bearer()]);
+    expect(authority.status).toBe(400);
+  });
+
+  it("a request without a Host (HTTP/1.0) is refused", async () => {
+    const r = await rawRequest(head("GET", "/api/sessions", [bearer()], "HTTP/1.0"), { port: srv.port });
+    expect(r.status).toBe(421);
+  });
+
+  it("a WebSocket with a rebinding Host gets no 101", async () => {
+    const r = await upgrade("/api/ws", [["Host", `attacker.example:${srv.port}`], ["Cookie", cookie], ["Origin", `http://attacker.example:${srv.port}`]]);
+    expect(r.status).toBe(421);
+  });
+});
+
+describe("authentication", () => {
+  it("no credential: the API answers 401 and says how to log in", async () => {
+    for (const [m, p] of [["GET", "/api/sessions"], ["GET", "/api/info"], ["GET", "/api/journal/verify"]] as const) {
+      const r = await req(m, p);
+      expect(r.status).toBe(401);
+      expect(r.body).toContain("login URL");
+    }
+    const post = await req("POST", "/api/sessions", [json], JSON.stringify({ kind: "agent" }));
+    expect(post.status).toBe(401);
+  });
+
+  it("the page itself loads without a credential, so a logged-out browser can log in", async () => {
+    const r = await req("GET", "/");
+    expect(r.status).toBe(200);
+    expect(r.body).toContain('<div id="app">');
+  });
+
+  it("a forged session cookie is refused", async () => {
+    const r = await req("GET", "/api/sessions", [["Cookie", `vak_${srv.port}=forged-value`]]);
+    expect(r.status).toBe(401);
+  });
+
+  it("a WebSocket without a credential gets no 101", async () => {
+    const r = await upgrade("/api/ws", [["Origin", own()]]);
+    expect(r.status).toBe(401);
+  });
+
+  it("the login URL answers 303 to the same URL without the token, with an HttpOnly SameSite=Strict cookie", async () => {
+    const r = await req("GET", `/?view=x&token=${srv.token}`);
+    expect(r.status).toBe(303);
+    expect(r.headers.location).toBe("/?view=x");
+    const c = r.headers["set-cookie"]!;
+    expect(c).toMatch(/HttpOnly/);
+    expect(c).toMatch(/SameSite=Strict/);
+    expect(c).toMatch(/Path=\//);
+    expect(r.headers["referrer-policy"]).toBe("no-referrer");
+    expect(r.headers["cache-control"]).toBe("no-store");
+    const ok = await req("GET", "/api/sessions", [["Cookie", c.split(";")[0]!]]);
+    expect(ok.status).toBe(200);
+  });
+
+  it("the login URL from a peer that is not this machine's loopback (127.0.0.2) is refused, and sets no cookie", async () => {
+    const r = await req("GET", `/?token=${srv.token}`, [], undefined, { localAddress: "127.0.0.2" });
+    expect(r.status).toBe(403);
+    expect(r.headers["set-cookie"]).toBeUndefined();
+    expect(r.body).toContain("only from this machine's loopback");
+  });
+
+  it("the login URL through a proxy (X-Forwarded-For, Forwarded) is refused", async () => {
+    for (const h of [["X-Forwarded-For", "203.0.113.9"], ["Forwarded", "for=203.0.113.9"], ["X-Real-IP", "203.0.113.9"]] as [string, string][]) {
+      const r = await req("GET", `/?token=${srv.token}`, [h]);
+      expect(r.status).toBe(403);
+      expect(r.headers["set-cookie"]).toBeUndefined();
+    }
+  });
+
+  it("the login URL on a trusted host name is refused: anywhere reachable by name it would be a credential in an access log", async () => {
+    const r = await req("GET", `/?token=${srv.token}`, [["Host", "vak.test"]]);
+    expect(r.status).toBe(403);
+    expect(r.headers["set-cookie"]).toBeUndefined();
+  });
+
+  it("a token in the URL of anything but GET / is refused", async () => {
+    for (const [m, p] of [["GET", `/api/sessions?token=${srv.token}`], ["POST", `/?token=${srv.token}`], ["GET", `/index.html?token=${srv.token}`]] as const) {
+      const r = await req(m, p, m === "POST" ? [json] : [], m === "POST" ? "{}" : undefined);
+      expect(r.status, p).toBe(403);
+      expect(r.headers["set-cookie"]).toBeUndefined();
+    }
+  });
+
+  it("a token in a WebSocket URL is refused", async () => {
+    const r = await upgrade(`/api/ws?token=${srv.token}`, [["Origin", own()]]);
+    expect(r.status).toBe(403);
+  });
+
+  it("a guessed token is rate-limited: after 10 failures from a peer even the right one gets 429", async () => {
+    const peer = { localAddress: "127.0.0.9" };
+    for (let i = 0; i < 10; i++) expect((await req("GET", "/api/sessions", [["Authorization", `Bearer wrong-${i}`]], undefined, peer)).status).toBe(401);
+    const locked = await req("GET", "/api/sessions", [bearer()], undefined, peer);
+    expect(locked.status).toBe(429);
+    expect(Number(locked.headers["retry-after"])).toBeGreaterThan(0);
+    // The limit is per peer and per kind of credential: everyone else, and this peer's cookie, are unaffected.
+    expect((await req("GET", "/api/sessions", [bearer()])).status).toBe(200);
+    expect((await req("GET", "/api/sessions", [["Cookie", cookie]], undefined, peer)).status).toBe(200);
+  });
+
+  it("a page that floods the login URL with wrong tokens cannot log out a browser already in", async () => {
+    const peer = { localAddress: "127.0.0.1" };
+    for (let i = 0; i < 12; i++) await req("GET", `/?token=wrong-${i}`, [], undefined, peer);
+    expect((await req("GET", "/api/sessions", [["Cookie", cookie]], undefined, peer)).status).toBe(200);
+    expect((await req("GET", "/api/sessions", [bearer()], undefined, peer)).status).toBe(200);
+  });
+});
+
+describe("cross-site request forgery", () => {
+  const create = JSON.stringify({ kind: "agent", mode: "read-only", model: "scripted:/nonexistent", prompt: "pwn" });
+
+  it("a state change with the cookie and a foreign Origin is refused, and changes nothing", async () => {
+    const before = await sessionsCount();
+    for (const origin of ["http://attacker.example", `http://127.0.0.1:${srv.port + 1}`, `http://localhost:${srv.port + 1}`, "null", `https://${host}`]) {
+      const r = await req("POST", "/api/sessions", [["Cookie", cookie], ["Origin", origin], json], create);
+      expect(r.status, origin).toBe(403);
+    }
+    expect(await sessionsCount()).toBe(before);
+  });
+
+  it("a state change with the cookie and no Origin is refused", async () => {
+    const r = await req("POST", "/api/sessions", [["Cookie", cookie], json], create);
+    expect(r.status).toBe(403);
+    expect(r.body).toContain("Authorization: Bearer");
+  });
+
+  it("a cross-site text/plain form post with the cookie is refused", async () => {
+    const before = await sessionsCount();
+    const form = '{"kind":"agent","prompt":"pwn","x":"=' + '"}';
+    const r = await req("POST", "/api/sessions", [["Cookie", cookie], ["Origin", "http://attacker.example"], ["Sec-Fetch-Site", "cross-site"], ["Sec-Fetch-Mode", "navigate"], ["Content-Type", "text/plain"]], form);
+    expect(r.status).toBe(403);
+    // Even with our own Origin, a form's content types are not a request of ours.
+    for (const type of ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"]) {
+      const same = await req("POST", "/api/sessions", [["Cookie", cookie], ["Origin", own()], ["Content-Type", type]], form);
+      expect(same.status).toBe(415);
+    }
+    expect(await sessionsCount()).toBe(before);
+  });
+
+  it("what the browser labels cross-site or same-site (another port of 127.0.0.1) is refused, even with the bearer", async () => {
+    for (const site of ["cross-site", "same-site"]) {
+      const r = await req("GET", "/api/sessions", [["Sec-Fetch-Site", site], bearer()]);
+      expect(r.status).toBe(403);
+      const page = await req("GET", "/", [["Sec-Fetch-Site", site]]);
+      expect(page.status).toBe(403);
+    }
+    for (const site of ["same-origin", "none"]) expect((await req("GET", "/api/sessions", [["Sec-Fetch-Site", site], ["Cookie", cookie]])).status).toBe(200);
+  });
+
+  it("a program's state change with the bearer and no Origin works (the relaxation is not a bypass)", async () => {
+    const r = await req("POST", "/api/sessions", [bearer(), json], JSON.stringify({ kind: "agent", model: script("idle", [{ text: "ok" }]) }));
+    expect(r.status, r.body).toBe(201);
+  });
+
+  it("a foreign Origin is refused even on a read with the cookie", async () => {
+    const r = await req("GET", "/api/sessions", [["Cookie", cookie], ["Origin", "http://attacker.example"]]);
+    expect(r.status).toBe(403);
+  });
+
+  it("a foreign-origin WebSocket with the cookie gets no 101", async () => {
+    for (const origin of ["http://attacker.example", `http://127.0.0.1:${srv.port + 1}`, "null"]) {
+      const r = await upgrade("/api/ws", [["Cookie", cookie], ["Origin", origin]]);
+      expect(r.status, origin).toBe(403);
+    }
+    const none = await upgrade("/api/ws", [["Cookie", cookie]]);
+    expect(none.status).toBe(403);
+    const ok = await upgrade("/api/ws", [["Cookie", cookie], ["Origin", own()]]);
+    expect(ok.status).toBe(101);
+  });
+
+  it("no answer carries a CORS header, and a preflight gets none", async () => {
+    const pre = await req("OPTIONS", "/api/sessions", [["Origin", "http://attacker.example"], ["Access-Control-Request-Method", "POST"], ["Access-Control-Request-Headers", "content-type"]]);
+    expect(pre.status).toBe(405);
+    const answers = [pre, await req("GET", "/"), await req("GET", "/api/sessions", [bearer(), ["Origin", own()]]), await req("GET", "/api/sessions", [["Origin", "http://attacker.example"]])];
+    for (const a of answers) for (const [k] of a.rawHeaders) expect(k).not.toMatch(/^access-control-/);
+  });
+
+  it("every answer, refusals included, carries the security headers", async () => {
+    for (const a of [await req("GET", "/"), await req("GET", "/api/sessions"), await req("GET", "/nope", [bearer()]), await req("GET", "/api/sessions", [["Host", "evil.example"]])]) {
+      expect(a.headers["content-security-policy"]).toMatch(/frame-ancestors 'none'/);
+      expect(a.headers["content-security-policy"]).toMatch(/script-src 'self'(;|$)/);
+      expect(a.headers["x-content-type-options"]).toBe("nosniff");
+      expect(a.headers["x-frame-options"]).toBe("DENY");
+    }
+  });
+
+  it("the page has no inline script and loads nothing from another origin", async () => {
+    const page = (await req("GET", "/")).body;
+    for (const tag of page.match(/<script[^>]*>[\s\S]*?<\/script>/g) ?? []) expect(tag).toMatch(/^<script type="module" crossorigin src="\/assets\/[^"]+\.js"><\/script>$/);
+    expect(page).not.toMatch(/(src|href)="(https?:)?\/\//);
+  });
+});
+
+describe("approvals through the API", () => {
+  const editScript = () => script(`edit-${Date.now()}-${Math.random()}`, [
+    { text: "editing", tool_calls: [{ name: "edit_file", args: { path: "a.txt", old_text: "hello", new_text: "HACKED" } }] },
+    { text: "done" },
+  ]);
+
+  it("an answer with a stale generation is void (409), recorded, and the op still waits", async () => {
+    const { id, card } = await sessionWaitingForApproval(editScript());
+    const r = await req("POST", `/api/sessions/${id}/approvals`, [bearer(), json], JSON.stringify({ ...card, generation: card.generation + 1, answer: "allow" }));
+    expect(r.status).toBe(409);
+    expect(r.body).toContain("generation");
+    const still = JSON.parse((await req("GET", `/api/sessions/${id}/approvals`, [bearer()])).body) as { approvals: unknown[] };
+    expect(still.approvals).toHaveLength(1);
+    expect(readFileSync(join(s.ws, "a.txt"), "utf8")).toBe("hello\n");
+    const older = await req("POST", `/api/sessions/${id}/approvals`, [bearer(), json], JSON.stringify({ ...card, generation: 0, answer: "allow" }));
+    expect(older.status).toBe(409);
+    await req("POST", `/api/sessions/${id}/approvals`, [bearer(), json], JSON.stringify({ ...card, answer: "deny" }));
+  });
+
+  it("an answer for another digest is void (409) and the file is unchanged", async () => {
+    const { id, card } = await sessionWaitingForApproval(editScript());
+    const other = card.digest.replace(/^./, (c) => (c === "0" ? "1" : "0"));
+    const r = await req("POST", `/api/sessions/${id}/approvals`, [bearer(), json], JSON.stringify({ ...card, digest: other, answer: "allow" }));
+    expect(r.status).toBe(409);
+    expect(r.body).toContain("digest");
+    expect(readFileSync(join(s.ws, "a.txt"), "utf8")).toBe("hello\n");
+    await req("POST", `/api/sessions/${id}/approvals`, [bearer(), json], JSON.stringify({ ...card, answer: "deny" }));
+  });
+
+  it("a replayed answer and an answer sent to another session are void", async () => {
+    const a = await sessionWaitingForApproval(editScript());
+    const b = await sessionWaitingForApproval(editScript());
+    const cross = await req("POST", `/api/sessions/${b.id}/approvals`, [bearer(), json], JSON.stringify({ ...a.card, answer: "allow" }));
+    expect(cross.status).toBe(409);
+    expect((await req("POST", `/api/sessions/${a.id}/approvals`, [bearer(), json], JSON.stringify({ ...a.card, answer: "deny" }))).status).toBe(200);
+    const replay = await req("POST", `/api/sessions/${a.id}/approvals`, [bearer(), json], JSON.stringify({ ...a.card, answer: "allow" }));
+    expect(replay.status).toBe(409);
+    expect(replay.body).toContain("replay");
+    expect(readFileSync(join(s.ws, "a.txt"), "utf8")).toBe("hello\n");
+    await req("POST", `/api/sessions/${b.id}/approvals`, [bearer(), json], JSON.stringify({ ...b.card, answer: "deny" }));
+  });
+
+  it("an answer with an unknown field or a malformed nonce is refused by its schema", async () => {
+    const { id, card } = await sessionWaitingForApproval(editScript());
+    for (const body of [{ ...card, answer: "allow", scope: "everything" }, { ...card, nonce: "x", answer: "allow" }, { ...card, answer: "always" }, { ...card, generation: "1", answer: "allow" }]) {
+      const r = await req("POST", `/api/sessions/${id}/approvals`, [bearer(), json], JSON.stringify(body));
+      expect(r.status, JSON.stringify(body)).toBe(400);
+    }
+    await req("POST", `/api/sessions/${id}/approvals`, [bearer(), json], JSON.stringify({ ...card, answer: "deny" }));
+  });
+
+  it("a session cannot be started outside the workspace vak serve runs in", async () => {
+    for (const workspace of ["/", s.outside, "../outside", "/etc"]) {
+      const r = await req("POST", "/api/sessions", [bearer(), json], JSON.stringify({ kind: "agent", workspace, model: script("w", [{ text: "x" }]) }));
+      expect(r.status, workspace).toBe(400);
+    }
+  });
+
+  it("oversized bodies are refused before they are parsed", async () => {
+    const r = await req("POST", "/api/sessions", [bearer(), json], JSON.stringify({ kind: "agent", prompt: "x".repeat(300 * 1024) }));
+    expect(r.status).toBe(413);
+  });
+});
+
+describe("the web terminal", () => {
+  it("is refused to a peer that is not this machine's loopback, and on a trusted host name, even when turned on", async () => {
+    const r = await req("POST", "/api/sessions", [bearer(), json], JSON.stringify({ kind: "agent", model: script("t", [{ text: "x" }]) }));
+    const id = (JSON.parse(r.body) as { id: string }).id;
+    const far = await upgrade(`/api/sessions/${id}/terminal`, [bearer()], { localAddress: "127.0.0.2" });
+    expect(far.status).toBe(403);
+    expect(far.body).toContain("loopback");
+    const named = await upgrade(`/api/sessions/${id}/terminal`, [["Host", "vak.test"], bearer()]);
+    expect(named.status).toBe(403);
+    const proxied = await upgrade(`/api/sessions/${id}/terminal`, [bearer(), ["X-Forwarded-For", "203.0.113.9"]]);
+    expect(proxied.status).toBe(403);
+  });
+});
+
+describe("[server] is user-tier only", () => {
+  it("a repository's .vak/config.toml that sets [server] changes nothing, and is said to be ignored", async () => {
+    const r = scratch();
+    mkdirSync(join(r.ws, ".vak"));
+    writeFileSync(join(r.ws, ".vak", "config.toml"), '[server]\nhost = "0.0.0.0"\nport = 8080\ntrusted_hosts = ["attacker.example"]\nterminal = true\n');
+    const x = await serve({ workspace: r.ws });
+    try {
+      expect(x.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/$/);
+      expect(x.port).not.toBe(8080);
+      expect(x.stderr()).toContain("ignored");
+      const named = await rawRequest(head("GET", "/api/sessions", [["Host", "attacker.example"], ["Authorization", `Bearer ${x.token}`]]), { port: x.port });
+      expect(named.status).toBe(421);
+      const body = JSON.stringify({ kind: "agent", model: script("r", [{ text: "x" }]) });
+      const created = await rawRequest(head("POST", "/api/sessions", [["Host", `127.0.0.1:${x.port}`], ["Authorization", `Bearer ${x.token}`], json, ["Content-Length", String(Buffer.byteLength(body))]]), { port: x.port, body });
+      const id = (JSON.parse(created.body) as { id: string }).id;
+      const term = await rawRequest(head("GET", `/api/sessions/${id}/terminal`, [["Host", `127.0.0.1:${x.port}`], ["Authorization", `Bearer ${x.token}`], ["Upgrade", "websocket"], ["Connection", "Upgrade"], ["Sec-WebSocket-Version", "13"], ["Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="]]), { port: x.port });
+      expect(term.status).toBe(403);
+      expect(term.body).toContain("terminal is off");
+    } finally {
+      await x.close();
+      r.cleanup();
+    }
+  });
+
+  it.each([
+    ["a wildcard in trusted_hosts", '[server]\ntrusted_hosts = ["*.example.com"]\n', "wildcard"],
+    ["a non-loopback host with no trusted_hosts", '[server]\nhost = "0.0.0.0"\ntls_terminated_by_proxy = true\n', "trusted_hosts is empty"],
+    ["a non-loopback host without TLS or a proxy that terminates it", '[server]\nhost = "0.0.0.0"\ntrusted_hosts = ["vak.example.com"]\n', "tls_cert"],
+    ["a host name instead of an address", '[server]\nhost = "localhost"\n', "IP address"],
+    ["a URL in trusted_hosts", '[server]\ntrusted_hosts = ["https://vak.example.com"]\n', "URL"],
+    ["an unknown key", '[server]\nallow_all = true\n', "allow_all"],
+  ])("%s refuses to start", async (_what, config, says) => {
+    const r = scratch();
+    try {
+      const x = await serveRefused({ workspace: r.ws, config });
+      expect(x.code).toBe(125);
+      expect(x.stdout).toBe("");
+      expect(x.stderr).toContain(says);
+    } finally {
+      r.cleanup();
+    }
+  });
+});
+
+describe("the live feed", () => {
+  it("a WebSocket of ours sees sessions' events; what a client sends is ignored", async () => {
+    const ws = new WebSocket(`ws://${host}/api/ws`, { headers: { Cookie: cookie, Origin: own() } });
+    const got: string[] = [];
+    ws.on("message", (d: Buffer) => got.push(d.toString()));
+    await new Promise<void>((res, rej) => {
+      ws.once("open", () => res());
+      ws.once("error", rej);
+    });
+    ws.send(JSON.stringify({ type: "answer", nonce: "0".repeat(32) }));
+    await req("POST", "/api/sessions", [bearer(), json], JSON.stringify({ kind: "agent", model: script("feed", [{ text: "hello from the feed" }]), prompt: "hi" }));
+    for (let i = 0; i < 100 && !got.some((g) => g.includes("hello from the feed")); i++) await new Promise((r) => setTimeout(r, 50));
+    ws.close();
+    expect(got.some((g) => g.includes("hello from the feed"))).toBe(true);
+  });
+});
