@@ -453,3 +453,76 @@ describe("the live feed", () => {
     expect(got.some((g) => g.includes("hello from the feed"))).toBe(true);
   });
 });
+
+describe("a hostile page in the same browser", () => {
+  // A page served by another server on this machine (same site: another port of
+  // 127.0.0.1) and one on another site (attacker.test, which the browser is told
+  // resolves to 127.0.0.1) try to drive the API of a browser that is logged in.
+  const ATTACK = (target: string, session: string, card: { nonce: string; digest: string; generation: number }) => `<!doctype html><html><body>
+<form id="f" method="POST" action="${target}api/sessions" enctype="text/plain" target="sink"><input name='{"kind":"agent","prompt":"pwn","x":"' value='"}'></form>
+<iframe name="sink"></iframe><iframe id="frame" src="${target}"></iframe>
+<script>
+const results = {};
+const done = (k, v) => { results[k] = v; document.title = Object.keys(results).length; };
+const answer = JSON.stringify({ nonce: "${card.nonce}", digest: "${card.digest}", generation: ${card.generation}, answer: "allow" });
+fetch("${target}api/sessions", { method: "POST", credentials: "include", mode: "no-cors", headers: { "Content-Type": "text/plain" }, body: '{"kind":"agent","prompt":"pwn"}' })
+  .then((r) => done("create", "sent:" + r.type), (e) => done("create", "error:" + e.message));
+fetch("${target}api/sessions/${session}/approvals", { method: "POST", credentials: "include", mode: "no-cors", headers: { "Content-Type": "text/plain" }, body: answer })
+  .then((r) => done("approve", "sent:" + r.type), (e) => done("approve", "error:" + e.message));
+fetch("${target}api/sessions/${session}/approvals", { method: "POST", credentials: "include", headers: { "Content-Type": "application/json" }, body: answer })
+  .then((r) => done("approve-json", "read:" + r.status), (e) => done("approve-json", "error:" + e.message));
+fetch("${target}api/sessions", { credentials: "include" }).then((r) => r.text()).then((t) => done("read", "read:" + t.slice(0, 50)), (e) => done("read", "error:" + e.message));
+const ws = new WebSocket("${target.replace("http", "ws")}api/ws");
+ws.onopen = () => done("ws", "open");
+ws.onerror = () => done("ws", "error");
+document.getElementById("f").submit();
+done("form", "submitted");
+</script></body></html>`;
+
+  it("cannot drive the API by fetch, form post or WebSocket, nor frame it", async () => {
+    const { createServer } = await import("node:http");
+    const { launchChromium } = await import("../support/browser.js");
+    const { id, card } = await sessionWaitingForApproval(script(`hostile-${Date.now()}`, [
+      { text: "editing", tool_calls: [{ name: "edit_file", args: { path: "a.txt", old_text: "hello", new_text: "PWNED" } }] },
+      { text: "done" },
+    ]));
+    const before = await sessionsCount();
+    const target = `http://127.0.0.1:${srv.port}/`;
+    const evil = createServer((_q, r) => {
+      r.writeHead(200, { "Content-Type": "text/html" });
+      r.end(ATTACK(target, id, card));
+    });
+    await new Promise<void>((res) => evil.listen(0, "127.0.0.1", res));
+    const evilPort = (evil.address() as { port: number }).port;
+    const b = await launchChromium(["--host-resolver-rules=MAP attacker.test 127.0.0.1"]);
+    const seen: string[] = [];
+    try {
+      const page = await b.context.newPage();
+      await page.goto(`${target}?token=${srv.token}`);
+      await page.waitForSelector("text=New session");
+      for (const origin of [`http://127.0.0.1:${evilPort}/`, `http://localhost:${evilPort}/`, `http://attacker.test:${evilPort}/`]) {
+        const p = await b.context.newPage();
+        p.on("console", (m) => seen.push(m.text()));
+        await p.goto(origin);
+        await p.waitForFunction(() => Number(document.title) >= 6, undefined, { timeout: 10_000 });
+        const results = (await p.evaluate("results")) as Record<string, string>;
+        // Requests may leave the browser (no-cors), but nothing they ask for happens and nothing comes back.
+        expect(results.ws, origin).toBe("error");
+        expect(results.read, origin).toMatch(/^error:/);
+        expect(results["approve-json"], origin).toMatch(/^error:/);
+        // The framed client never loads.
+        const framed = p.frames().find((f) => f.url().startsWith(target));
+        expect(framed === undefined || (await framed.evaluate(() => document.body?.innerHTML ?? "").catch(() => "")) === "", origin).toBe(true);
+        await p.close();
+      }
+    } finally {
+      await b.close();
+      evil.close();
+    }
+    expect(await sessionsCount()).toBe(before);
+    const pending = JSON.parse((await req("GET", `/api/sessions/${id}/approvals`, [bearer()])).body) as { approvals: { nonce: string }[] };
+    expect(pending.approvals.map((a) => a.nonce)).toEqual([card.nonce]);
+    expect(readFileSync(join(s.ws, "a.txt"), "utf8")).toBe("hello\n");
+    await req("POST", `/api/sessions/${id}/approvals`, [bearer(), json], JSON.stringify({ ...card, answer: "deny" }));
+  });
+});

@@ -12,12 +12,12 @@ import { type BrowserContext, chromium } from "playwright-core";
  */
 export const CHROMIUM = "/usr/bin/chromium";
 
-export async function launchChromium(): Promise<{ context: BrowserContext; close(): Promise<void> }> {
+export async function launchChromium(extraArgs: string[] = []): Promise<{ context: BrowserContext; close(): Promise<void> }> {
   const profile = mkdtempSync(join(tmpdir(), "vak-chromium-"));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", ...extraArgs],
     viewport: { width: 1280, height: 900 },
   });
   return {
