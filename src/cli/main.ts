@@ -25,6 +25,11 @@ function positiveInt(flag: string) {
   };
 }
 
+function port(v: string): number {
+  if (!/^\d+$/.test(v) || Number(v) > 65535) throw new InvalidArgumentError(`--port needs a port number (0 picks a free one), got '${v}'`);
+  return Number(v);
+}
+
 /** The grant flags `vak exec`, `vak run` and `vak` share. */
 function grantFlags(c: Command): Command {
   return c
@@ -85,12 +90,12 @@ function program(onlyExec = false): Command {
     .option("--spec <file>", "run a workload spec (its components' grants; the flags above then only set the model and mode)")
     .option("--json", "print a one-line JSON summary on stderr at the end")
     .action(async (instruction: string, opts) => done(await (await import("./run.js")).runCommand(instruction, opts)));
-  agentFlags(p).action(async (opts) => done(await (await import("./run.js")).interactiveCommand(opts)));
+  agentFlags(p)
+    .option("--serve", "also serve the browser client, watching this same session (see vak serve)")
+    .option("--port <n>", "with --serve: the port (default: [server] port, or any free one)", port)
+    .action(async (opts) => done(await (await import("./run.js")).interactiveCommand(opts)));
   agentFlags(p.command("serve").description("the browser client: sessions, approvals, what each can reach, every call (loopback only unless [server] says otherwise)"))
-    .option("--port <n>", "the port (default: [server] port, or any free one)", (v: string) => {
-      if (!/^\d+$/.test(v) || Number(v) > 65535) throw new InvalidArgumentError(`--port needs a port number (0 picks a free one), got '${v}'`);
-      return Number(v);
-    })
+    .option("--port <n>", "the port (default: [server] port, or any free one)", port)
     .option("--json", "print one line, {\"url\":…,\"token\":…}, on stdout once listening")
     .action(async (opts) => done(await (await import("./serve.js")).serveCommand(opts)));
   p.command("check")

@@ -1,5 +1,6 @@
 import { createInterface, type Interface } from "node:readline";
-import type { ApprovalGate, ApprovalRequest } from "../approvals/approval-gate.js";
+import type { ApprovalGate, ApprovalRequest, Outcome } from "../approvals/approval-gate.js";
+import type { LiveSession } from "../server/live-session.js";
 import { AgentSession, type SessionMode } from "../agent/agent-session.js";
 import type { RunResult } from "../agent/agent.js";
 import { type AgentFlags, sessionOptions } from "./agent-options.js";
@@ -20,6 +21,8 @@ function exitFor(r: RunResult): number {
 class TerminalApprover {
   private queue: ApprovalRequest[] = [];
   private current: ApprovalRequest | undefined;
+  /** The prompt another approver (the browser) answered just now: a y/a/n typed for it goes to the gate, which voids it. */
+  private retracted: { request: ApprovalRequest; at: number } | undefined;
 
   constructor(
     private readonly gate: () => ApprovalGate,
@@ -56,6 +59,27 @@ class TerminalApprover {
     const res = this.gate().answer({ nonce: r.nonce, digest: r.digest, generation: r.generation, answer, by: "terminal" });
     if (!res.ok) this.out.write(`  (that answer no longer counts: ${res.reason})\n`);
     this.next();
+  }
+
+  /** A request closed by another approver (the browser with `vak --serve`): the prompt says so and moves on. */
+  settled(r: ApprovalRequest, o: Outcome): void {
+    if (o.by === "terminal") return;
+    if (this.current?.nonce === r.nonce) {
+      this.out.write(`\n  (answered from ${o.by === "web" ? "the browser" : visible(this.redact(o.by))}: ${o.answer})\n`);
+      this.retracted = { request: r, at: Date.now() };
+    }
+    this.forget();
+  }
+
+  /** A line typed just after its prompt was answered elsewhere: sent anyway, so that the gate records it void. */
+  late(line: string): boolean {
+    const a = line.trim().toLowerCase();
+    const r = this.retracted;
+    if (!r || Date.now() - r.at > 5000 || !["y", "yes", "a", "always", "n", "no"].includes(a)) return false;
+    this.retracted = undefined;
+    const res = this.gate().answer({ nonce: r.request.nonce, digest: r.request.digest, generation: r.request.generation, answer: a.startsWith("y") ? "allow" : a.startsWith("a") ? "allow-session" : "deny", by: "terminal" });
+    if (!res.ok) this.out.write(`  (that answer no longer counts: ${res.reason})\n`);
+    return true;
   }
 
   /** Requests the gate closed by itself (timeout, cancel, policy change) leave the prompt. */
@@ -113,20 +137,42 @@ const HELP = `  /mode read-only | workspace-write   change the mode (revokes wha
   /quit                               end the session (Ctrl-D too)
   Ctrl-C cancels a running turn; anything else is an instruction for the agent.`;
 
-/** `vak`: an interactive session in the terminal, with approval prompts and a mode line. */
-export async function interactiveCommand(flags: AgentFlags): Promise<number> {
+/**
+ * `vak`: an interactive session in the terminal, with approval prompts and a
+ * mode line. With --serve the same process also serves the browser client,
+ * which hosts this very session: the browser and the terminal watch one
+ * transcript, either can answer an approval (the first answer counts, the
+ * other is void), send the next instruction, cancel, or switch the mode.
+ */
+export async function interactiveCommand(flags: AgentFlags & { serve?: boolean; port?: number }): Promise<number> {
   const { options, journal } = sessionOptions(flags);
   const out = process.stdout;
   let session: AgentSession | undefined = undefined;
   const approver = new TerminalApprover(() => session!.approvals, out, (t) => session!.redactor.text(t));
-  session = new AgentSession({
-    ...options,
-    title: "interactive session",
-    onEvent: transcriptPrinter(out, (t) => session!.redactor.text(t)),
-    onApproval: approver.request,
-    onPolicy: (p) => out.write(`\n[mode is now ${p.mode}; generation ${p.generation}: what ran under the old one was stopped]\n`),
-  });
-  const s = session;
+  const printer = transcriptPrinter(out, (t) => session!.redactor.text(t));
+  const onPolicy = (p: { generation: number; mode: SessionMode }) => out.write(`\n[mode is now ${p.mode}; generation ${p.generation}: what ran under the old one was stopped]\n`);
+  let live: LiveSession | undefined;
+  let server: { close(): Promise<void> } | undefined;
+  if (flags.serve) {
+    const { startServer } = await import("../server/server.js");
+    const { hostAgent } = await import("../server/hosted.js");
+    const { loadUserConfig } = await import("../policy/config.js");
+    const filter = (t: string) => visible(journal.redactor.text(t));
+    const running = await startServer({
+      config: loadUserConfig().server, port: flags.port, journal, filter, log: (l) => process.stderr.write(`${filter(l)}\n`),
+      info: { workspace: options.workspace, model: `${options.model.provider}:${options.model.model}`, mode: options.mode, version: 1, single: true },
+    });
+    server = running;
+    live = running.sessions.adopt((hooks) => {
+      session = new AgentSession({ ...options, title: "interactive session", onEvent: hooks.onEvent, onApproval: hooks.onApproval, onApprovalSettled: hooks.onApprovalSettled, onPolicy: hooks.onPolicy });
+      return hostAgent(session, "interactive session", options.workspace);
+    });
+    live.watch({ event: printer, approval: approver.request, settled: (r, o) => approver.settled(r, o), policy: onPolicy });
+    out.write(`the browser client: ${running.loginUrl ?? running.url} (this session, live)\n`);
+  } else {
+    session = new AgentSession({ ...options, title: "interactive session", onEvent: printer, onApproval: approver.request, onPolicy });
+  }
+  const s = session!;
   const modeLine = () => `vak · ${s.mode} · generation ${s.generation} · ${options.model.provider}:${options.model.model} · ${options.workspace}`;
   const rl = createInterface({ input: process.stdin, output: out, terminal: Boolean(process.stdin.isTTY) });
   let running: { ac: AbortController; done: Promise<void> } | undefined;
@@ -139,6 +185,7 @@ export async function interactiveCommand(flags: AgentFlags): Promise<number> {
   prompt();
   rl.on("SIGINT", () => {
     if (running) running.ac.abort(new Error("interrupted"));
+    else if (live?.cancel("the terminal")) return;
     else rl.close();
   });
   const command = async (line: string): Promise<void> => {
@@ -146,7 +193,8 @@ export async function interactiveCommand(flags: AgentFlags): Promise<number> {
     if (cmd === "/quit" || cmd === "/exit") return void rl.close();
     if (cmd === "/status") return void out.write(`${modeLine()}\n`);
     if (cmd === "/mode" && (arg === "read-only" || arg === "workspace-write")) {
-      await s.setMode(arg as SessionMode);
+      if (live) await live.setMode(arg, "the terminal");
+      else await s.setMode(arg as SessionMode);
       approver.forget();
       return;
     }
@@ -154,15 +202,22 @@ export async function interactiveCommand(flags: AgentFlags): Promise<number> {
   };
   rl.on("line", (line) => {
     if (approver.waiting) return approver.answer(line);
+    if (approver.late(line)) return;
     if (line.trim().startsWith("/"))
       return void command(line)
         .catch((e: Error) => out.write(`vak: ${visible(s.redactor.text(e.message))}\n`))
         .then(() => !running && prompt());
     if (!line.trim()) return prompt();
-    if (running) return void out.write("(the agent is still working; wait, or Ctrl-C to cancel it)\n");
+    if (running || live?.state().running) return void out.write("(the agent is still working; wait, or Ctrl-C to cancel it)\n");
     const ac = new AbortController();
-    const done = s
-      .run(line, ac.signal)
+    const run = live
+      ? (() => {
+          const p = live.send(line, "terminal");
+          ac.signal.addEventListener("abort", () => live!.cancel("the terminal"), { once: true });
+          return p;
+        })()
+      : s.run(line, ac.signal);
+    const done = run
       .then((r) => printSummary(out, r, undefined))
       .catch((e: Error) => void out.write(`vak: the turn failed: ${visible(s.redactor.text(e.message))}\n`))
       .finally(() => {
@@ -178,7 +233,8 @@ export async function interactiveCommand(flags: AgentFlags): Promise<number> {
     await running.done;
   }
   const id = s.journalSession?.id;
-  await s.close();
+  if (server) await server.close();
+  else await s.close();
   journal.close();
   out.write(`\nsession ended; the record: vak journal show ${id}\n`);
   return 0;

@@ -504,7 +504,7 @@ done("form", "submitted");
         const p = await b.context.newPage();
         p.on("console", (m) => seen.push(m.text()));
         await p.goto(origin);
-        await p.waitForFunction(() => Number(document.title) >= 6, undefined, { timeout: 10_000 });
+        await p.waitForFunction("Number(document.title) >= 6", undefined, { timeout: 10_000 });
         const results = (await p.evaluate("results")) as Record<string, string>;
         // Requests may leave the browser (no-cors), but nothing they ask for happens and nothing comes back.
         expect(results.ws, origin).toBe("error");
@@ -512,7 +512,7 @@ done("form", "submitted");
         expect(results["approve-json"], origin).toMatch(/^error:/);
         // The framed client never loads.
         const framed = p.frames().find((f) => f.url().startsWith(target));
-        expect(framed === undefined || (await framed.evaluate(() => document.body?.innerHTML ?? "").catch(() => "")) === "", origin).toBe(true);
+        expect(framed === undefined || (await framed.evaluate<string>("document.body?.innerHTML ?? ''").catch(() => "")) === "", origin).toBe(true);
         await p.close();
       }
     } finally {

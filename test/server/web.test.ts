@@ -56,7 +56,7 @@ describe("the web client", () => {
     await page.goto(`${srv.url}?token=${srv.token}`);
     expect(page.url()).toBe(srv.url);
     await page.waitForSelector("text=New session");
-    expect(await page.evaluate(() => document.cookie)).toBe("");
+    expect(await page.evaluate("document.cookie")).toBe("");
     const cookies = await browser.context.cookies(srv.url);
     expect(cookies).toHaveLength(1);
     expect(cookies[0]).toMatchObject({ httpOnly: true, sameSite: "Strict" });
@@ -118,12 +118,9 @@ describe("the web client", () => {
     await expect.poll(async () => (await events(id)).some((e) => e.kind === "worker.spawned")).toBe(true);
     expect(await page.getByTestId("mode").textContent()).toBe("workspace-write");
     // When did the page first show the new mode? (Compared with the record below.)
-    await page.evaluate(() => {
-      const w = window as unknown as { shownAt?: number };
-      new MutationObserver(() => {
-        if (w.shownAt === undefined && document.querySelector('[data-testid="mode"]')?.textContent === "read-only") w.shownAt = Date.now();
-      }).observe(document.body, { subtree: true, childList: true, characterData: true });
-    });
+    await page.evaluate(`new MutationObserver(() => {
+      if (window.shownAt === undefined && document.querySelector('[data-testid="mode"]')?.textContent === "read-only") window.shownAt = Date.now();
+    }).observe(document.body, { subtree: true, childList: true, characterData: true })`);
     await page.selectOption("#mode-select", "read-only");
     await page.click("text=Switch");
     await page.getByTestId("mode").filter({ hasText: "read-only" }).waitFor();
@@ -137,7 +134,7 @@ describe("the web client", () => {
     const reported = ev.findIndex((e) => e.kind === "policy.generation" && e.payload.generation === 2);
     expect(exited).toBeGreaterThan(0);
     expect(reported).toBeGreaterThan(exited);
-    const shownAt = await page.evaluate(() => (window as unknown as { shownAt?: number }).shownAt);
+    const shownAt = await page.evaluate<number | undefined>("window.shownAt");
     expect(shownAt).toBeGreaterThanOrEqual(Date.parse(ev[reported]!.time));
     expect(readFileSync(join(s.ws, "a.txt"), "utf8")).toBe("goodbye world\n");
     await new Promise((r) => setTimeout(r, 300));
@@ -165,7 +162,7 @@ describe("the web client", () => {
     await page.setViewportSize({ width: 380, height: 800 });
     await page.goto(`${srv.url}#/`);
     await page.waitForSelector("text=New session");
-    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    const overflow = await page.evaluate<number>("document.documentElement.scrollWidth - document.documentElement.clientWidth");
     expect(overflow).toBeLessThanOrEqual(0);
     await page.setViewportSize({ width: 1280, height: 900 });
   });
