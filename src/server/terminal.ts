@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { closeSync, constants as fsc, existsSync, mkdirSync, openSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { IPty } from "node-pty";
+import { type IPty, spawn } from "node-pty";
 import type { WebSocket } from "ws";
 import type { InteractiveSandbox } from "../broker/broker.js";
 import { vakDirs } from "../policy/state.js";
@@ -77,7 +77,6 @@ export class Terminals {
   }
 
   private async start(ws: WebSocket, live: LiveSession): Promise<void> {
-    const { spawn } = await import("node-pty");
     const shell = SHELLS.find((s) => existsSync(s))!;
     let term: Term | undefined;
     const stop = async () => {

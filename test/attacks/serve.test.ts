@@ -60,7 +60,7 @@ async function sessionWaitingForApproval(model: string): Promise<{ id: string; c
 }
 
 beforeAll(async () => {
-  s = scratch();
+  s = scratch({ git: true });
   scripts = join(s.root, "scripts");
   mkdirSync(scripts);
   writeFileSync(join(s.ws, "a.txt"), "hello\n");
@@ -380,9 +380,13 @@ describe("approvals through the API", () => {
 });
 
 describe("the web terminal", () => {
-  it("is refused to a peer that is not this machine's loopback, and on a trusted host name, even when turned on", async () => {
-    const r = await req("POST", "/api/sessions", [bearer(), json], JSON.stringify({ kind: "agent", model: script("t", [{ text: "x" }]) }));
-    const id = (JSON.parse(r.body) as { id: string }).id;
+  const liveSession = async () => {
+    const r = await req("POST", "/api/sessions", [bearer(), json], JSON.stringify({ kind: "agent", model: script(`t-${Date.now()}`, [{ text: "x" }]) }));
+    return (JSON.parse(r.body) as { id: string }).id;
+  };
+
+  it("is refused to a peer that is not this machine's loopback, on a trusted host name and through a proxy, even when turned on", async () => {
+    const id = await liveSession();
     const far = await upgrade(`/api/sessions/${id}/terminal`, [bearer()], { localAddress: "127.0.0.2" });
     expect(far.status).toBe(403);
     expect(far.body).toContain("loopback");
@@ -390,6 +394,45 @@ describe("the web terminal", () => {
     expect(named.status).toBe(403);
     const proxied = await upgrade(`/api/sessions/${id}/terminal`, [bearer(), ["X-Forwarded-For", "203.0.113.9"]]);
     expect(proxied.status).toBe(403);
+    const foreign = await upgrade(`/api/sessions/${id}/terminal`, [["Cookie", cookie], ["Origin", "http://attacker.example"]]);
+    expect(foreign.status).toBe(403);
+  });
+
+  it("its shell runs inside the session's sandbox with the session's grants, and a mode switch stops it before the new mode is reported", async () => {
+    writeFileSync(join(s.outside, "secret.txt"), "OUTSIDE-SECRET\n");
+    const gitConfig = readFileSync(join(s.ws, ".git", "config"), "utf8");
+    const id = await liveSession();
+    const ws = new WebSocket(`ws://${host}/api/sessions/${id}/terminal`, { headers: { Cookie: cookie, Origin: own() } });
+    let screen = "";
+    ws.on("message", (d: Buffer) => (screen += d.toString()));
+    const closed = new Promise<void>((res) => ws.on("close", () => res()));
+    await new Promise<void>((res, rej) => {
+      ws.once("open", () => res());
+      ws.once("error", rej);
+    });
+    const type = (line: string) => ws.send(Buffer.from(`${line}\n`), { binary: true });
+    const until = async (what: string, cond: () => boolean) => {
+      for (let i = 0; i < 300 && !cond(); i++) await new Promise((r) => setTimeout(r, 30));
+      if (!cond()) throw new Error(`no ${what} in: ${screen}`);
+    };
+    type("echo MARK-$((6*7)); hostname; [ -t 0 ] && echo IS-A-$((1))-TTY; cat " + join(s.outside, "secret.txt") + "; echo hi > made.txt; echo x > .git/config; echo END-$((1+1))");
+    await until("end marker", () => screen.includes("END-2"));
+    expect(screen).toContain("MARK-42");
+    expect(screen).toMatch(/\bvak\r?\n/);
+    expect(screen).toContain("IS-A-1-TTY");
+    expect(screen).not.toContain("OUTSIDE-SECRET");
+    expect(readFileSync(join(s.ws, "made.txt"), "utf8")).toBe("hi\n");
+    expect(readFileSync(join(s.ws, ".git", "config"), "utf8")).toBe(gitConfig);
+    const mode = await req("POST", `/api/sessions/${id}/mode`, [bearer(), json], JSON.stringify({ mode: "read-only" }));
+    expect(mode.status).toBe(200);
+    await closed;
+    const ev = JSON.parse((await req("GET", `/api/sessions/${id}/events?limit=500`, [bearer()])).body) as { events: { kind: string; payload: Record<string, unknown> }[] };
+    const exited = ev.events.findIndex((e) => e.kind === "worker.exited" && e.payload.op === "terminal");
+    const spawned = ev.events.findIndex((e) => e.kind === "worker.spawned" && e.payload.op === "terminal");
+    const reported = ev.events.findIndex((e) => e.kind === "policy.generation" && e.payload.generation === 2);
+    expect(spawned).toBeGreaterThan(0);
+    expect(exited).toBeGreaterThan(spawned);
+    expect(reported).toBeGreaterThan(exited);
   });
 });
 

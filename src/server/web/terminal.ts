@@ -9,6 +9,30 @@ import "./style.css";
  * would open (OSC 8, URLs) are not opened, and nothing writes the clipboard.
  * Keystrokes go as binary frames, a resize as a text frame.
  */
+/**
+ * xterm.js styles its rows by inserting <style> elements, which the server's
+ * CSP (style-src 'self', no 'unsafe-inline') blocks. Rather than loosen the
+ * policy, each such element's rules are mirrored into a constructed
+ * stylesheet, which is this page's own code applying its own library's CSS.
+ */
+function mirrorInsertedStyles(): void {
+  const sheets = new Map<HTMLStyleElement, CSSStyleSheet>();
+  const sync = (el: HTMLStyleElement) => {
+    let sheet = sheets.get(el);
+    if (!sheet) {
+      sheet = new CSSStyleSheet();
+      sheets.set(el, sheet);
+      document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
+      new MutationObserver(() => sync(el)).observe(el, { childList: true, characterData: true, subtree: true });
+    }
+    sheet.replaceSync(el.textContent ?? "");
+  };
+  new MutationObserver((muts) => {
+    for (const m of muts) for (const n of m.addedNodes) if (n instanceof HTMLStyleElement) sync(n);
+  }).observe(document, { childList: true, subtree: true });
+}
+mirrorInsertedStyles();
+
 const id = location.hash.slice(1);
 const status = document.getElementById("status")!;
 if (!/^[0-9a-z]{1,16}-[0-9a-f]{10}$/.test(id)) status.textContent = "No session named in the URL.";
