@@ -77,6 +77,27 @@ const forbidden = [
     to: { path: "^src/" , pathNot: "^src/net/preload/" },
   },
   {
+    name: "web-client-imports-only-itself",
+    comment: "The browser client (src/server/web/) runs in a page: it imports only itself and, for types, the wire format (src/server/wire.ts); nothing of the host.",
+    severity: "error",
+    from: { path: "^src/server/web/" },
+    to: { path: "^src/", pathNot: ["^src/server/web/", "^src/server/wire\\.ts$"] },
+  },
+  {
+    name: "web-client-imports-only-preact-and-xterm",
+    comment: "The browser bundle carries Preact and xterm.js and nothing else from npm: no CDN, no font, no other package.",
+    severity: "error",
+    from: { path: "^src/server/web/", pathNot: "^src/server/web/vite\\.config\\.mjs$" },
+    to: { dependencyTypes: ["npm", "npm-dev", "npm-optional", "npm-peer", "npm-bundled", "npm-no-pkg", "npm-unknown"], pathNot: ["node_modules/preact/", "node_modules/@xterm/xterm/"] },
+  },
+  {
+    name: "nothing-imports-the-web-client",
+    comment: "The web client is a separate bundle built by Vite and served as files; no host module imports it.",
+    severity: "error",
+    from: { path: "^src/", pathNot: "^src/server/web/" },
+    to: { path: "^src/server/web/" },
+  },
+  {
     name: "nothing-imports-the-worker",
     comment: "The worker is a separate bundle started in a sandbox, never a library of the host.",
     severity: "error",
