@@ -57,7 +57,14 @@ export function eventLine(e: StoredEvent): string {
     case "model.call": return `${s(p.provider)}:${s(p.model)} ${p.ok === false ? `failed: ${s(p.error)}` : `${s(p.ms)} ms`}`;
     case "secret.used": return `${s(p.name)} → ${s(p.recipient)}`;
     case "tool.result": return `${s(p.op)} ${p.ok ? `ok, ${s(p.bytes)} bytes` : `refused (${s(p.code)}): ${s(p.message)}`}`;
-    case "message": return `${s(p.role)}${typeof p.text === "string" ? `: ${p.text}` : ""}`;
+    case "message": {
+      if (p.role === "tool") {
+        const prov = (p.provenance ?? {}) as { tool?: unknown; target?: unknown };
+        return `tool result from ${s(prov.tool)}${prov.target ? ` (${s(prov.target)})` : ""}: ${p.ok ? "ok" : "refused"}, ${s(p.bytes)} bytes, untrusted`;
+      }
+      const calls = Array.isArray(p.toolCalls) && p.toolCalls.length ? ` [calls ${(p.toolCalls as { name?: unknown }[]).map((c) => s(c.name)).join(", ")}]` : "";
+      return `${s(p.role)}${typeof p.text === "string" && p.text ? `: ${p.text}` : ""}${calls}`;
+    }
     case "journal.pruned": return `pruned ${s(p.events)} events before ${s(p.before)}`;
     case "mcp.call": return `${p.decision === "denied" ? "DENIED" : "allowed"} ${s(p.server)} ${s(p.tool)} ${s(p.arguments)}${p.reason ? `: ${s(p.reason)}` : ""}`;
     case "mcp.result": return `${s(p.server)} ${s(p.tool)} ${p.ok ? "ok" : `error${p.error ? `: ${s(p.error)}` : ""}`}${p.bytes !== undefined ? `, ${s(p.bytes)} bytes` : ""}`;

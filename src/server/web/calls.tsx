@@ -26,7 +26,7 @@ export function Calls({ events, verify, more, onMore }: { events: EventView[]; v
           {shown.map((e) => (
             <tr key={e.seq} class={e.refusal ? "refusal" : ""}>
               <td>{e.sessionSeq}</td>
-              <td>{time(e.time)}</td>
+              <td title={time(e.time)}>{new Date(e.time).toLocaleTimeString()}</td>
               <td>{e.component}{e.generation ? <span class="muted"> @g{e.generation}</span> : null}</td>
               <td>{e.refusal ? <span class="badge deny">refused</span> : null} {e.kind}</td>
               <td><details><summary class="untrusted">{e.line}</summary><pre class="untrusted">{JSON.stringify(e.payload, null, 2)}</pre></details></td>
