@@ -51,13 +51,13 @@ describe("fail closed by construction", { timeout: 180_000 }, () => {
 
   it("an op kind added to the schema alone does not build: its traits and every decider over op kinds must name it", () => {
     const errors = typecheck(only(OPS, (t) => t.replace(/\n\]\);/, `\n${MOVE_OP}`)));
-    expect(filesOf(errors)).toEqual(["src/approvals/approval-rules.ts", "src/broker/broker.ts", "src/broker/op-record.ts", "src/broker/registry.ts", "src/protocol/ops.ts", "src/worker/main.ts"]);
+    expect(filesOf(errors)).toEqual(["src/approvals/approval-rules.ts", "src/broker/broker.ts", "src/broker/op-record.ts", "src/broker/registry.ts", "src/protocol/ops.ts", "src/server/approval-card.ts", "src/worker/main.ts"]);
     expect(errors.find((e) => e.startsWith("src/protocol/ops.ts"))).toMatch(/Property 'move' is missing/);
   });
 
-  it("an op kind with its traits declared still does not build until the approval summary, the capability, the record, the command and the worker decide it", () => {
+  it("an op kind with its traits declared still does not build until the approval summary, the capability, the record, the command, the worker and the browser's approval card decide it", () => {
     const errors = typecheck(only(OPS, (t) => t.replace(/\n\]\);/, `\n${MOVE_OP}`).replace("  tool: { effect: \"exec\", creates: false },", "  tool: { effect: \"exec\", creates: false },\n  move: { effect: \"write\", creates: true },")));
-    expect(filesOf(errors)).toEqual(["src/approvals/approval-rules.ts", "src/broker/broker.ts", "src/broker/op-record.ts", "src/worker/main.ts"]);
+    expect(filesOf(errors)).toEqual(["src/approvals/approval-rules.ts", "src/broker/broker.ts", "src/broker/op-record.ts", "src/server/approval-card.ts", "src/worker/main.ts"]);
     expect(errors.every((e) => /not assignable to parameter of type 'never'/.test(e))).toBe(true);
   });
 
@@ -68,10 +68,10 @@ describe("fail closed by construction", { timeout: 180_000 }, () => {
     expect(errors.some((e) => e.startsWith("src/approvals/approval-rules.ts") && /'never'/.test(e))).toBe(true);
   });
 
-  it("a new journal event kind does not build until `vak journal show` has a line for it", () => {
+  it("a new journal event kind does not build until `vak journal show` and the browser's calls view have a line for it (and say whether it is a refusal)", () => {
     const events = join(ROOT, "src/journal/events.ts");
     const errors = typecheck(only(events, (t) => t.replace('  "journal.pruned": ["before", "events"],', '  "journal.pruned": ["before", "events"],\n  "server.started": ["port"],')));
-    expect(filesOf(errors)).toEqual(["src/cli/journal.ts"]);
+    expect(filesOf(errors)).toEqual(["src/cli/journal.ts", "src/server/journal-view.ts"]);
   });
 
   it("needsApproval asks about a kind it does not know, even when every rule says allow", () => {
