@@ -56,12 +56,14 @@ function inside(root: string, asked: string | undefined, what: string): string {
 /** Makes the sessions the browser asks for, with the flags `vak serve` was given. */
 export function sessionFactory(flags: ServeFlags, journal: Journal, root: string) {
   return (body: CreateSession, hooks: SessionHooks): HostedSession => {
+    const ceiling = flags.mode === "read-only" ? "read-only" : "workspace-write";
+    if (ceiling === "read-only" && body.mode !== "read-only") throw new VakError("bad-input", "this server was started with --mode read-only: its sessions are read-only");
     if (body.kind === "agent") {
       const workspace = inside(root, body.workspace, "workspace");
       const { options } = sessionOptions({ ...flags, mode: body.mode, model: body.model ?? flags.model, workspace }, journal);
       const title = body.title ?? (body.prompt ? body.prompt.slice(0, 200) : "web session");
       const s = new AgentSession({ ...options, title, onEvent: hooks.onEvent, onApproval: hooks.onApproval, onApprovalSettled: hooks.onApprovalSettled, onPolicy: hooks.onPolicy });
-      return hostAgent(s, title, workspace);
+      return hostAgent(s, title, workspace, ceiling);
     }
     const spec = inside(root, body.spec, "spec");
     const plan = loadSpec(spec, { mode: body.mode });

@@ -33,6 +33,8 @@ export interface HostedSession {
   readonly generation: number;
   readonly mode: SessionMode | null;
   send(text: string, signal: AbortSignal): Promise<RunResult>;
+  /** The most a mode switch may give. */
+  readonly ceiling?: SessionMode | undefined;
   /** Revokes exactly as `/mode` does; absent where the grants come from elsewhere (a workload's spec). */
   setMode?: ((mode: SessionMode, reason: string) => Promise<void>) | undefined;
   reach(): ComponentReach[];
@@ -44,7 +46,12 @@ export interface HostedSession {
 const PROTECTED = PROTECTED_PATHS.map((p) => (p.kind === "tree" ? `${p.pattern}/` : p.pattern));
 const AGENT_TOOLS = [...TOOLS.map((t) => t.name), "task"];
 
-export function hostAgent(s: AgentSession, title: string, workspace: string): HostedSession {
+/**
+ * An agent session, hosted. ceiling: the most a mode switch may give (`vak
+ * serve --mode read-only` keeps every session it hosts read-only, whatever
+ * the browser asks).
+ */
+export function hostAgent(s: AgentSession, title: string, workspace: string, ceiling: SessionMode = "workspace-write"): HostedSession {
   if (!s.journalSession) throw new Error("a hosted session needs a journal");
   const id = s.journalSession.id;
   return {
@@ -52,6 +59,7 @@ export function hostAgent(s: AgentSession, title: string, workspace: string): Ho
     get generation() { return s.generation; },
     get mode() { return s.mode; },
     send: (text, signal) => s.run(text, signal),
+    ceiling,
     setMode: (mode, reason) => s.setMode(mode, reason),
     interactive: (argv, stop) => s.interactive(argv, stop),
     reach: () => {

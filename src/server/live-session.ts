@@ -148,6 +148,7 @@ export class LiveSession {
     const set = this.hosted.setMode;
     if (!set) throw new ServerError("unsupported", "this session's grants come from its workload spec; edit the spec to change them");
     if (this.closed) throw new ServerError("gone", "this session has ended");
+    if (this.hosted.ceiling === "read-only" && mode !== "read-only") throw new ServerError("refused", "this server was started with --mode read-only: its sessions cannot be made writable");
     if (this.switching) throw new ServerError("conflict", "a mode switch is already under way");
     this.switching = true;
     this.publishState();

@@ -480,6 +480,34 @@ describe("[server] is user-tier only", () => {
   });
 });
 
+describe("the flags vak serve was given are the ceiling", () => {
+  it("a server started with --mode read-only starts no writable session, and no mode switch makes one writable", async () => {
+    const r = scratch();
+    writeFileSync(join(r.ws, "f.txt"), "same\n");
+    const x = await serve({ workspace: r.ws, args: ["--mode", "read-only"] });
+    const call = (method: string, path: string, body?: unknown) => {
+      const b = body === undefined ? undefined : JSON.stringify(body);
+      return rawRequest(head(method, path, [["Host", `127.0.0.1:${x.port}`], ["Authorization", `Bearer ${x.token}`], ...(b ? ([json, ["Content-Length", String(Buffer.byteLength(b))]] as [string, string][]) : [])]), { port: x.port, body: b });
+    };
+    try {
+      const model = script(`ro-${Date.now()}`, [{ text: "writing", tool_calls: [{ name: "write_file", args: { path: "f.txt", content: "changed" } }] }, { text: "done" }]);
+      expect((await call("POST", "/api/sessions", { kind: "agent", mode: "workspace-write", model })).status).toBe(400);
+      const ok = await call("POST", "/api/sessions", { kind: "agent", mode: "read-only", model });
+      expect(ok.status).toBe(201);
+      const id = (JSON.parse(ok.body) as { id: string }).id;
+      const sw = await call("POST", `/api/sessions/${id}/mode`, { mode: "workspace-write" });
+      expect(sw.status).toBe(403);
+      expect(sw.body).toContain("--mode read-only");
+      expect((await call("POST", `/api/sessions/${id}/messages`, { text: "write it" })).status).toBe(202);
+      await new Promise((res) => setTimeout(res, 1500));
+      expect(readFileSync(join(r.ws, "f.txt"), "utf8")).toBe("same\n");
+    } finally {
+      await x.close();
+      r.cleanup();
+    }
+  });
+});
+
 describe("the live feed", () => {
   it("a WebSocket of ours sees sessions' events; what a client sends is ignored", async () => {
     const ws = new WebSocket(`ws://${host}/api/ws`, { headers: { Cookie: cookie, Origin: own() } });
