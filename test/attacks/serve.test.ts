@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -477,6 +478,94 @@ describe("[server] is user-tier only", () => {
     } finally {
       r.cleanup();
     }
+  });
+});
+
+describe("exposed beyond loopback (in a network namespace of the test's own)", () => {
+  // The server binds 0.0.0.0 in a fresh network namespace that has loopback and
+  // one veth interface (10.77.0.1) and no route anywhere: a client there that
+  // connects to 10.77.0.1 is a peer that is not this machine's loopback.
+  const CLIENT = `
+const [host, port, head, body] = process.argv.slice(1);
+const s = require("node:net").connect({ host, port: Number(port) });
+let buf = "";
+s.on("data", (d) => {
+  buf += d.toString("latin1");
+  const end = buf.indexOf("\\r\\n\\r\\n");
+  if (end < 0) return;
+  const len = /\\r\\ncontent-length: (\\d+)/i.exec(buf.slice(0, end + 2));
+  if (!len || buf.length >= end + 4 + Number(len[1])) s.destroy();
+});
+s.on("close", () => { const h = buf.slice(0, buf.indexOf("\\r\\n\\r\\n")).split("\\r\\n"); console.log(JSON.stringify({ status: Number(h[0].split(" ")[1]), headers: h.slice(1), body: buf.slice(buf.indexOf("\\r\\n\\r\\n") + 4) })); });
+s.write(head + (body || ""));
+`;
+  let ns: string;
+  let x: Served;
+  const inNs = (host: string, h: string, body = ""): { status: number; headers: string[]; body: string } =>
+    JSON.parse(execFileSync("ip", ["netns", "exec", ns, process.execPath, "-e", CLIENT, host, "8377", h, body], { encoding: "utf8", timeout: 10_000 })) as { status: number; headers: string[]; body: string };
+  const ip = (...a: string[]) => execFileSync("ip", a, { stdio: ["ignore", "ignore", "pipe"] });
+  const ws = [["Upgrade", "websocket"], ["Connection", "Upgrade"], ["Sec-WebSocket-Version", "13"], ["Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="]] as [string, string][];
+
+  beforeAll(async () => {
+    ns = `vaksrv${process.pid % 100000}`;
+    ip("netns", "add", ns);
+    ip("-n", ns, "link", "set", "lo", "up");
+    // A veth pair with both ends inside: an interface with an address that is not loopback.
+    ip("-n", ns, "link", "add", "va", "type", "veth", "peer", "name", "vb");
+    ip("-n", ns, "addr", "add", "10.77.0.1/24", "dev", "va");
+    ip("-n", ns, "link", "set", "va", "up");
+    ip("-n", ns, "link", "set", "vb", "up");
+    x = await serve({ workspace: s.ws, wrapper: ["ip", "netns", "exec", ns], config: '[server]\nhost = "0.0.0.0"\nport = 8377\ntrusted_hosts = ["vak.test:8377"]\ntls_terminated_by_proxy = true\nterminal = true\n' });
+  });
+  afterAll(async () => {
+    await x?.close();
+    try {
+      ip("netns", "del", ns);
+    } catch {
+      // gone already
+    }
+  });
+
+  it("prints the trusted name, not a login URL, and answers the trusted name from a remote peer with the bearer", () => {
+    expect(x.url).toBe("https://vak.test:8377/");
+    const r = inNs("10.77.0.1", head("GET", "/api/sessions", [["Host", "vak.test:8377"], ["Authorization", `Bearer ${x.token}`]]));
+    expect(r.status).toBe(200);
+  });
+
+  it("refuses the interface's own address as a Host: only the exact trusted names", () => {
+    expect(inNs("10.77.0.1", head("GET", "/api/sessions", [["Host", "10.77.0.1:8377"], ["Authorization", `Bearer ${x.token}`]])).status).toBe(421);
+  });
+
+  it("refuses the login URL from a remote peer, even one that claims a loopback Host", () => {
+    for (const h of ["vak.test:8377", "127.0.0.1:8377"]) {
+      const r = inNs("10.77.0.1", head("GET", `/?token=${x.token}`, [["Host", h]]));
+      expect(r.status, h).toBe(403);
+      expect(r.headers.some((l) => /^set-cookie/i.test(l))).toBe(false);
+    }
+    // From this machine's loopback, on a loopback name, it works (0.0.0.0 covers loopback).
+    expect(inNs("127.0.0.1", head("GET", `/?token=${x.token}`, [["Host", "127.0.0.1:8377"]])).status).toBe(303);
+  });
+
+  it("refuses the terminal to a remote peer, even one that claims a loopback Host, and serves it on loopback", () => {
+    const create = JSON.stringify({ kind: "agent", model: script("ns", [{ text: "x" }]) });
+    const created = inNs("127.0.0.1", head("POST", "/api/sessions", [["Host", "127.0.0.1:8377"], ["Authorization", `Bearer ${x.token}`], json, ["Content-Length", String(Buffer.byteLength(create))]]), create);
+    const sid = (JSON.parse(created.body) as { id: string }).id;
+    for (const h of ["vak.test:8377", "127.0.0.1:8377"]) {
+      const far = inNs("10.77.0.1", head("GET", `/api/sessions/${sid}/terminal`, [["Host", h], ["Authorization", `Bearer ${x.token}`], ...ws]));
+      expect(far.status, h).toBe(403);
+    }
+    expect(inNs("127.0.0.1", head("GET", `/api/sessions/${sid}/terminal`, [["Host", "127.0.0.1:8377"], ["Authorization", `Bearer ${x.token}`], ...ws])).status).toBe(101);
+  });
+
+  it("logs a remote browser in through the form only with the trusted https Origin, with a __Host- Secure cookie", () => {
+    const body = JSON.stringify({ token: x.token });
+    const form = (origin: string) => inNs("10.77.0.1", head("POST", "/api/login", [["Host", "vak.test:8377"], ["Origin", origin], json, ["Content-Length", String(body.length)]]), body);
+    expect(form("http://vak.test:8377").status).toBe(403);
+    expect(form("https://attacker.example").status).toBe(403);
+    const ok = form("https://vak.test:8377");
+    expect(ok.status).toBe(204);
+    const cookie = ok.headers.find((l) => /^set-cookie/i.test(l))!;
+    expect(cookie).toMatch(/__Host-vak_8377=[^;]+; Path=\/; HttpOnly; SameSite=Strict; Secure/);
   });
 });
 
