@@ -26,7 +26,8 @@ export interface ApiDeps {
 async function body<T extends z.ZodType>(c: Context<Env>, schema: T): Promise<z.infer<T>> {
   let data: unknown;
   try {
-    data = JSON.parse(await c.req.text());
+    const text = await c.req.text();
+    data = text === "" ? {} : JSON.parse(text);
   } catch {
     throw new ServerError("bad-request", "the body is not JSON");
   }
@@ -93,8 +94,7 @@ export function api(d: ApiDeps): Hono<Env> {
     return c.json({ cancelled: l.cancel("the browser") });
   });
   app.post("/sessions/:id/close", async (c) => {
-    const l = d.sessions.liveOrThrow(sessionId(c));
-    await l.close();
+    await d.sessions.close(sessionId(c));
     return c.json({ closed: true });
   });
   app.get("/sessions/:id/approvals", (c) => c.json({ approvals: d.sessions.liveOrThrow(sessionId(c)).approvals() }));

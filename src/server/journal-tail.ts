@@ -7,13 +7,17 @@ import type { LiveMessage } from "./wire.js";
  * New journal events, as they are committed by this process or any other
  * (`vak exec` and `vak run` elsewhere write the same journal): polled by
  * position in the chain, so nothing committed is missed whatever order
- * processes commit in, and published to the live feed.
+ * processes commit in, and published to the live feed. `vak exec` runs wait
+ * in the spool until a journal takes them in; the server does so every
+ * couple of seconds, so that they show up while it runs.
  */
 const PAGE = 500;
+const INGEST_MS = 2000;
 
 export class JournalTail {
   private cursor: number;
   private timer: NodeJS.Timeout | undefined;
+  private ingested = 0;
 
   constructor(
     private readonly journal: Journal,
@@ -31,6 +35,14 @@ export class JournalTail {
   }
 
   tick(): void {
+    if (Date.now() - this.ingested > INGEST_MS) {
+      this.ingested = Date.now();
+      try {
+        this.journal.ingestSpools();
+      } catch {
+        // a run that cannot be taken in now is taken in later (or by `vak journal ingest`)
+      }
+    }
     if (!this.listening()) {
       this.cursor = this.journal.lastSeq();
       return;

@@ -104,8 +104,11 @@ export function jsonBodies(maxBytes = 256 * 1024): MiddlewareHandler<Env>[] {
   return [
     async (c, next) => {
       if (c.req.method !== "POST") return next();
-      const type = (c.req.header("content-type") ?? "").split(";")[0]!.trim().toLowerCase();
-      if (type !== "application/json") return refuse(c, 415, "content-type", "request bodies are JSON: send Content-Type: application/json");
+      const given = c.req.header("content-type");
+      const type = (given ?? "").split(";")[0]!.trim().toLowerCase();
+      // A POST with no body and no type (curl -X POST …/cancel) is fine; anything that has either is JSON.
+      const hasBody = c.req.header("transfer-encoding") !== undefined || Number(c.req.header("content-length") ?? 0) > 0;
+      if ((given !== undefined || hasBody) && type !== "application/json") return refuse(c, 415, "content-type", "request bodies are JSON: send Content-Type: application/json");
       return next();
     },
     bodyLimit({ maxSize: maxBytes, onError: (c) => c.json({ error: { code: "too-large", message: `request bodies are at most ${maxBytes} bytes` } }, 413) }),

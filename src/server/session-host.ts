@@ -78,6 +78,14 @@ export class SessionHost {
     return this.list().find((s) => s.id === id);
   }
 
+  /** Ends a hosted session: it stops, its record says so, and from then on it is the journal's (read-only). */
+  async close(id: string): Promise<void> {
+    const l = this.liveOrThrow(id);
+    await l.close();
+    this.live.delete(id);
+    this.publish({ type: "sessions" });
+  }
+
   async closeAll(): Promise<void> {
     await Promise.allSettled([...this.live.values()].map((l) => l.close()));
   }

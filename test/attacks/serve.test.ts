@@ -243,10 +243,18 @@ describe("cross-site request forgery", () => {
     expect(await sessionsCount()).toBe(before);
   });
 
-  it("a state change with the cookie and no Origin is refused", async () => {
+  it("a state change with the cookie and no Origin is refused, with a body or without", async () => {
     const r = await req("POST", "/api/sessions", [["Cookie", cookie], json], create);
     expect(r.status).toBe(403);
     expect(r.body).toContain("Authorization: Bearer");
+    const { id } = await sessionWaitingForApproval(script(`cancel-${Date.now()}`, [{ text: "x", tool_calls: [{ name: "exec", args: { command: "true" } }] }]));
+    for (const h of [[], [["Origin", "http://attacker.example"]], [["Origin", "http://attacker.example"], ["Content-Type", "application/x-www-form-urlencoded"]]] as [string, string][][]) {
+      const bare = await req("POST", `/api/sessions/${id}/cancel`, [["Cookie", cookie], ...h], "");
+      expect(bare.status).toBe(403);
+    }
+    const state = JSON.parse((await req("GET", `/api/sessions/${id}`, [bearer()])).body) as { state: { running: boolean } };
+    expect(state.state.running).toBe(true);
+    expect((await req("POST", `/api/sessions/${id}/cancel`, [bearer()], "")).status).toBe(200);
   });
 
   it("a cross-site text/plain form post with the cookie is refused", async () => {
