@@ -42,8 +42,15 @@ function App() {
     void start();
     const onHash = () => setRoute(route());
     addEventListener("hashchange", onHash);
+    // New events change the list's counts: reloaded at most every 2 s for them.
+    let pending: ReturnType<typeof setTimeout> | undefined;
+    const soon = () => (pending ??= setTimeout(() => {
+      pending = undefined;
+      void loadSessions();
+    }, 2000));
     const off = feed.on((m) => {
       if (m.type === "sessions" || m.type === "connected") void loadSessions();
+      else if (m.type === "events") soon();
       else if (m.type === "state") setSessions((old) => old.map((s) => (s.id === m.session ? { ...s, state: m.state } : s)));
     });
     return () => {
