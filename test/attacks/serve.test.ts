@@ -577,6 +577,36 @@ s.write(head + (body || ""));
   });
 });
 
+describe("over HTTPS (tls_cert and tls_key)", () => {
+  it("speaks only TLS, and its session cookie is __Host- and Secure", async () => {
+    const r = scratch();
+    const cert = join(r.root, "cert.pem");
+    const key = join(r.root, "key.pem");
+    execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], { stdio: "ignore" });
+    const x = await serve({ workspace: r.ws, config: `[server]\ntls_cert = "${cert}"\ntls_key = "${key}"\n` });
+    try {
+      expect(x.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+\/$/);
+      const { request } = await import("node:https");
+      const get = (path: string) => new Promise<{ status: number; cookie?: string }>((res, rej) => {
+        const q = request({ host: "127.0.0.1", port: x.port, path, ca: readFileSync(cert) }, (a) => {
+          a.resume();
+          res({ status: a.statusCode ?? 0, cookie: a.headers["set-cookie"]?.[0] });
+        });
+        q.on("error", rej);
+        q.end();
+      });
+      const login = await get(`/?token=${x.token}`);
+      expect(login.status).toBe(303);
+      expect(login.cookie).toMatch(new RegExp(`^__Host-vak_${x.port}=[^;]+; Path=/; HttpOnly; SameSite=Strict; Secure$`));
+      const plain = await rawRequest(head("GET", "/api/sessions", [["Host", `127.0.0.1:${x.port}`], ["Authorization", `Bearer ${x.token}`]]), { port: x.port, timeoutMs: 3000 }).catch((e: Error) => e);
+      expect(plain instanceof Error || plain.status !== 200).toBe(true);
+    } finally {
+      await x.close();
+      r.cleanup();
+    }
+  });
+});
+
 describe("the flags vak serve was given are the ceiling", () => {
   it("a server started with --mode read-only starts no writable session, and no mode switch makes one writable", async () => {
     const r = scratch();
