@@ -28,6 +28,8 @@ export interface SessionReach {
   net: string[];
   denyNet: string[];
   secrets: { ref: string; to: string }[];
+  /** The session's MCP servers, each a component with grants of its own. */
+  mcp: { name: string; source: string; command: string[]; mode: SessionMode; read: string[]; write: string[]; denyRead: string[]; denyWrite: string[]; net: string[]; denyNet: string[]; env: string[]; secrets: { ref: string; to: string }[] }[];
 }
 
 export interface AgentSessionOptions {
@@ -107,6 +109,13 @@ export class AgentSession {
       net: this.opts.net ? this.opts.net.allow.map((r) => r.text) : [],
       denyNet: this.opts.net ? this.opts.net.deny.map((r) => r.text) : [],
       secrets: (this.opts.inject ?? []).map((s) => ({ ref: s.ref, to: describeRecipient(s.recipient) })),
+      mcp: (this.opts.mcp?.servers ?? []).map((x) => ({
+        name: x.name, source: x.source, command: x.def.command,
+        // A server's own mode is never wider than the session's.
+        mode: this.mode === "read-only" ? "read-only" : x.def.mode,
+        read: x.def.read, write: x.def.write, denyRead: x.def.deny_read, denyWrite: x.def.deny_write, net: x.def.net, denyNet: x.def.deny_net,
+        env: [...x.def.env, ...Object.keys(x.def.set_env)], secrets: x.def.secrets.map((y) => ({ ref: y.ref, to: `env ${y.env}` })),
+      })),
     };
   }
 

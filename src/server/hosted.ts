@@ -70,7 +70,12 @@ export function hostAgent(s: AgentSession, title: string, workspace: string, cei
         files: [{ path: r.workspace, access: ws }, ...r.read.map((path) => ({ path, access: "read" as const })), ...(r.mode === "workspace-write" ? r.write : []).map((path) => ({ path, access: "write" as const }))],
         denied: [...r.denyRead.map((path) => ({ path, access: "read" as const })), ...r.denyWrite.map((path) => ({ path, access: "write" as const }))],
         protected: PROTECTED, network: r.net, networkDenied: r.denyNet, env: r.env, secrets: r.secrets, stores: [],
-      }];
+      }, ...r.mcp.map((m): ComponentReach => ({
+        component: `mcp:${m.name}`, tools: [`mcp__${m.name}__* (${m.command.join(" ")}; from ${m.source})`],
+        files: [{ path: r.workspace, access: m.mode === "workspace-write" ? "write" : "read" }, ...m.read.map((path) => ({ path, access: "read" as const })), ...(m.mode === "workspace-write" ? m.write : []).map((path) => ({ path, access: "write" as const }))],
+        denied: [...m.denyRead.map((path) => ({ path, access: "read" as const })), ...m.denyWrite.map((path) => ({ path, access: "write" as const }))],
+        protected: m.mode === "workspace-write" ? PROTECTED : [], network: m.net, networkDenied: m.denyNet, env: m.env, secrets: m.secrets, stores: [],
+      }))];
     },
     close: () => s.close(),
   };

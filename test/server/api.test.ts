@@ -96,3 +96,28 @@ describe("the API", () => {
     }
   });
 });
+
+describe("what an agent session can reach", () => {
+  it("lists its MCP servers as components with their own grants (never wider than the session's mode)", async () => {
+    const r = scratch();
+    const x = await serve({ workspace: r.ws, config: '[mcp_servers.notes]\ncommand = ["node", "server.js"]\nmode = "workspace-write"\nnet = ["api.example.com"]\nsecrets = [{ ref = "env:NOTES_KEY", env = "NOTES_TOKEN" }]\n' });
+    try {
+      const call = async (method: "GET" | "POST", path: string, body?: unknown) => {
+        const res = await fetch(`${x.url}api/${path}`, { method, headers: { Authorization: `Bearer ${x.token}`, ...(body ? { "Content-Type": "application/json" } : {}) }, body: body ? JSON.stringify(body) : undefined });
+        return (await res.json()) as Record<string, unknown>;
+      };
+      const p = join(r.root, "m.json");
+      writeFileSync(p, JSON.stringify({ turns: [{ text: "x" }] }));
+      const { id } = (await call("POST", "sessions", { kind: "agent", mode: "read-only", model: `scripted:${p}` })) as { id: string };
+      const reach = (await call("GET", `sessions/${id}/reach`)) as { components: { component: string; files: { access: string }[]; network: string[]; secrets: { ref: string; to: string }[] }[] };
+      expect(reach.components.map((c) => c.component)).toEqual(["agent", "mcp:notes"]);
+      const m = reach.components[1]!;
+      expect(m.network).toEqual(["api.example.com"]);
+      expect(m.secrets).toEqual([{ ref: "env:NOTES_KEY", to: "env NOTES_TOKEN" }]);
+      expect(m.files.every((f) => f.access === "read")).toBe(true);
+    } finally {
+      await x.close();
+      r.cleanup();
+    }
+  });
+});
