@@ -16,11 +16,11 @@ export interface HostPolicy {
   loopback: ReadonlySet<string>;
 }
 
-/** The Host values this server answers to: loopback names with its port, plus exactly the trusted names. */
-export function hostPolicy(port: number, trustedHosts: readonly string[], scheme: "http" | "https"): HostPolicy {
+/** The Host values this server answers to: loopback names with its port (and the loopback address it binds, if another), plus exactly the trusted names. */
+export function hostPolicy(port: number, trustedHosts: readonly string[], scheme: "http" | "https", also: readonly string[] = []): HostPolicy {
   const defaultPort = scheme === "https" ? 443 : 80;
   const loopback = new Set<string>();
-  for (const name of LOOPBACK_NAMES) {
+  for (const name of [...LOOPBACK_NAMES, ...also]) {
     loopback.add(`${name}:${port}`);
     // A browser leaves the default port out of Host.
     if (port === defaultPort) loopback.add(name);

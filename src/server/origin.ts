@@ -18,10 +18,10 @@
 export const SAFE_METHODS = new Set(["GET", "HEAD"]);
 
 /** The origins our own pages have: each loopback name with our port, and each trusted host, in the scheme the browser sees. */
-export function ownOrigins(port: number, trustedHosts: readonly string[], scheme: "http" | "https", loopbackScheme: "http" | "https"): Set<string> {
+export function ownOrigins(port: number, trustedHosts: readonly string[], scheme: "http" | "https", loopbackScheme: "http" | "https", also: readonly string[] = []): Set<string> {
   const defaultPort = loopbackScheme === "https" ? 443 : 80;
   const out = new Set<string>();
-  for (const name of ["127.0.0.1", "localhost", "[::1]"]) out.add(port === defaultPort ? `${loopbackScheme}://${name}` : `${loopbackScheme}://${name}:${port}`);
+  for (const name of ["127.0.0.1", "localhost", "[::1]", ...also]) out.add(port === defaultPort ? `${loopbackScheme}://${name}` : `${loopbackScheme}://${name}:${port}`);
   for (const h of trustedHosts) out.add(`${scheme}://${h.toLowerCase()}`);
   return out;
 }

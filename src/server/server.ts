@@ -109,8 +109,11 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   const port = (server.address() as AddressInfo).port;
   const scheme = tls ? "https" : "http";
   const auth = new ServerAuth({ port, secure: exposure.tls !== "none", token: o.token });
-  hosts = hostPolicy(port, exposure.trustedHosts, scheme);
-  origins = ownOrigins(port, exposure.trustedHosts, exposure.tls === "none" ? "http" : "https", scheme);
+  // A loopback bind other than 127.0.0.1 and ::1 (127.0.0.2, say) answers to its own address as a loopback name too.
+  const bind = exposure.bindHost.includes(":") ? `[${exposure.bindHost}]` : exposure.bindHost;
+  const also = exposure.loopback && !["127.0.0.1", "[::1]"].includes(bind) ? [bind] : [];
+  hosts = hostPolicy(port, exposure.trustedHosts, scheme, also);
+  origins = ownOrigins(port, exposure.trustedHosts, exposure.tls === "none" ? "http" : "https", scheme, also);
 
   const application = app({
     hosts, origins, files, sessions, journal: o.journal, auth, filter: o.filter, log: o.log,
@@ -132,7 +135,6 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   server.on("connect", (_req: IncomingMessage, socket: Duplex) => refuseUpgrade(socket, 400, "this server is not a proxy"));
   tail.start();
 
-  const bind = exposure.bindHost.includes(":") ? `[${exposure.bindHost}]` : exposure.bindHost;
   // Exposed: the name clients use. A login URL exists only where this machine's loopback can reach the bind.
   const url = exposure.loopback ? `${scheme}://${bind}:${port}/` : `${exposure.tls === "none" ? "http" : "https"}://${exposure.trustedHosts[0]}/`;
   const reachesLoopback = exposure.loopback || exposure.bindHost === "0.0.0.0" || exposure.bindHost === "::";

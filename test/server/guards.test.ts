@@ -72,6 +72,11 @@ describe("the Host check", () => {
   it.each(["http://evil/", "//evil/x", "evil.example:443", "*", "", undefined])("request target %j is refused", (t) => {
     expect(checkHost(p, raw("127.0.0.1:4321"), t)).toMatchObject({ ok: false, status: 400 });
   });
+  it("a loopback bind of its own (127.0.0.2) answers to that address too, as a loopback name", () => {
+    const q = hostPolicy(4321, [], "http", ["127.0.0.2"]);
+    expect(checkHost(q, raw("127.0.0.2:4321"), "/")).toMatchObject({ ok: true, loopbackName: true });
+    expect(checkHost(q, raw("127.0.0.3:4321"), "/").ok).toBe(false);
+  });
   it("on the scheme's default port a browser's port-less Host is a loopback name", () => {
     expect(checkHost(hostPolicy(443, [], "https"), raw("localhost"), "/").ok).toBe(true);
     expect(checkHost(hostPolicy(80, [], "http"), raw("127.0.0.1"), "/").ok).toBe(true);
