@@ -53,6 +53,7 @@ export function detailOf(op: Op, filter: TextFilter): CardDetail {
     case "exec": return { kind: "exec", command: shown(filter, op.command) };
     case "tool": return { kind: "other", text: shown(filter, `input: ${op.input}`) };
     case "mcp": return { kind: "other", text: shown(filter, `call ${op.tool} of the MCP server ${op.server} with arguments:\n${JSON.stringify(op.arguments, null, 2)}`) };
+    case "fetch": return { kind: "other", text: shown(filter, `fetch ${op.url}`) };
     case "read": case "list": case "glob": case "grep": return { kind: "other", text: shown(filter, JSON.stringify(op)) };
     default: return unhandled(op, "op kind");
   }
