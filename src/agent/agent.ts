@@ -53,6 +53,8 @@ export interface ToolAnswer {
   ok: boolean;
   code?: string | undefined;
   target?: string | undefined;
+  /** What a sub-agent's own calls had refused (a task's answer is the task's; its refusals are the session's too). */
+  refused?: Refusal[] | undefined;
 }
 
 /** The tools an agent has, and how a call reaches them (a broker, a sub-agent, a component). */
@@ -116,7 +118,7 @@ export function brokerRouter(broker: Broker, runTask?: (args: TaskArgs, signal: 
         if (!args.success) return { text: `refused (bad-request): task: ${args.error.issues[0]!.path.join(".")}: ${args.error.issues[0]!.message}`, ok: false, code: "bad-request" };
         const r = await runTask(args.data, signal);
         const ok = r.outcome === "done";
-        return { text: ok ? r.text : `the task ended: ${r.outcome}${r.error ? ` (${r.error})` : ""}\n${r.text}`, ok, code: ok ? undefined : r.outcome, target: `task: ${args.data.description}` };
+        return { text: ok ? r.text : `the task ended: ${r.outcome}${r.error ? ` (${r.error})` : ""}\n${r.text}`, ok, code: ok ? undefined : r.outcome, target: `task: ${args.data.description}`, refused: r.refused };
       }
       return runBuiltin(broker, call.name, call.args, signal);
     },
@@ -179,6 +181,7 @@ export async function runAgent(ctx: AgentContext, messages: Message[], prompt: s
       }
       result.toolCalls += 1;
       if (!answer.ok) result.refused.push({ component: ctx.component, tool: call.name, code: answer.code ?? "refused", message: answer.text });
+      if (answer.refused) result.refused.push(...answer.refused);
       const text = ctx.redactor.text(answer.text);
       messages.push({ role: "tool", callId: call.id, name: call.name, text, isError: !answer.ok, provenance: { tool: call.name, target: answer.target, untrusted: true } });
       await record("message", {

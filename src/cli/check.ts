@@ -13,7 +13,9 @@ export function checkCommand(file: string, opts: { json?: boolean; mode?: "read-
   out.write(`workload ${plan.name} (${plan.source}, sha256 ${plan.hash.slice(0, 16)}…)\nworkspace ${plan.workspace}\n\nharness: model ${plan.harness.model ?? "(from --model or your config)"}; reaches nothing itself\n`);
   for (const c of components) {
     const list = (label: string, xs: unknown[]) => out.write(`  ${label.padEnd(10)} ${xs.length ? xs.map((x) => (typeof x === "string" ? x : JSON.stringify(x))).join("\n" + " ".repeat(13)) : "nothing"}\n`);
-    out.write(`\n${c.component}: ${(c.tools as string[]).join(", ")}${c.command ? ` (runs ${(c.command as string[]).join(" ")})` : ""}\n`);
+    const argv = (c.command ?? c.mcp) as string[] | null;
+    out.write(`\n${c.component}: ${(c.tools as string[]).join(", ")}${argv ? ` (runs ${argv.join(" ")})` : ""}\n`);
+    if ((c.commandPaths as string[]).length) list("its files", c.commandPaths as string[]);
     list("read", c.read as string[]);
     list("write", c.write as string[]);
     if ((c.denyRead as string[]).length) list("deny-read", c.denyRead as string[]);

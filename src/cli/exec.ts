@@ -17,12 +17,14 @@ import type { ExecNet, ExecSecret } from "./exec-net.js";
 import { ExecRecord, type SecretUse } from "./exec-record.js";
 import { EXIT_REFUSED, EXIT_TIMEOUT } from "./exit.js";
 import { OwnLines } from "./line-start.js";
+import { limitLine, limitsHit, type LimitHit } from "./limit-lines.js";
 
 export interface ExecOptions extends GrantFlags {
   allowEnv?: string[];
   secret?: string[];
   caFile?: string[];
   endpoint?: string[];
+  /** In milliseconds (the flag takes 600, 90s, 10m). */
   timeout?: number;
   maxOutput?: number;
   maxProcs?: number;
@@ -55,7 +57,7 @@ function modeOf(opts: ExecOptions): Mode {
 
 function limitsOf(opts: ExecOptions): Limits {
   const l: Limits = {};
-  if (opts.timeout) l.timeoutMs = opts.timeout * 1000;
+  if (opts.timeout) l.timeoutMs = opts.timeout;
   if (opts.maxOutput) l.maxOutputBytes = opts.maxOutput;
   if (opts.maxProcs) l.maxProcs = opts.maxProcs;
   if (opts.maxMemory) l.maxMemoryBytes = opts.maxMemory;
@@ -207,12 +209,17 @@ async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressSe
   const outputExceeded = result.outputExceeded;
   // The launcher wrote the command's output itself: vak knows its last byte only where a file can tell.
   const own = new OwnLines(undefined);
-  let code = explain(plan, result, outputExceeded, egress, own);
+  const signaled = result.reports.find((x) => x.event === "signaled");
+  const hits = limitsHit(plan.limits, plan.defaultMaxProcs, {
+    code: result.code, signal: signaled?.event === "signaled" ? signaled.signal : undefined, timedOut: result.timedOut, outputExceeded,
+    procsHit: result.limits?.procs_hit ?? 0, oomKills: result.limits?.oom_kills ?? 0, memoryCgroup: result.limits?.memory_cgroup ?? false,
+  });
+  let code = explain(plan, result, outputExceeded, egress, own, hits);
   if (record.failed) {
     own.line(`vak: ${record.failed.message}; the sandbox was stopped`);
     code = EXIT_REFUSED;
   }
-  record.finish(result, code, { outputExceeded });
+  record.finish(result, code, { outputExceeded, limitsHit: hits.map(({ limit, flag, value, ended, what }) => ({ limit, flag, value, ended, what })) });
   if (opts.json) {
     own.line(
       JSON.stringify({
@@ -226,6 +233,7 @@ async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressSe
         setupError: result.setupError ?? null,
         denied: result.denied.map(({ op, path, reason }) => ({ op, path, reason })),
         limits: result.limits ? { procs: result.limits.procs, procsHit: result.limits.procs_hit, oomKills: result.limits.oom_kills, memoryCgroup: result.limits.memory_cgroup } : null,
+        limitsHit: hits,
         grants: plan.grants,
         network: plan.network.kind === "gate" ? { allow: plan.network.grants.allow.map((r) => r.text), deny: plan.network.grants.deny.map((r) => r.text) } : null,
         egress: egress.kept,
@@ -237,7 +245,7 @@ async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressSe
 }
 
 /** Prints what the sandbox refused and why the run ended, and picks the exit status. */
-function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, egress: EgressSeen, own: OwnLines): number {
+function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, egress: EgressSeen, own: OwnLines, hits: LimitHit[]): number {
   const err = (s: string) => own.line(`vak: ${s}`);
   if (r.malformed.length) {
     err(`the sandbox launcher sent ${r.malformed.length} unreadable report line(s); treating the run as failed`);
@@ -261,16 +269,10 @@ function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, egr
     err(r.execError.message);
     return r.code;
   }
-  if (outputExceeded) {
-    err(`stopped: output exceeded --max-output ${plan.limits.maxOutputBytes} bytes`);
-    return EXIT_REFUSED;
-  }
-  if (r.timedOut) {
-    err(`stopped: timed out after ${(plan.limits.timeoutMs ?? 0) / 1000}s`);
-    return EXIT_TIMEOUT;
-  }
-  if (r.limits?.procs_hit) err(`the process limit (${plan.limits.maxProcs ?? plan.defaultMaxProcs}) refused ${r.limits.procs_hit} fork(s)`);
-  if (r.limits?.oom_kills) err(`the memory limit (${plan.limits.maxMemoryBytes} bytes) killed ${r.limits.oom_kills} process(es)`);
+  // Every limit that ended the command, or refused something while it ran, has its line: which, its value, how to raise it.
+  for (const h of hits) err(limitLine(h, plan.limits, plan.defaultMaxProcs));
+  if (outputExceeded) return EXIT_REFUSED;
+  if (r.timedOut) return EXIT_TIMEOUT;
   return r.code;
 }
 

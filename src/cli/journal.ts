@@ -1,34 +1,104 @@
 import type { StoredEvent } from "../journal/events.js";
 import { Journal } from "../journal/journal.js";
+import type { SessionFilter, SessionInfo } from "../journal/search.js";
 import { VakError } from "../policy/errors.js";
+import { parseDuration, UnitError } from "../policy/units.js";
+import { Redactor } from "../secrets/redact.js";
+import { isConversation, transcript } from "./journal-transcript.js";
 import { visible } from "./visible.js";
 
 const out = (s: string) => process.stdout.write(`${s}\n`);
-/** A line for a person: payloads hold what models, commands and servers chose, so control and invisible characters are shown as escapes. */
-const show = (s: string) => out(visible(s));
+/** Shapes of credentials a record may still hold from before they were known (a spooled run's, a command's output). */
+const redactor = new Redactor();
+/** A line for a person: payloads hold what models, commands and servers chose, so it is redacted and control and invisible characters are shown as escapes. */
+const show = (s: string) => out(visible(redactor.text(s)));
 
-function open(): Journal {
+export function open(): Journal {
   return Journal.open({ path: process.env.VAK_JOURNAL || undefined });
 }
 
-function sessionOf(j: Journal, id: string) {
-  const s = j.session(id);
-  if (!s) throw new VakError("bad-input", `no session ${id} in the journal; \`vak journal list\` shows them`);
-  return s;
+const CANDIDATES = 10;
+
+/** A session by id, by the start of one, or "last"; an id that several sessions start with is refused with them. */
+export function sessionOf(j: Journal, id: string): SessionInfo {
+  if (id === "last") {
+    const [newest] = j.sessions({ limit: 1 });
+    if (!newest) throw new VakError("bad-input", "the journal holds no sessions yet");
+    return newest;
+  }
+  const found = /^[0-9a-z-]+$/.test(id) ? j.sessions({ idPrefix: id }) : [];
+  const exact = found.find((s) => s.id === id);
+  if (exact) return exact;
+  if (found.length === 1) return found[0]!;
+  if (!found.length) throw new VakError("bad-input", `no session ${visible(id)} in the journal; \`vak journal list\` shows them (\`last\` is the newest)`);
+  const shown = found.slice(-CANDIDATES).map((s) => `  ${listLine(s)}`);
+  const more = found.length > CANDIDATES ? `\n  … and ${found.length - CANDIDATES} older` : "";
+  throw new VakError("bad-input", `${found.length} sessions start with ${visible(id)}; give more of the id:\n${shown.map((l) => visible(redactor.text(l))).join("\n")}${more}`);
 }
 
-export function journalList(opts: { json?: boolean }): number {
+function listLine(s: SessionInfo): string {
+  return `${s.id}  ${s.started.replace("T", " ").slice(0, 19)}  ${s.kind.padEnd(7)} ${String(s.events).padStart(5)} events  ${(s.outcome ?? "(not ended)").padEnd(10)} ${s.title}`;
+}
+
+/**
+ * A time for --since, --until and --before: an age (2h, 30m, 7d, 1h30m: that
+ * long ago), a date (2026-01-31, in UTC; as --until, the end of that day), or
+ * an ISO time.
+ */
+export function parseWhen(text: string, flag: string, opts: { endOfDay?: boolean; now?: number } = {}): Date {
+  const now = opts.now ?? Date.now();
+  if (/^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+$/.test(text)) {
+    try {
+      return new Date(now - parseDuration(text));
+    } catch (e) {
+      if (!(e instanceof UnitError)) throw e;
+      throw new VakError("bad-input", `${flag} ${visible(text)}: ${e.message}`);
+    }
+  }
+  const d = new Date(text);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(text) || Number.isNaN(d.getTime()))
+    throw new VakError("bad-input", `${flag} ${visible(text)}: not an age (2h, 30m, 7d), a date (2026-01-31) or an ISO time (2026-01-31T12:00:00Z)`);
+  return /^\d{4}-\d{2}-\d{2}$/.test(text) && opts.endOfDay ? new Date(d.getTime() + 86_400_000 - 1) : d;
+}
+
+export interface ListOptions {
+  json?: boolean;
+  limit?: number;
+  kind?: string;
+  since?: string;
+  until?: string;
+}
+
+export function filterOf(opts: ListOptions): SessionFilter {
+  const since = opts.since ? parseWhen(opts.since, "--since") : undefined;
+  const until = opts.until ? parseWhen(opts.until, "--until", { endOfDay: true }) : undefined;
+  if (since && until && since > until) throw new VakError("bad-input", `--since ${visible(opts.since!)} is after --until ${visible(opts.until!)}: nothing can be in between`);
+  return { kind: opts.kind, since: since?.toISOString(), until: until?.toISOString(), limit: opts.limit };
+}
+
+export function journalList(opts: ListOptions): number {
+  const filter = filterOf(opts);
   const j = open();
   try {
-    const sessions = j.sessions();
+    const sessions = j.sessions(filter);
     if (opts.json) return out(JSON.stringify(sessions)), 0;
-    if (!sessions.length) return show("the journal holds no sessions yet"), 0;
-    for (const s of sessions)
-      show(`${s.id}  ${s.started.replace("T", " ").slice(0, 19)}  ${s.kind.padEnd(7)} ${String(s.events).padStart(5)} events  ${(s.outcome ?? "(not ended)").padEnd(10)} ${s.title}`);
+    const filtered = Boolean(filter.kind || filter.since || filter.until);
+    if (!sessions.length) return show(filtered ? "no session in the journal matches" : "the journal holds no sessions yet"), 0;
+    for (const s of sessions) show(listLine(s));
+    if (opts.limit && sessions.length === opts.limit) {
+      const all = j.sessions({ ...filter, limit: undefined }).length;
+      if (all > sessions.length) show(`(the newest ${sessions.length} of ${all}; --limit ${all} shows them all)`);
+    }
     return 0;
   } finally {
     j.close();
   }
+}
+
+/** The limits worker.exited says ended (or cut into) a run: "; stopped by --max-cpu 1". */
+function limitsText(hits: unknown): string {
+  if (!Array.isArray(hits) || !hits.length) return "";
+  return hits.map((h: { flag?: unknown; value?: unknown; ended?: unknown; what?: unknown }) => `; ${h.ended ? "stopped by" : "hit"} ${String(h.flag)} ${String(h.value)}: ${String(h.what)}`).join("");
 }
 
 /** One line per event, for people. */
@@ -44,7 +114,7 @@ export function describe(e: StoredEvent): string {
       case "decision": return `${p.allowed ? "allowed" : "DENIED"} ${p.op} ${p.path ?? p.target ?? ""}: ${p.reason}`;
       case "egress": return `${p.decision === "denied" ? "DENIED" : "allowed"} ${p.method} ${p.asked}${p.address ? ` → ${p.address}` : ""}: ${p.reason}`;
       case "worker.spawned": return `${p.sandbox} ${Array.isArray(p.command) ? (p.command as string[]).join(" ") : ""}`;
-      case "worker.exited": return `exit ${p.code}${p.timedOut ? " (timed out)" : ""}${p.error ? `: ${p.error}` : ""}`;
+      case "worker.exited": return `exit ${p.code}${p.timedOut ? " (timed out)" : ""}${p.error ? `: ${p.error}` : ""}${limitsText(p.limitsHit)}`;
       case "policy.generation": return `generation ${p.generation}: ${p.mode ?? ""}`;
       case "run.cancelled": case "op.requested": case "target.resolved": case "approval.asked": case "approval.answered": case "approval.voided":
       case "model.call": case "secret.used": case "tool.result": case "message": case "journal.pruned": case "mcp.initialized":
@@ -63,14 +133,17 @@ export function describe(e: StoredEvent): string {
   return `${String(e.sessionSeq).padStart(4)} ${time} ${e.kind.padEnd(17)} ${who.padEnd(12)} ${detail}`;
 }
 
-export function journalShow(id: string, opts: { json?: boolean }): number {
+export function journalShow(id: string, opts: { json?: boolean; events?: boolean }): number {
   const j = open();
   try {
     const s = sessionOf(j, id);
     const events = j.events(s.id);
     if (opts.json) return out(JSON.stringify({ session: s, events })), 0;
     show(`session ${s.id} (${s.kind}) started ${s.started}${s.workspace ? ` in ${s.workspace}` : ""}: ${s.title}`);
-    for (const e of events) show(describe(e));
+    if (isConversation(s.kind) && !opts.events) {
+      for (const l of transcript(events)) show(l);
+      show(`(every event: vak journal show ${s.id} --events)`);
+    } else for (const e of events) show(describe(e));
     return 0;
   } finally {
     j.close();
@@ -119,18 +192,9 @@ export function journalVerify(opts: { json?: boolean }): number {
   }
 }
 
-/** "2026-01-31", an ISO time, or an age such as "30d" or "12h". */
-export function parseBefore(text: string, now = Date.now()): Date {
-  const age = /^(\d+)([dhm])$/.exec(text);
-  if (age) return new Date(now - Number(age[1]) * { d: 86_400_000, h: 3_600_000, m: 60_000 }[age[2] as "d" | "h" | "m"]);
-  const d = new Date(text);
-  if (Number.isNaN(d.getTime())) throw new VakError("bad-input", `--before ${text}: not a date (2026-01-31), a time, or an age (30d, 12h)`);
-  return d;
-}
-
 export async function journalPrune(opts: { before?: string }): Promise<number> {
   let before: Date;
-  if (opts.before) before = parseBefore(opts.before);
+  if (opts.before) before = parseWhen(opts.before, "--before");
   else {
     const { loadUserConfig } = await import("../policy/config.js");
     const days = loadUserConfig().journal.retention_days;

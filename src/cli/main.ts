@@ -1,9 +1,14 @@
-import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
-import { isVakError } from "../policy/errors.js";
+import { Argument, Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { isVakError, VakError } from "../policy/errors.js";
 import { decide } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { execCommand } from "./exec.js";
 import { EXIT_REFUSED } from "./exit.js";
+import { parseDuration, parseSeconds, parseSize, UnitError } from "../policy/units.js";
+import { likelyCommand, routeArgv } from "./argv.js";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { packageRoot } from "../policy/install.js";
 
 /** List flags repeat or take commas: --allow-read a,b --allow-read c. */
 const list = (value: string, previous: string[] = []) => previous.concat(value.split(",").filter((s) => s !== ""));
@@ -30,6 +35,43 @@ function port(v: string): number {
   return Number(v);
 }
 
+/** A byte limit: 1048576, 50M, 1G, 10K (powers of 1024; see src/policy/units.ts). */
+function size() {
+  return (value: string) => {
+    try {
+      return parseSize(value);
+    } catch (e) {
+      if (e instanceof UnitError) throw new InvalidArgumentError(e.message);
+      throw e;
+    }
+  };
+}
+
+/** A time limit: seconds, or 90s, 10m, 1h30m; in milliseconds, or whole seconds where the kernel counts seconds. */
+function duration(whole: "ms" | "s") {
+  return (value: string) => {
+    try {
+      return whole === "ms" ? parseDuration(value) : parseSeconds(value);
+    } catch (e) {
+      if (e instanceof UnitError) throw new InvalidArgumentError(e.message);
+      throw e;
+    }
+  };
+}
+
+/**
+ * `vak exec --mode`: full access is not a mode you pick from a list (it is
+ * no sandbox at all), so help does not offer it; asked for anyway, it is
+ * refused with the flag that does it.
+ */
+function execMode(value: string): string {
+  if (value === "full-access") throw new InvalidArgumentError("full access is its own flag: pass --full-access to run without a sandbox");
+  if (value !== "read-only" && value !== "workspace-write") throw new InvalidArgumentError(`'${value}': the modes are read-only and workspace-write`);
+  return value;
+}
+
+const SIZE_HELP = "K, M, G = KiB, MiB, GiB";
+
 /** The grant flags `vak exec`, `vak run` and `vak` share. */
 function grantFlags(c: Command): Command {
   return c
@@ -43,8 +85,38 @@ function grantFlags(c: Command): Command {
     .addOption(new Option("--sandbox <kind>", "namespaces, or reduced where user namespaces are unavailable").choices(["namespaces", "reduced"]).default("namespaces"));
 }
 
+/** Vak's version, from its package.json (not read on `vak exec`'s path). */
+function version(): string {
+  return (JSON.parse(readFileSync(join(packageRoot(), "package.json"), "utf8")) as { version: string }).version;
+}
+
+const ROOT_HELP = `
+Start the agent with a first message:
+  vak "fix the failing test"             a first word that is a command's name runs that command;
+  vak -- exec the tests and fix them     after --, everything is the message
+
+Exit status: each command's --help says; vak exec: the command's own, 124 timeout, 125 refused.`;
+
+const RUN_HELP = `
+Exit status:
+  0    the agent finished, and Vak refused none of its tool calls
+  1    it did not finish: a model error, or --max-turns reached
+  3    it finished, but Vak refused one or more tool calls (outside the grants, or not
+       approved); the summary lists them, and --json has them with their codes
+  125  Vak refused to start (a bad flag or spec, no model, an unreadable config)
+  130  cancelled (Ctrl-C)
+A tool call that failed on its own (a file not found, a command that exited non-zero)
+does not change the status.`;
+
+const COMPLETION_HELP = `
+Install:
+  bash   echo 'eval "$(vak completion bash)"' >> ~/.bashrc
+  zsh    echo 'eval "$(vak completion zsh)"' >> ~/.zshrc        (after compinit)
+  fish   vak completion fish > ~/.config/fish/completions/vak.fish
+The script is made from Vak's own command definitions, so it always matches this version.`;
+
 /** The CLI; for `vak exec`, only that command is defined (building the others costs start-up time it does not need). */
-function program(onlyExec = false): Command {
+export function program(onlyExec = false, escaped: { message?: string[] | undefined } = {}): Command {
   const p = new Command("vak")
     .description("Run AI agents and their tools with deny-by-default grants, on the record.")
     .exitOverride()
@@ -55,18 +127,18 @@ function program(onlyExec = false): Command {
   grantFlags(p.command("exec")
     .description("run a command in the sandbox: vak exec [options] -- CMD [ARGS...]")
     .argument("<command...>", "the command and its arguments")
-    .addOption(new Option("--mode <mode>", "read-only or workspace-write").choices(["read-only", "workspace-write", "full-access"]).default("workspace-write"))
+    .addOption(new Option("--mode <mode>", "read-only or workspace-write").choices(["read-only", "workspace-write"]).argParser(execMode).default("workspace-write"))
     .option("--full-access", "run WITHOUT a sandbox: an explicit trust decision, never a fallback"))
     .option("--allow-env <names>", "host environment variables to pass", list)
     .option("--secret <name=ref>", "a secret: NAME=secret:X (or env:X, cmd:X) puts the value in NAME; NAME=REF@HOST[,HOST…] puts a placeholder in NAME that the gate replaces with the value in request headers to those hosts only, over HTTPS too (repeat)", secretList)
     .option("--ca-file <paths>", "also trust this CA (PEM) for upstream servers, at the gate and inside the sandbox (repeat)", list)
     .option("--endpoint <var=url>", "VAR=https://api.example.com: a plain-HTTP base URL in VAR inside, which the gate forwards over verified TLS to that URL only (with the secrets for its host); for clients that cannot be given a CA", list)
-    .option("--timeout <seconds>", "stop the whole sandbox after this long (exit 124)", positiveInt("--timeout"))
-    .option("--max-output <bytes>", "stop the sandbox once stdout and stderr together exceed this", positiveInt("--max-output"))
+    .option("--timeout <duration>", "stop the whole sandbox after this long (exit 124): seconds, or 90s, 10m, 1h30m", duration("ms"))
+    .option("--max-output <size>", `stop the sandbox once stdout and stderr together exceed this (bytes; ${SIZE_HELP})`, size())
     .option("--max-procs <n>", "processes and threads at once", positiveInt("--max-procs"))
-    .option("--max-memory <bytes>", "memory for the whole sandbox", positiveInt("--max-memory"))
-    .option("--max-file-size <bytes>", "largest file the command may write", positiveInt("--max-file-size"))
-    .option("--max-cpu <seconds>", "CPU time per process", positiveInt("--max-cpu"))
+    .option("--max-memory <size>", `memory for the whole sandbox (bytes; ${SIZE_HELP})`, size())
+    .option("--max-file-size <size>", `largest file the command may write (bytes; ${SIZE_HELP})`, size())
+    .option("--max-cpu <duration>", "CPU time per process, in whole seconds (30, 2m)", duration("s"))
     .option("--json", "print a one-line JSON summary on stderr at the end")
     .passThroughOptions()
     .action(async (command: string[], opts) => {
@@ -89,11 +161,20 @@ function program(onlyExec = false): Command {
   agentFlags(p.command("run").description("run the agent on one instruction, print the transcript and what was refused").argument("<instruction>", "what the agent should do"))
     .option("--spec <file>", "run a workload spec (its components' grants; the flags above then only set the model and mode)")
     .option("--json", "print a one-line JSON summary on stderr at the end")
+    .addHelpText("after", RUN_HELP)
     .action(async (instruction: string, opts) => done(await (await import("./run.js")).runCommand(instruction, opts)));
   agentFlags(p)
     .option("--serve", "also serve the browser client, watching this same session (see vak serve)")
     .option("--port <n>", "with --serve: the port (default: [server] port, or any free one)", port)
-    .action(async (opts) => done(await (await import("./run.js")).interactiveCommand(opts)));
+    .version(version(), "-V, --version", "print Vak's version")
+    .argument("[message...]", "a first message for the agent (put -- before it if it starts with a command's name)")
+    .addHelpText("after", ROOT_HELP)
+    .action(async (words: string[], opts) => {
+      const message = escaped.message ?? words;
+      const meant = escaped.message ? undefined : likelyCommand(words, p.commands.map((c) => c.name()));
+      if (meant) throw new VakError("bad-input", `'${words[0]}' is not a command; did you mean \`vak ${meant}\`? (\`vak help\` lists them; to send it to the agent as a message, write \`vak -- ${words[0]}\`)`);
+      done(await (await import("./run.js")).interactiveCommand(opts, message.length ? message.join(" ") : undefined));
+    });
   agentFlags(p.command("serve").description("the browser client: sessions, approvals, what each can reach, every call (loopback only unless [server] says otherwise)"))
     .option("--port <n>", "the port (default: [server] port, or any free one)", port)
     .option("--json", "print one line, {\"url\":…,\"token\":…}, on stdout once listening")
@@ -115,12 +196,22 @@ function program(onlyExec = false): Command {
     .description("a scripted adversarial session on a throwaway workspace: every attack refused and shown, then the record")
     .action(async () => done(await (await import("./demo.js")).demoCommand()));
   const journal = p.command("journal").description("the append-only, hash-chained record of every session");
-  journal.command("list").description("the sessions in the journal").option("--json", "machine-readable").action(async (opts) => {
-    done((await import("./journal.js")).journalList(opts));
-  });
-  journal.command("show").description("one session as a timeline").argument("<id>", "a session id (or its start)").option("--json", "machine-readable")
+  journal.command("list").description("the sessions in the journal, oldest first")
+    .option("--limit <n>", "only the newest n", positiveInt("--limit"))
+    .addOption(new Option("--kind <kind>", "only sessions of this kind").choices(["exec", "agent", "workload", "mcp", "journal"]))
+    .option("--since <when>", "started at or after: an age (2h, 30m, 7d), a date (2026-01-31) or an ISO time")
+    .option("--until <when>", "started at or before: an age, a date (its whole day) or an ISO time")
+    .option("--json", "machine-readable")
+    .action(async (opts) => done((await import("./journal.js")).journalList(opts)));
+  journal.command("show").description("one session: an agent's or a workload's as a transcript, others as a timeline")
+    .argument("<id>", "a session id, the start of one, or last")
+    .option("--events", "every event as a timeline, for an agent's session too").option("--json", "machine-readable")
     .action(async (id: string, opts) => done((await import("./journal.js")).journalShow(id, opts)));
-  journal.command("export").description("one session as JSON Lines, one event a line").argument("<id>", "a session id")
+  journal.command("tail").description("follow the journal as it is written: one session until it ends, or every session")
+    .argument("[id]", "a session id, the start of one, or last (default: every session, from now)")
+    .option("--all", "every session, from now on (the default without an id)")
+    .action(async (id: string | undefined, opts) => done(await (await import("./journal-tail.js")).journalTail(id, opts)));
+  journal.command("export").description("one session as JSON Lines, one event a line").argument("<id>", "a session id, the start of one, or last")
     .action(async (id: string) => done((await import("./journal.js")).journalExport(id)));
   journal.command("search").description("full-text search over arguments, results and reasons").argument("<query>", "words, or an FTS5 query")
     .option("--session <id>", "only this session").option("--json", "machine-readable")
@@ -143,9 +234,9 @@ function program(onlyExec = false): Command {
     .option("--allow-env <names>", "host environment variables to pass", list)
     .option("--secret <name=ref>", "a secret in the server's environment: NAME=secret:X, NAME=env:X or NAME=cmd:X (repeat)", list)
     .option("--max-procs <n>", "processes and threads at once", positiveInt("--max-procs"))
-    .option("--max-memory <bytes>", "memory for the whole sandbox", positiveInt("--max-memory"))
-    .option("--max-file-size <bytes>", "largest file the server may write", positiveInt("--max-file-size"))
-    .option("--max-message <bytes>", "largest message either side may send (default 8 MiB)", positiveInt("--max-message"))
+    .option("--max-memory <size>", `memory for the whole sandbox (bytes; ${SIZE_HELP})`, size())
+    .option("--max-file-size <size>", `largest file the server may write (bytes; ${SIZE_HELP})`, size())
+    .option("--max-message <size>", `largest message either side may send (default 8M; ${SIZE_HELP})`, size())
     .passThroughOptions()
     .action(async (command: string[], opts) => done(await (await import("./mcp.js")).mcpServe(command, opts)));
   mcp.command("trust")
@@ -172,6 +263,12 @@ function program(onlyExec = false): Command {
     .requiredOption("--config <file>", "the config that was wrapped")
     .action(async (opts) => done((await import("./mcp-wrap.js")).mcpUnwrap(opts)));
 
+  p.command("completion")
+    .description("print a completion script for your shell: eval \"$(vak completion bash)\", or see --help")
+    .addArgument(new Argument("<shell>", "bash, zsh or fish").choices(["bash", "zsh", "fish"]))
+    .addHelpText("after", COMPLETION_HELP)
+    .action(async (shell: "bash" | "zsh" | "fish") => done((await import("./completion.js")).completionCommand(shell, p)));
+
   p.command("doctor")
     .description("report what this machine's kernel can enforce, and try the sandbox for real")
     .option("--json", "machine-readable output")
@@ -193,8 +290,15 @@ export function warmUp(dir: string): void {
 
 /** Runs the CLI; resolves to the process exit status. */
 export async function main(argv: string[]): Promise<number> {
-  const p = program(argv[0] === "exec");
+  const escaped: { message?: string[] | undefined } = {};
+  const p = program(argv[0] === "exec", escaped);
   try {
+    if (argv[0] !== "exec") {
+      const takesValue = new Set(p.options.filter((o) => o.required || o.optional).flatMap((o) => [o.long, o.short].filter((f): f is string => Boolean(f))));
+      const routed = routeArgv(argv, takesValue);
+      argv = routed.argv;
+      escaped.message = routed.message;
+    }
     await p.parseAsync(argv, { from: "user" });
   } catch (e) {
     if (e instanceof CommanderError) {

@@ -4,13 +4,20 @@ import type { LiveSession } from "../server/live-session.js";
 import { AgentSession, type SessionMode } from "../agent/agent-session.js";
 import type { RunResult } from "../agent/agent.js";
 import { type AgentFlags, sessionOptions } from "./agent-options.js";
-import { prefix, printSummary, transcriptPrinter } from "./transcript.js";
+import { isRefusal, prefix, printSummary, transcriptPrinter } from "./transcript.js";
 import { visible } from "./visible.js";
 
 const EXIT_CANCELLED = 130;
+/** The agent did not finish: a model error, or the turn limit. */
+const EXIT_UNFINISHED = 1;
+/** The agent finished, but Vak refused one or more of its tool calls (outside the grants, not approved). */
+export const EXIT_OPS_REFUSED = 3;
 
+/** `vak run`'s exit status (documented in README.md and `vak run --help`). */
 function exitFor(r: RunResult): number {
-  return r.outcome === "done" ? 0 : r.outcome === "cancelled" ? EXIT_CANCELLED : 1;
+  if (r.outcome === "cancelled") return EXIT_CANCELLED;
+  if (r.outcome !== "done") return EXIT_UNFINISHED;
+  return r.refused.some((x) => isRefusal(x.code)) ? EXIT_OPS_REFUSED : 0;
 }
 
 /**
@@ -138,13 +145,14 @@ const HELP = `  /mode read-only | workspace-write   change the mode (revokes wha
   Ctrl-C cancels a running turn; anything else is an instruction for the agent.`;
 
 /**
- * `vak`: an interactive session in the terminal, with approval prompts and a
- * mode line. With --serve the same process also serves the browser client,
- * which hosts this very session: the browser and the terminal watch one
- * transcript, either can answer an approval (the first answer counts, the
- * other is void), send the next instruction, cancel, or switch the mode.
+ * `vak [MESSAGE]`: an interactive session in the terminal, with approval
+ * prompts and a mode line; a message given on the command line is its first.
+ * With --serve the same process also serves the browser client, which hosts
+ * this very session: the browser and the terminal watch one transcript,
+ * either can answer an approval (the first answer counts, the other is void),
+ * send the next instruction, cancel, or switch the mode.
  */
-export async function interactiveCommand(flags: AgentFlags & { serve?: boolean; port?: number }): Promise<number> {
+export async function interactiveCommand(flags: AgentFlags & { serve?: boolean; port?: number }, first?: string): Promise<number> {
   const { options, journal } = sessionOptions(flags);
   const out = process.stdout;
   let session: AgentSession | undefined = undefined;
@@ -200,7 +208,7 @@ export async function interactiveCommand(flags: AgentFlags & { serve?: boolean; 
     }
     out.write(`${HELP}\n`);
   };
-  rl.on("line", (line) => {
+  const submit = (line: string): void => {
     if (approver.waiting) return approver.answer(line);
     if (approver.late(line)) return;
     if (line.trim().startsWith("/"))
@@ -226,10 +234,17 @@ export async function interactiveCommand(flags: AgentFlags & { serve?: boolean; 
         prompt();
       });
     running = { ac, done };
-  });
+  };
+  rl.on("line", submit);
+  if (first !== undefined) {
+    // As if typed at the prompt, so that it shows in the transcript where it would have been.
+    out.write(`${visible(first)}\n`);
+    submit(first);
+  }
   await new Promise<void>((resolve) => rl.on("close", resolve));
   if (running) {
-    running.ac.abort(new Error("the session ended"));
+    // Ctrl-D at a terminal ends the session now; the end of piped input lets the last instruction finish.
+    if (process.stdin.isTTY) running.ac.abort(new Error("the session ended"));
     await running.done;
   }
   const id = s.journalSession?.id;

@@ -37,9 +37,21 @@ function firstLines(s: string): string {
   return lines.length > 3 ? `${clip(head, 300)} … (${lines.length} lines)` : clip(head, 300);
 }
 
-/** The end of a run: what happened, and everything that was refused. */
+/**
+ * Tool calls Vak refused, as opposed to ones that failed on their own (a file
+ * not found, a malformed call, a timeout): outside the grants, not approved,
+ * revoked by a policy change, or not run because Vak could not run it safely.
+ */
+const REFUSALS = new Set(["denied", "not-approved", "revoked", "sandbox-setup", "journal"]);
+export function isRefusal(code: string): boolean {
+  return REFUSALS.has(code);
+}
+
+/** The end of a run: what happened, and everything that was refused or failed. */
 export function printSummary(out: NodeJS.WritableStream, r: RunResult, session: string | undefined): void {
-  out.write(`\n── ${r.outcome}: ${r.turns} model turn${r.turns === 1 ? "" : "s"}, ${r.toolCalls} tool call${r.toolCalls === 1 ? "" : "s"}, ${r.refused.length} refused\n`);
+  const refused = r.refused.filter((x) => isRefusal(x.code)).length;
+  const failed = r.refused.length - refused;
+  out.write(`\n── ${r.outcome}: ${r.turns} model turn${r.turns === 1 ? "" : "s"}, ${r.toolCalls} tool call${r.toolCalls === 1 ? "" : "s"}, ${refused} refused${failed ? `, ${failed} failed` : ""}\n`);
   if (r.error) out.write(`   model error: ${visible(r.error)}\n`);
   for (const x of r.refused) out.write(`   ✗ ${prefix(x.component)}${visible(x.tool)}: ${visible(clip(x.message, 300))}\n`);
   if (session) out.write(`   the record: vak journal show ${session}\n`);

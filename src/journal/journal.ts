@@ -10,7 +10,7 @@ import { type Actor, checkEvent, type NewEvent, type Payload, type StoredEvent }
 import { ingestSpools } from "./ingest.js";
 import { prunePrefix } from "./prune.js";
 import { type Db, journalError, SCHEMA } from "./schema.js";
-import { eventsAfter, lastSeq, listSessions, searchEvents, sessionEvents, sessionEventsPage, type SessionInfo } from "./search.js";
+import { eventsAfter, lastSeq, listSessions, searchEvents, sessionEvents, sessionEventsPage, type SessionFilter, type SessionInfo } from "./search.js";
 import { type EventSink, SessionWriter } from "./session-writer.js";
 import { spoolDir } from "./spool.js";
 
@@ -164,12 +164,31 @@ export class Journal implements EventSink {
     return ingestSpools({ db: this.db, chain: this.chain, redactor: this.redactor, insertSession: this.insertSession }, dir);
   }
 
-  sessions(): SessionInfo[] {
-    return listSessions(this.db);
+  sessions(filter: SessionFilter = {}): SessionInfo[] {
+    return listSessions(this.db, filter);
   }
 
+  /** The session with this id, or the only one whose id starts with it; undefined when none or several do (see matching()). */
   session(id: string): SessionInfo | undefined {
-    return this.sessions().find((s) => s.id === id || s.id.startsWith(id));
+    const found = this.matching(id, 2);
+    return found.find((s) => s.id === id) ?? (found.length === 1 ? found[0] : undefined);
+  }
+
+  /** Sessions whose id starts with prefix (an exact id first), at most limit: to refuse an ambiguous id with its candidates. */
+  matching(prefix: string, limit = 10): SessionInfo[] {
+    if (!/^[0-9a-z-]*$/.test(prefix)) return [];
+    const all = listSessions(this.db, { idPrefix: prefix });
+    const exact = all.find((s) => s.id === prefix);
+    return (exact ? [exact] : all).slice(-limit);
+  }
+
+  /** Events after seq, oldest first (for following the journal live). */
+  eventsAfter(seq: number, opts: { session?: string | undefined; limit?: number } = {}): StoredEvent[] {
+    return eventsAfter(this.db, seq, opts);
+  }
+
+  lastSeq(): number {
+    return lastSeq(this.db);
   }
 
   events(sessionId: string): StoredEvent[] {

@@ -16,16 +16,51 @@ export interface SessionInfo {
   outcome: string | null;
 }
 
-export function listSessions(db: Db): SessionInfo[] {
+/** Which sessions to list: a kind (a workload's kind is "workload:ID"; "workload" matches them all), a start-time window, the newest n. */
+export interface SessionFilter {
+  kind?: string | undefined;
+  /** ISO times, inclusive. */
+  since?: string | undefined;
+  until?: string | undefined;
+  /** Only the newest n (still listed oldest first). */
+  limit?: number | undefined;
+  /** Only sessions whose id starts with this. */
+  idPrefix?: string | undefined;
+}
+
+export function listSessions(db: Db, f: SessionFilter = {}): SessionInfo[] {
+  const where: string[] = [];
+  const args: (string | number)[] = [];
+  if (f.kind === "workload") where.push("s.kind LIKE 'workload:%'");
+  else if (f.kind) where.push("s.kind = ?"), args.push(f.kind);
+  if (f.since) where.push("s.started >= ?"), args.push(f.since);
+  if (f.until) where.push("s.started <= ?"), args.push(f.until);
+  // Ids are base-36 time and hex: a prefix needs no escaping once it is checked to be only those characters.
+  if (f.idPrefix !== undefined) where.push("substr(s.id, 1, ?) = ?"), args.push(f.idPrefix.length, f.idPrefix);
+  const newest = `SELECT * FROM sessions s ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY s.started DESC, s.rowid DESC ${f.limit ? "LIMIT ?" : ""}`;
+  if (f.limit) args.push(f.limit);
   return db
     .prepare(
       `SELECT s.id, s.kind, s.started, s.title, s.workspace,
          (SELECT count(*) FROM events e WHERE e.session = s.id) AS events,
          (SELECT e.time FROM events e WHERE e.session = s.id AND e.kind = 'session.ended' ORDER BY e.seq DESC LIMIT 1) AS ended,
          (SELECT json_extract(e.payload, '$.outcome') FROM events e WHERE e.session = s.id AND e.kind = 'session.ended' ORDER BY e.seq DESC LIMIT 1) AS outcome
-       FROM sessions s ORDER BY s.started`,
+       FROM (${newest}) s ORDER BY s.started, s.rowid`,
     )
-    .all() as SessionInfo[];
+    .all(...args) as SessionInfo[];
+}
+
+/** Events after seq (the whole journal, or one session), oldest first, at most limit: what `vak journal tail` polls for. */
+export function eventsAfter(db: Db, seq: number, opts: { session?: string | undefined; limit?: number } = {}): StoredEvent[] {
+  const rows = opts.session
+    ? db.prepare("SELECT * FROM events WHERE seq > ? AND session = ? ORDER BY seq LIMIT ?").all(seq, opts.session, opts.limit ?? 1000)
+    : db.prepare("SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?").all(seq, opts.limit ?? 1000);
+  return (rows as Row[]).map(toStored);
+}
+
+/** The journal's last seq (0 when empty). */
+export function lastSeq(db: Db): number {
+  return (db.prepare("SELECT coalesce(max(seq), 0) AS seq FROM events").get() as { seq: number }).seq;
 }
 
 export function sessionEvents(db: Db, sessionId: string): StoredEvent[] {

@@ -14,6 +14,7 @@ import { VakError } from "../policy/errors.js";
 import type { Limits } from "../policy/limits.js";
 import { isWithin } from "../policy/paths.js";
 import { resolveExisting, vakStateDirs } from "../policy/state.js";
+import { isProblem, resolveCommand } from "./command-paths.js";
 
 /**
  * A workload spec: the harness (a model and its instructions, holding no
@@ -89,9 +90,12 @@ export interface ComponentPlan {
   name: string;
   description: string;
   builtin: string[];
+  /** The argv, with each path in it canonical (command-paths.ts). */
   command?: string[] | undefined;
-  /** An MCP server's argv (src/mcp/): its tools are this component's, named component__tool. */
+  /** An MCP server's argv (src/mcp/): its tools are this component's, named component__tool. Its paths canonical too. */
   mcp?: string[] | undefined;
+  /** The files and folders the command's argv names, bound read-only into the component's sandbox. */
+  commandPaths: string[];
   input?: Record<string, unknown> | undefined;
   /** Canonical paths. */
   read: string[];
@@ -205,15 +209,23 @@ export function checkSpec(
       } catch (e) {
         fail(where, at("input"), `not a JSON Schema Vak can check: ${(e as Error).message}`);
       }
+    const grantable = (p: string, real: string, path: (string | number)[]) => {
+      if (real === "/" || real === homedir() || real === resolveExisting(homedir())) fail(where, path, `${p} would grant ${real === "/" ? "the whole file system" : "your whole home directory"}; name a narrower folder`);
+      for (const s of vakStateDirs()) if (isWithin(real, s) || isWithin(s, real)) fail(where, path, `${p} covers Vak's own state (${s}); no component may be granted it`);
+    };
     const paths = (list: string[], field: string, mustExist: boolean) =>
       list.map((p, i) => {
         if (p.includes("*")) fail(where, at(field, i), `${p}: wildcards are not grants; name the folder`);
         const abs = isAbsolute(p) ? p : p.startsWith("~/") ? resolve(homedir(), p.slice(2)) : resolve(workspace, p);
         const real = canonical(abs, where, at(field, i), mustExist);
-        if (real === "/" || real === homedir() || real === resolveExisting(homedir())) fail(where, at(field, i), `${p} would grant ${real === "/" ? "the whole file system" : "your whole home directory"}; name a narrower folder`);
-        for (const s of vakStateDirs()) if (isWithin(real, s) || isWithin(s, real)) fail(where, at(field, i), `${p} covers Vak's own state (${s}); no component may be granted it`);
+        grantable(p, real, at(field, i));
         return real;
       });
+    // The command's own files: resolved against the workspace and bound read-only, since the component runs in an empty folder.
+    const argvField = c.command ? "command" : c.mcp ? "mcp" : undefined;
+    const resolved = argvField ? resolveCommand((c.command ?? c.mcp)!, workspace) : { argv: [], paths: [] };
+    if (isProblem(resolved)) fail(where, at(argvField!, resolved.index), resolved.message);
+    for (const p of resolved.paths) grantable(p, p, at(argvField!));
     const read = paths(c.read, "read", true);
     const write = paths(c.write, "write", true);
     if (write.length && mode === "read-only") fail(where, at("write"), "the session is read-only; this component's write grant is wider than your mode allows");
@@ -264,8 +276,9 @@ export function checkSpec(
       name,
       description: c.description ?? (c.command ? `the ${name} tool` : c.mcp ? `the MCP server ${name}` : `${name}: ${c.builtin!.join(", ")}`),
       builtin: c.builtin ?? [],
-      command: c.command,
-      mcp: c.mcp,
+      command: c.command ? resolved.argv : undefined,
+      mcp: c.mcp ? resolved.argv : undefined,
+      commandPaths: resolved.paths,
       input: c.input,
       read, write,
       denyRead: paths(c.deny_read, "deny_read", false),

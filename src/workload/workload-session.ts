@@ -137,7 +137,8 @@ export class WorkloadSession {
         workspace: scratch,
         base,
         mode: "workspace-write",
-        grants: { read: c.read, write: c.write, denyRead: c.denyRead, denyWrite: c.denyWrite, env: c.env },
+        // The command's own files (command-paths.ts) are read-only grants of its sandbox, beside the component's.
+        grants: { read: [...c.read, ...c.commandPaths], write: c.write, denyRead: c.denyRead, denyWrite: c.denyWrite, env: c.env },
         net: c.net,
         secrets,
         caFiles: this.opts.caFiles,
@@ -167,7 +168,7 @@ export class WorkloadSession {
     const c = l.plan;
     const secrets = new Map(l.secrets.map((s) => [s.ref, s.value]));
     const def = McpServerSchema.parse({
-      command: c.mcp, env: c.env, mode: c.write.length ? "workspace-write" : "read-only", read: c.read, write: c.write,
+      command: c.mcp, env: c.env, mode: c.write.length ? "workspace-write" : "read-only", read: [...c.read, ...c.commandPaths], write: c.write,
       deny_read: c.denyRead, deny_write: c.denyWrite, net: c.netText, deny_net: c.denyNetText,
       secrets: c.secrets.flatMap((s) => (s.recipient.kind === "env" ? [{ ref: s.ref, env: s.recipient.name }] : [])),
       ...(c.limits.maxProcs ? { max_procs: c.limits.maxProcs } : {}), ...(c.limits.maxMemoryBytes ? { max_memory: c.limits.maxMemoryBytes } : {}),
@@ -369,6 +370,7 @@ export function describe(plan: WorkloadPlan): Record<string, unknown>[] {
     tools: c.command ? [c.name] : c.mcp ? [`${c.name}__* (the MCP server's tools)`] : c.builtin,
     command: c.command ?? null,
     mcp: c.mcp ?? null,
+    commandPaths: c.commandPaths,
     read: c.read,
     write: c.write,
     denyRead: c.denyRead,
