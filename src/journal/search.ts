@@ -37,7 +37,7 @@ export function listSessions(db: Db, f: SessionFilter = {}): SessionInfo[] {
   if (f.until) where.push("s.started <= ?"), args.push(f.until);
   // Ids are base-36 time and hex: a prefix needs no escaping once it is checked to be only those characters.
   if (f.idPrefix !== undefined) where.push("substr(s.id, 1, ?) = ?"), args.push(f.idPrefix.length, f.idPrefix);
-  const newest = `SELECT * FROM sessions s ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY s.started DESC, s.rowid DESC ${f.limit ? "LIMIT ?" : ""}`;
+  const newest = `SELECT s.rowid AS rid, s.* FROM sessions s ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY s.started DESC, s.rowid DESC ${f.limit ? "LIMIT ?" : ""}`;
   if (f.limit) args.push(f.limit);
   return db
     .prepare(
@@ -45,7 +45,7 @@ export function listSessions(db: Db, f: SessionFilter = {}): SessionInfo[] {
          (SELECT count(*) FROM events e WHERE e.session = s.id) AS events,
          (SELECT e.time FROM events e WHERE e.session = s.id AND e.kind = 'session.ended' ORDER BY e.seq DESC LIMIT 1) AS ended,
          (SELECT json_extract(e.payload, '$.outcome') FROM events e WHERE e.session = s.id AND e.kind = 'session.ended' ORDER BY e.seq DESC LIMIT 1) AS outcome
-       FROM (${newest}) s ORDER BY s.started, s.rowid`,
+       FROM (${newest}) s ORDER BY s.started, s.rid`,
     )
     .all(...args) as SessionInfo[];
 }

@@ -1,6 +1,7 @@
-import { accessSync, constants, realpathSync, statSync } from "node:fs";
+import { accessSync, constants, lstatSync, realpathSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { delimiter, isAbsolute, join, resolve } from "node:path";
+import { isWithin } from "../policy/paths.js";
 
 /**
  * A component's `command` (or `mcp`) as the sandbox will run it. The spec's
@@ -14,10 +15,16 @@ import { delimiter, isAbsolute, join, resolve } from "node:path";
  * Which words are paths, one rule:
  * - the program (the first word): a path when it contains a `/` (it must be an
  *   executable file); else a name looked up on PATH, which must find one;
- * - any later word that does not start with `-` and either starts with `/`,
- *   `./`, `../` or `~/`, or contains a `/` and names something that exists, or
- *   contains a `/` and ends in a file extension (`tools/github.js`): it must
- *   exist. Anything else (`application/json`, `--flag=a/b`) is left as it is.
+ * - any later word made of path characters only (no space, quote or shell
+ *   character, not starting with `-`) that starts with `/`, `./`, `../` or
+ *   `~/`, or contains a `/` and names something that exists, or contains a `/`
+ *   and ends in a file extension (`tools/github.js`): it must exist. Anything
+ *   else (`application/json`, `--flag=a/b`, a script for `sh -c`) is left as
+ *   it is.
+ *
+ * A relative path must stay inside the workspace once resolved: one that
+ * leads out through `..` or a symlink (a link a repository could plant) is
+ * refused; an absolute path says plainly where it goes, and `vak check` shows it.
  *
  * Pure but for the file system reads; the caller turns a Problem into its
  * file, line and field.
@@ -34,6 +41,8 @@ export interface Problem {
 }
 
 const EXPLICIT = /^(\/|\.\/|\.\.\/|~\/)/;
+/** Characters a file name in a spec's argv plausibly has; a word with anything else is an argument, not a path. */
+const PATHLIKE = /^[^\s'"`$;|&()<>*?\\!{}[\]-][^\s'"`$;|&()<>*?\\!{}[\]]*$/;
 const EXTENSION = /\/[^/]*[^/.]\.[A-Za-z0-9]{1,10}$/;
 
 export function resolveCommand(argv: readonly string[], base: string, env: NodeJS.ProcessEnv = process.env): ResolvedCommand | Problem {
@@ -46,7 +55,7 @@ export function resolveCommand(argv: readonly string[], base: string, env: NodeJ
       out.push(word);
       continue;
     }
-    const isPath = i === 0 || (!word.startsWith("-") && (EXPLICIT.test(word) || (word.includes("/") && (exists(abs(word)) || EXTENSION.test(word)))));
+    const isPath = i === 0 || (PATHLIKE.test(word) && (EXPLICIT.test(word) || (word.includes("/") && (exists(abs(word)) || EXTENSION.test(word)))));
     if (!isPath) {
       out.push(word);
       continue;
@@ -58,6 +67,8 @@ export function resolveCommand(argv: readonly string[], base: string, env: NodeJ
       const code = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
       return { index: i, message: `${word} does not exist (${code}; relative paths are relative to the workspace, ${base})` };
     }
+    if (!isAbsolute(word) && !word.startsWith("~/") && !isWithin(real, realpathSync(base)))
+      return { index: i, message: `${word} leads outside the workspace (to ${real}); a relative path must stay inside it: write the absolute path if that is what you mean` };
     if (i === 0) {
       if (!statSync(real).isFile()) return { index: 0, message: `${word} is not a file` };
       try {
@@ -70,6 +81,25 @@ export function resolveCommand(argv: readonly string[], base: string, env: NodeJ
     if (!paths.includes(real)) paths.push(real);
   }
   return { argv: out, paths };
+}
+
+/**
+ * Are the command's files still what the spec's check resolved? A launch plans
+ * its view afresh, resolving links, so a file swapped for a link since the
+ * check (by a component that can write there) would be bound wherever the
+ * link now points. Checked before each run of the command; a changed one is
+ * a refusal, never followed.
+ */
+export function changedPath(paths: readonly string[]): string | undefined {
+  for (const p of paths) {
+    try {
+      if (lstatSync(p).isSymbolicLink()) return `${p} is now a symbolic link (to ${realpathSync(p)})`;
+      if (realpathSync(p) !== p) return `${p} now resolves to ${realpathSync(p)}`;
+    } catch (e) {
+      return `${p} is gone (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`;
+    }
+  }
+  return undefined;
 }
 
 export function isProblem(r: ResolvedCommand | Problem): r is Problem {

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { z } from "zod";
+import { changedPath } from "./command-paths.js";
 import { type AgentEvent, outcomeText, type RunResult, runAgent, runBuiltin, type ToolAnswer, type ToolRouter } from "../agent/agent.js";
 import { ApprovalGate, type ApprovalRequest, type Outcome } from "../approvals/approval-gate.js";
 import { Broker } from "../broker/broker.js";
@@ -175,6 +176,8 @@ export class WorkloadSession {
     });
     const journal = this.opts.journal;
     if (!journal) return Promise.reject(new Error("an MCP component needs the journal"));
+    const changed = changedPath(c.commandPaths);
+    if (changed) return Promise.reject(new Error(`${c.name}'s server command changed since the spec was checked: ${changed}; it was not started`));
     l.mcp ??= McpHub.start({
       servers: [{ name: c.name, def, source: this.plan.source }], workspace: l.scratch, mode: def.mode, journal,
       host: this.opts.env ? hostFacts(this.opts.env) : hostFacts(), secret: (ref) => secrets.get(ref) ?? "",
@@ -205,6 +208,8 @@ export class WorkloadSession {
       if (c.command) {
         specs.push({ name: c.name, description: c.description, parameters: c.input ?? { type: "object" } });
         routes.set(c.name, async (args, signal) => {
+          const changed = changedPath(c.commandPaths);
+          if (changed) return { text: `refused (changed): ${c.name}'s command changed since the spec was checked: ${changed}; nothing ran (check the files it names, then start a new session)`, ok: false, code: "changed" };
           const checked = l.input?.safeParse(args);
           if (checked && !checked.success) return { text: `refused (bad-request): ${c.name}: ${checked.error.issues[0]!.path.join(".")}: ${checked.error.issues[0]!.message}`, ok: false, code: "bad-request" };
           const r = await l.broker.run({ kind: "tool", input: JSON.stringify(args) }, { signal });

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -252,7 +252,7 @@ describe("vak run --spec", () => {
     writeFileSync(script, JSON.stringify({ turns: [{ tool_calls: [{ name: "reader__read_file", args: { path: "folderB/b.txt" } }, { name: "fetcher", args: { path: "/cli" } }] }, { text: "finished" }] }));
     const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: root, XDG_STATE_HOME: TEST_STATE, XDG_CONFIG_HOME: config, B_PORT: String(port), WS: ws };
     const r = await runVak(["run", "--spec", spec, "--model", `scripted:${script}`, "--json", "go"], { cwd: root, env });
-    expect(r.code).toBe(0);
+    expect(r.code).toBe(3); // finished, with a refusal
     expect(r.stdout).toMatch(/✗ reader__read_file: refused \(denied\)/);
     expect(r.stdout).toMatch(/fetch: 200\b/);
     expect(JSON.parse(r.stderr.trim().split("\n").pop()!)).toMatchObject({ outcome: "done", workload: "test-wl" });
@@ -323,5 +323,71 @@ describe("the library", () => {
     expect(out.stdout).toMatch(/approval asked by counter/);
     expect(out.stdout).toMatch(/done: Deploys happen on Tuesdays/);
     void readFileSync;
+  });
+});
+
+describe("a command component's own files (command = [..., path])", () => {
+  const commandSpec = (argv: string) => `version = 1
+name = "cmd-wl"
+workspace = "ws"
+
+[tools.t]
+command = ${argv}
+input = { type = "object", properties = { q = { type = "string" } } }
+approval = { exec = "allow" }
+`;
+  const SECRET = `outside-secret-${Math.random().toString(36).slice(2)}`;
+  beforeEach(() => {
+    mkdirSync(join(ws, "tools"));
+    writeFileSync(join(ws, "tools", "t.js"), "console.log('the tool ran')\n");
+    writeFileSync(join(root, "secret.js"), `console.log(${JSON.stringify(SECRET)})\n`);
+  });
+
+  it("a relative path that climbs out of the workspace with .. is refused, with its field", () => {
+    const f = join(root, "s.toml");
+    writeFileSync(f, commandSpec('["node", "../secret.js"]'));
+    expect(() => loadSpec(f)).toThrow(/s\.toml:6: tools\.t\.command\.1: \.\.\/secret\.js leads outside the workspace/);
+  });
+
+  it("a relative path through a symlink planted in the workspace is refused", () => {
+    symlinkSync(join(root, "secret.js"), join(ws, "tools", "link.js"));
+    const f = join(root, "s.toml");
+    writeFileSync(f, commandSpec('["node", "tools/link.js"]'));
+    expect(() => loadSpec(f)).toThrow(/tools\.t\.command\.1: tools\/link\.js leads outside the workspace/);
+  });
+
+  it("a path into Vak's own state is refused like any grant of it", () => {
+    const state = join(root, "vakstate");
+    mkdirSync(join(state, "vak"), { recursive: true });
+    writeFileSync(join(state, "vak", "journal.db"), "x");
+    const f = join(root, "s.toml");
+    writeFileSync(f, commandSpec(`["cat", ${JSON.stringify(join(state, "vak", "journal.db"))}]`));
+    const before = process.env.XDG_STATE_HOME;
+    process.env.XDG_STATE_HOME = state;
+    try {
+      expect(() => loadSpec(f)).toThrow(/tools\.t\.command: .*covers Vak's own state/);
+    } finally {
+      if (before === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = before;
+    }
+  });
+
+  it("the file swapped for a symlink after the spec was checked does not run what the link points to", async () => {
+    const f = join(root, "s.toml");
+    writeFileSync(f, commandSpec('["node", "tools/t.js"]'));
+    const model = new ScriptedClient({ turns: [{ tool_calls: [{ name: "t", args: { q: "1" } }] }, { text: "a" }, { tool_calls: [{ name: "t", args: { q: "2" } }] }, { text: "b" }] });
+    const s = new WorkloadSession(loadSpec(f), { model, journal, secretStore: store, storesDir: join(root, "stores") });
+    try {
+      await s.send("first");
+      expect(toolOutputs(model)[0]).toContain("the tool ran");
+      rmSync(join(ws, "tools", "t.js"));
+      symlinkSync(join(root, "secret.js"), join(ws, "tools", "t.js"));
+      await s.send("second");
+      const second = toolOutputs(model).at(-1)!;
+      expect(second).not.toContain(SECRET);
+      expect(second).toMatch(/^refused \(changed\): t's command changed since the spec was checked: .*t\.js is now a symbolic link/);
+    } finally {
+      await s.close();
+    }
   });
 });

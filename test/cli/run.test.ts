@@ -24,7 +24,7 @@ describe("vak run", () => {
       { text: "All done." },
     ]);
     const r = await runVak(["run", "--model", `scripted:${file}`, "--approve", "write", "--json", "write hello"], { cwd: s.ws });
-    expect(r.code).toBe(0);
+    expect(r.code).toBe(3); // it finished, but an op was refused
     expect(readFileSync(join(s.ws, "hello.txt"), "utf8")).toBe("hi\n");
     expect(r.stdout).toContain("▸ write_file");
     expect(r.stdout).toContain("All done.");
@@ -32,7 +32,7 @@ describe("vak run", () => {
     expect(r.stdout).toMatch(/✗ read_file: refused \(denied\)/);
     const summary = JSON.parse(r.stderr.trim().split("\n").pop()!);
     expect(summary).toMatchObject({ outcome: "done", refused: [{ tool: "read_file", code: "denied" }] });
-    const shown = await runVak(["journal", "show", summary.session], { cwd: s.ws });
+    const shown = await runVak(["journal", "show", summary.session, "--events"], { cwd: s.ws });
     expect(shown.code).toBe(0);
     expect(shown.stdout).toMatch(/DENIED read/);
     expect(shown.stdout).toMatch(/tool\.result/);
@@ -41,7 +41,7 @@ describe("vak run", () => {
   it("without a terminal or --approve, writes are refused, saying how to allow them", async () => {
     const file = script([{ tool_calls: [{ name: "write_file", args: { path: "hello.txt", content: "hi\n" } }] }, { text: "ok" }]);
     const r = await runVak(["run", "--model", `scripted:${file}`, "write hello"], { cwd: s.ws });
-    expect(r.code).toBe(0);
+    expect(r.code).toBe(3);
     expect(r.stdout).toMatch(/✗ write_file: refused \(not-approved\).*--approve/);
     expect(existsSync(join(s.ws, "hello.txt"))).toBe(false);
   });
