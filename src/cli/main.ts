@@ -72,6 +72,15 @@ function execMode(value: string): string {
 
 const SIZE_HELP = "K, M, G = KiB, MiB, GiB";
 
+const EXEC_HELP = `
+Sizes: a number of bytes, or with K, M, G, T (powers of 1024; KiB, MiB… too): 50M, 1.5G.
+  KB, MB, GB are refused: some tools mean 1000 by them, others 1024.
+Durations: seconds, or with ms, s, m, h, d: 90s, 10m, 1h30m.
+A limit that ends the command says so on stderr (which one, its value, how to raise it).
+
+Exit status: the command's own; 124 when --timeout ended it; 125 when Vak refused (a bad
+flag or grant, --max-output exceeded) or could not set up the sandbox; 126/127 as a shell.`;
+
 /** The grant flags `vak exec`, `vak run` and `vak` share. */
 function grantFlags(c: Command): Command {
   return c
@@ -140,6 +149,7 @@ export function program(onlyExec = false, escaped: { message?: string[] | undefi
     .option("--max-file-size <size>", `largest file the command may write (bytes; ${SIZE_HELP})`, size())
     .option("--max-cpu <duration>", "CPU time per process, in whole seconds (30, 2m)", duration("s"))
     .option("--json", "print a one-line JSON summary on stderr at the end")
+    .addHelpText("after", EXEC_HELP)
     .passThroughOptions()
     .action(async (command: string[], opts) => {
       // exec is imported statically: it is the start-up-critical path.

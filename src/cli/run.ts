@@ -184,6 +184,8 @@ export async function interactiveCommand(flags: AgentFlags & { serve?: boolean; 
   const modeLine = () => `vak · ${s.mode} · generation ${s.generation} · ${options.model.provider}:${options.model.model} · ${options.workspace}`;
   const rl = createInterface({ input: process.stdin, output: out, terminal: Boolean(process.stdin.isTTY) });
   let running: { ac: AbortController; done: Promise<void> } | undefined;
+  const piped = !process.stdin.isTTY;
+  const queued: string[] = [];
   const prompt = () => {
     out.write(`\n${modeLine()}\n`);
     rl.setPrompt("› ");
@@ -216,7 +218,10 @@ export async function interactiveCommand(flags: AgentFlags & { serve?: boolean; 
         .catch((e: Error) => out.write(`vak: ${visible(s.redactor.text(e.message))}\n`))
         .then(() => !running && prompt());
     if (!line.trim()) return prompt();
-    if (running || live?.state().running) return void out.write("(the agent is still working; wait, or Ctrl-C to cancel it)\n");
+    // Piped input is a script: its lines wait their turn. At a terminal, a person is told to wait.
+    const busy = running || live?.state().running;
+    if (running && piped) return void queued.push(line);
+    if (busy) return void out.write("(the agent is still working; wait, or Ctrl-C to cancel it)\n");
     const ac = new AbortController();
     const run = live
       ? (() => {
@@ -232,6 +237,11 @@ export async function interactiveCommand(flags: AgentFlags & { serve?: boolean; 
         running = undefined;
         approver.forget();
         prompt();
+        const next = queued.shift();
+        if (next !== undefined) {
+          out.write(`${visible(next)}\n`);
+          submit(next);
+        }
       });
     running = { ac, done };
   };
@@ -242,9 +252,9 @@ export async function interactiveCommand(flags: AgentFlags & { serve?: boolean; 
     submit(first);
   }
   await new Promise<void>((resolve) => rl.on("close", resolve));
-  if (running) {
-    // Ctrl-D at a terminal ends the session now; the end of piped input lets the last instruction finish.
-    if (process.stdin.isTTY) running.ac.abort(new Error("the session ended"));
+  // Ctrl-D at a terminal ends the session now; the end of piped input lets its instructions finish, one after another.
+  while (running) {
+    if (!piped) running.ac.abort(new Error("the session ended"));
     await running.done;
   }
   const id = s.journalSession?.id;
