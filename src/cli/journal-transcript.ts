@@ -81,9 +81,10 @@ export function transcript(events: readonly StoredEvent[]): string[] {
           for (const n of notes) out.push(`${indent}    ${n}`);
           notes = [];
           const size = typeof p.bytes === "number" ? `${p.bytes} bytes` : "";
-          const digest = typeof p.sha256 === "string" ? ` (sha256 ${p.sha256.slice(0, 12)}…)` : "";
+          const digest = typeof p.sha256 === "string" ? `sha256 ${p.sha256.slice(0, 12)}…` : "";
           const target = prov.target ? ` from ${one(prov.target, 200)}` : "";
-          out.push(`${indent}    ${p.ok ? `✓ returned ${size}${target}${digest}` : `✗ the model was told it failed (${size}${digest})`}`);
+          const facts = [size, digest].filter(Boolean).join(", ");
+          out.push(`${indent}    ${p.ok ? `✓ returned ${size}${target}${digest ? ` (${digest})` : ""}` : `✗ the model was told it failed${facts ? ` (${facts})` : ""}`}`);
         }
         break;
       }
