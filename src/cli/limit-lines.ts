@@ -22,7 +22,7 @@ export interface LimitHit {
   value: string;
   /** Did it end the command (or only refuse something while it ran)? */
   ended: boolean;
-  /** What happened, in a few words: "timed out", "killed by SIGXCPU", "3 forks refused". */
+  /** What happened, naming the flag and its value: "timed out after 10s", "a process wrote past --max-file-size 10K …". */
   what: string;
 }
 
@@ -44,21 +44,25 @@ export interface EndFacts {
 export function limitsHit(limits: Limits, defaultMaxProcs: number | undefined, f: EndFacts): LimitHit[] {
   const hits: LimitHit[] = [];
   const endedBy = (sig: number) => f.signal === sig || (f.signal === undefined && f.code === 128 + sig);
-  if (f.timedOut && limits.timeoutMs)
-    hits.push({ limit: "timeout", flag: "--timeout", value: formatDuration(limits.timeoutMs), ended: true, what: "timed out" });
-  if (f.outputExceeded && limits.maxOutputBytes)
-    hits.push({ limit: "output", flag: "--max-output", value: formatSize(limits.maxOutputBytes), ended: true, what: "stdout and stderr together went past it" });
+  if (f.timedOut && limits.timeoutMs) {
+    const v = formatDuration(limits.timeoutMs);
+    hits.push({ limit: "timeout", flag: "--timeout", value: v, ended: true, what: `timed out after ${v}` });
+  }
+  if (f.outputExceeded && limits.maxOutputBytes) {
+    const v = formatSize(limits.maxOutputBytes);
+    hits.push({ limit: "output", flag: "--max-output", value: v, ended: true, what: `output exceeded --max-output ${limits.maxOutputBytes} bytes${v === String(limits.maxOutputBytes) ? "" : ` (${v})`}, stdout and stderr together` });
+  }
   if (limits.maxCpuSeconds && endedBy(SIGXCPU))
-    hits.push({ limit: "cpu", flag: "--max-cpu", value: String(limits.maxCpuSeconds), ended: true, what: `a process used up its CPU time and was killed by SIGXCPU (exit ${f.code})` });
+    hits.push({ limit: "cpu", flag: "--max-cpu", value: String(limits.maxCpuSeconds), ended: true, what: `a process used up its CPU time, --max-cpu ${limits.maxCpuSeconds}s, and was killed by SIGXCPU (exit ${f.code})` });
   if (limits.maxFileBytes && endedBy(SIGXFSZ))
-    hits.push({ limit: "file-size", flag: "--max-file-size", value: formatSize(limits.maxFileBytes), ended: true, what: `a process wrote past it and was killed by SIGXFSZ (exit ${f.code})` });
+    hits.push({ limit: "file-size", flag: "--max-file-size", value: formatSize(limits.maxFileBytes), ended: true, what: `a process wrote past --max-file-size ${formatSize(limits.maxFileBytes)} and was killed by SIGXFSZ (exit ${f.code})` });
   if (f.oomKills && limits.maxMemoryBytes)
-    hits.push({ limit: "memory", flag: "--max-memory", value: formatSize(limits.maxMemoryBytes), ended: f.code !== 0, what: `the kernel killed ${f.oomKills} process${f.oomKills === 1 ? "" : "es"} for memory` });
+    hits.push({ limit: "memory", flag: "--max-memory", value: formatSize(limits.maxMemoryBytes), ended: f.code !== 0, what: `the memory limit, --max-memory ${formatSize(limits.maxMemoryBytes)}, killed ${f.oomKills} process${f.oomKills === 1 ? "" : "es"}` });
   else if (limits.maxMemoryBytes && !f.memoryCgroup && f.code !== 0)
-    hits.push({ limit: "memory", flag: "--max-memory", value: formatSize(limits.maxMemoryBytes), ended: false, what: `held as RLIMIT_DATA here, where an allocation past it fails instead; the command exited ${f.code}, which may be why` });
+    hits.push({ limit: "memory", flag: "--max-memory", value: formatSize(limits.maxMemoryBytes), ended: false, what: `the command exited ${f.code}; --max-memory ${formatSize(limits.maxMemoryBytes)} is held as RLIMIT_DATA here, where an allocation past it fails instead of being killed, which may be why` });
   const procs = limits.maxProcs ?? defaultMaxProcs;
   if (f.procsHit && procs)
-    hits.push({ limit: "procs", flag: "--max-procs", value: String(procs), ended: false, what: `${f.procsHit} fork${f.procsHit === 1 ? " was" : "s were"} refused${limits.maxProcs ? "" : " (the default ceiling)"}` });
+    hits.push({ limit: "procs", flag: "--max-procs", value: String(procs), ended: false, what: `the process limit, ${limits.maxProcs ? `--max-procs ${procs}` : `${procs} by default`}, refused ${f.procsHit} fork${f.procsHit === 1 ? "" : "s"}` });
   return hits;
 }
 
@@ -74,9 +78,7 @@ function raised(h: LimitHit, limits: Limits, defaultMaxProcs: number | undefined
   }
 }
 
-/** The line vak prints for one limit: which, its value, what happened, how to raise it. */
+/** The line vak prints for one limit: what happened, with the limit's flag and value, and how to raise it. */
 export function limitLine(h: LimitHit, limits: Limits, defaultMaxProcs: number | undefined): string {
-  const name = { timeout: "the time limit", output: "the output limit", cpu: "the CPU-time limit", "file-size": "the file-size limit", memory: "the memory limit", procs: "the process limit" }[h.limit];
-  const lead = h.ended ? "stopped by " : "";
-  return `${lead}${name} (${h.flag} ${h.value}): ${h.what}; raise it with ${h.flag} ${raised(h, limits, defaultMaxProcs)} or more`;
+  return `${h.ended ? "stopped: " : ""}${h.what}; raise it with ${h.flag} ${raised(h, limits, defaultMaxProcs)} or more`;
 }

@@ -106,7 +106,7 @@ describe("vak journal show", () => {
   it("an exec run is a timeline, with the limit that stopped it", async () => {
     await sandboxSh(s.ws, "sleep 10", ["--timeout", "1s"]);
     const r = await runVak(["journal", "show", "last"], { cwd: s.ws });
-    expect(r.stdout).toMatch(/worker\.exited .*exit 124 \(timed out\); stopped by --timeout 1s: timed out/);
+    expect(r.stdout).toMatch(/worker\.exited .*exit 124 \(timed out\); stopped by --timeout 1s: timed out after 1s/);
   });
 });
 
