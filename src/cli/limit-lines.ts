@@ -50,7 +50,7 @@ export function limitsHit(limits: Limits, defaultMaxProcs: number | undefined, f
   }
   if (f.outputExceeded && limits.maxOutputBytes) {
     const v = formatSize(limits.maxOutputBytes);
-    hits.push({ limit: "output", flag: "--max-output", value: v, ended: true, what: `output exceeded --max-output ${limits.maxOutputBytes} bytes${v === String(limits.maxOutputBytes) ? "" : ` (${v})`}, stdout and stderr together` });
+    hits.push({ limit: "output", flag: "--max-output", value: v, ended: true, what: `output exceeded --max-output ${limits.maxOutputBytes} bytes${v === String(limits.maxOutputBytes) ? "" : ` (${v})`}` });
   }
   if (limits.maxCpuSeconds && endedBy(SIGXCPU))
     hits.push({ limit: "cpu", flag: "--max-cpu", value: String(limits.maxCpuSeconds), ended: true, what: `a process used up its CPU time, --max-cpu ${limits.maxCpuSeconds}s, and was killed by SIGXCPU (exit ${f.code})` });

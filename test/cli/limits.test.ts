@@ -50,7 +50,7 @@ describe("a Vak line for every limit", () => {
     const r = await sandboxSh(s.ws, "head -c 5000 /dev/zero; sleep 5", ["--max-output", "1K"]);
     expect(r.code).toBe(125);
     expect(r.stdout.length).toBe(1024);
-    expect(vakLines(r.stderr)).toContainEqual(expect.stringMatching(/^vak: stopped: output exceeded --max-output 1024 bytes \(1K\), stdout and stderr together; raise it with --max-output 2K or more$/));
+    expect(vakLines(r.stderr)).toContainEqual(expect.stringMatching(/^vak: stopped: output exceeded --max-output 1024 bytes \(1K\); raise it with --max-output 2K or more$/));
     expect((await exitedEvent()).limitsHit).toEqual([expect.objectContaining({ limit: "output", ended: true })]);
   });
 
