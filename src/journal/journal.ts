@@ -200,16 +200,6 @@ export class Journal implements EventSink {
     return sessionEventsPage(this.db, sessionId, afterSessionSeq, limit);
   }
 
-  /** Events of every session after a position in the chain (written by this process or any other). */
-  eventsAfter(seq: number, limit: number): StoredEvent[] {
-    return eventsAfter(this.db, seq, limit);
-  }
-
-  /** The position of the last event in the chain. */
-  lastSeq(): number {
-    return lastSeq(this.db);
-  }
-
   /** Full-text search over payloads (arguments, results, reasons). */
   search(query: string, opts: { session?: string; limit?: number } = {}): StoredEvent[] {
     return searchEvents(this.db, query, opts);

@@ -72,16 +72,6 @@ export function sessionEventsPage(db: Db, sessionId: string, afterSessionSeq: nu
   return (db.prepare("SELECT * FROM events WHERE session = ? AND session_seq > ? ORDER BY seq LIMIT ?").all(sessionId, afterSessionSeq, limit) as Row[]).map(toStored);
 }
 
-/** Every session's events after a position in the chain: what a watcher has not seen yet. */
-export function eventsAfter(db: Db, seq: number, limit: number): StoredEvent[] {
-  return (db.prepare("SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?").all(seq, limit) as Row[]).map(toStored);
-}
-
-/** The last event's position in the chain (0 for an empty journal). */
-export function lastSeq(db: Db): number {
-  return (db.prepare("SELECT coalesce(max(seq), 0) AS n FROM events").get() as { n: number }).n;
-}
-
 /** Full-text search over payloads; a query that is not valid FTS syntax is searched for as a phrase. */
 export function searchEvents(db: Db, query: string, opts: { session?: string; limit?: number } = {}): StoredEvent[] {
   const run = (q: string) =>

@@ -48,7 +48,7 @@ export class JournalTail {
       return;
     }
     for (;;) {
-      const events = this.journal.eventsAfter(this.cursor, PAGE);
+      const events = this.journal.eventsAfter(this.cursor, { limit: PAGE });
       if (events.length === 0) return;
       this.cursor = events[events.length - 1]!.seq;
       this.publish({ type: "events", events: events.map((e) => eventView(e, this.filter)) });
