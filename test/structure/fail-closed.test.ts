@@ -68,10 +68,10 @@ describe("fail closed by construction", { timeout: 180_000 }, () => {
     expect(errors.some((e) => e.startsWith("src/approvals/approval-rules.ts") && /'never'/.test(e))).toBe(true);
   });
 
-  it("a new journal event kind does not build until `vak journal show` and the browser's calls view have a line for it (and say whether it is a refusal)", () => {
+  it("a new journal event kind does not build until `vak journal show`, its transcript view and the browser's calls view have a line for it (and say whether it is a refusal)", () => {
     const events = join(ROOT, "src/journal/events.ts");
     const errors = typecheck(only(events, (t) => t.replace('  "journal.pruned": ["before", "events"],', '  "journal.pruned": ["before", "events"],\n  "server.started": ["port"],')));
-    expect(filesOf(errors)).toEqual(["src/cli/journal.ts", "src/server/journal-view.ts"]);
+    expect(filesOf(errors)).toEqual(["src/cli/journal-transcript.ts", "src/cli/journal.ts", "src/server/journal-view.ts"]);
   });
 
   it("needsApproval asks about a kind it does not know, even when every rule says allow", () => {
