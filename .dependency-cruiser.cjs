@@ -18,6 +18,7 @@ const LAYERS = [
   ["agent"],
   ["workload"],
   ["server"],
+  ["audit"],
   ["cli", "index.ts"],
 ];
 /** Runs in a worker sandbox: may import only the wire protocol (and Node's own modules, zod). */

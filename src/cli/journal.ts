@@ -123,6 +123,7 @@ export function describe(e: StoredEvent): string {
       case "mcp.result": return `#${p.call} ${p.tool} ${p.ok ? "ok" : `error${p.error ? `: ${p.error}` : ""}`}${p.bytes !== undefined ? `, ${p.bytes} bytes in ${p.durationMs} ms` : ""}`;
       case "mcp.tools": return `listed ${(p.listed as unknown[]).length}; withheld ${(p.withheld as { tool: string; why: string }[]).map((w) => `${w.tool} (${w.why})`).join(", ") || "none"}`;
       case "mcp.dropped": return `from the ${p.from}: ${p.problem}`;
+      case "audit.fixed": return `${p.check}: ${p.path} ${p.from} → ${p.to}`;
       default: {
         // Every kind is named above, so a new kind does not compile until it has its line; a row from a newer Vak still shows.
         const unnamed: never = kind;

@@ -286,6 +286,15 @@ export function program(onlyExec = false, escaped: { message?: string[] | undefi
       const { doctorCommand } = await import("./doctor.js");
       p.setOptionValue("exitCode", await doctorCommand(opts));
     });
+  p.command("audit")
+    .description("say whether this machine's Vak is safe to use (sandbox, control files, secrets, broad rules, the record, the installation, exposure, trust), and how to fix what is not")
+    .option("--json", "one JSON object (the schema is in src/audit/README.md)")
+    .option("--fix", "apply the safe mechanical fixes only (modes narrowed to 0600/0700, write bits removed), each journaled")
+    .option("--deep", "also probe the running vak serve on loopback with a foreign Host and Origin")
+    .action(async (opts) => {
+      const { auditCommand } = await import("./audit.js");
+      p.setOptionValue("exitCode", await auditCommand(opts));
+    });
   return p;
 }
 

@@ -28,7 +28,7 @@ export function isRefusal(e: StoredEvent): boolean {
     case "mcp.dropped": return true;
     case "mcp.initialized": return false;
     case "session.started": case "session.ended": case "policy.generation": case "op.requested": case "target.resolved":
-    case "approval.asked": case "worker.spawned": case "secret.used": case "message": case "journal.pruned":
+    case "approval.asked": case "worker.spawned": case "secret.used": case "message": case "journal.pruned": case "audit.fixed":
       return false;
     default: return unhandled(kind, "journal event kind");
   }
@@ -71,6 +71,7 @@ export function eventLine(e: StoredEvent): string {
     case "mcp.initialized": return `${s(p.client)} ↔ ${s(p.server)}`;
     case "mcp.tools": return `${s(p.server)}: ${Array.isArray(p.listed) ? p.listed.length : 0} tools listed, ${Array.isArray(p.withheld) ? p.withheld.length : 0} withheld`;
     case "mcp.dropped": return `dropped from the ${s(p.from)}: ${s(p.problem)}`;
+    case "audit.fixed": return `vak audit --fix: ${s(p.check)}: ${s(p.path)} ${s(p.from)} → ${s(p.to)}`;
     default: return unhandled(kind, "journal event kind");
   }
 }

@@ -1,0 +1,58 @@
+import { isAbsolute, resolve } from "node:path";
+import { isWithin } from "../policy/paths.js";
+import type { AuditContext } from "./context.js";
+import type { Check } from "./finding.js";
+
+/**
+ * Grants broader than anyone means: the whole file system or the home
+ * directory, Vak's own directories, a network rule that matches every host,
+ * and approvals turned off for commands. Each is legal; each is a question.
+ */
+function expand(p: string, home: string): string {
+  if (p === "~" || p === "$HOME" || p === "${HOME}") return home;
+  for (const pre of ["~/", "$HOME/", "${HOME}/"]) if (p.startsWith(pre)) return resolve(home, p.slice(pre.length));
+  return isAbsolute(p) ? resolve(p) : p;
+}
+
+/** A net rule that matches every host, or every host of a top-level domain. */
+export function wildcardNet(rule: string): boolean {
+  const r = rule.replace(/^read:/, "").trim().toLowerCase();
+  const host = r.replace(/:(?:\d+|\*)$/, "");
+  return host === "*" || host === "*.*" || /^\*\.[a-z0-9-]+$/.test(host) || host === "0.0.0.0/0" || host === "::/0";
+}
+
+export function ruleChecks(ctx: AuditContext): Check[] {
+  const cfg = ctx.config;
+  if (!cfg) return [];
+  const out: Check[] = [];
+  const own = [ctx.dirs.config, ctx.dirs.state, ctx.dirs.data, ctx.dirs.cache];
+  for (const [server, def] of Object.entries(cfg.mcp_servers)) {
+    const at = `mcp_servers.${server}`;
+    for (const [key, write] of [["read", false], ["write", true]] as const) {
+      for (const raw of def[key]) {
+        const p = expand(raw, ctx.home);
+        const sev = write ? "critical" : "warn";
+        if (p === "/")
+          out.push({ id: "rules.grant-root", severity: sev, path: ctx.configPath, fixable: false, title: `the MCP server ${server} is granted the whole file system`,
+            detail: `${at}.${key} = "${raw}": ${write ? "it can write" : "it can read"} every file the user can`, fix: `grant the directories it needs instead, in ${at}.${key}` });
+        else if (p === ctx.home)
+          out.push({ id: "rules.grant-home", severity: sev, path: ctx.configPath, fixable: false, title: `the MCP server ${server} is granted the home directory`,
+            detail: `${at}.${key} = "${raw}": ${write ? "it can write" : "it can read"} ${ctx.home} (keys, shell start-up files, other projects)`, fix: `grant the directories it needs instead, in ${at}.${key}` });
+        else if (isAbsolute(p) && own.some((d) => isWithin(d, p) || isWithin(p, d)))
+          out.push({ id: "rules.grant-vak-dirs", severity: "warn", path: ctx.configPath, fixable: false, title: `a grant of the MCP server ${server} reaches Vak's own directories`,
+            detail: `${at}.${key} = "${raw}" covers Vak's config or state (${own.filter((d) => isWithin(d, p) || isWithin(p, d)).join(", ")}); they are held back from every sandbox, so the grant does less than it says`, fix: `narrow ${at}.${key}` });
+      }
+    }
+    for (const rule of def.net)
+      if (wildcardNet(rule))
+        out.push({ id: "rules.net-wildcard", severity: "warn", path: ctx.configPath, fixable: false, title: `the MCP server ${server} may reach any host`,
+          detail: `${at}.net = "${rule}" matches every host${rule.includes(".") ? " of a top-level domain" : ""}: whatever it reads, it can send anywhere`, fix: `list the exact hosts it needs in ${at}.net` });
+  }
+  if (cfg.approvals.exec === "allow")
+    out.push({ id: "rules.approvals-exec-allow", severity: "warn", path: ctx.configPath, fixable: false, title: "commands run without asking",
+      detail: "approvals.exec = \"allow\": a command a model chose runs inside the grant without a person seeing it first", fix: "remove approvals.exec (the default is ask) or set it to \"ask\"" });
+  if (cfg.approvals.write === "allow")
+    out.push({ id: "rules.approvals-write-allow", severity: "info", path: ctx.configPath, fixable: false, title: "writes inside the grant happen without asking",
+      detail: "approvals.write = \"allow\"", fix: "remove approvals.write (the default is ask) to review each write" });
+  return out;
+}

@@ -1,0 +1,50 @@
+import { type PinFile, PinStore } from "../mcp/pins.js";
+import type { AuditContext } from "./context.js";
+import type { Check } from "./finding.js";
+
+/**
+ * Trust and drift: MCP servers whose code is whatever a registry serves today
+ * (`npx -y pkg` without a version), and tool definitions that changed after
+ * they were pinned and wait for `vak mcp trust`.
+ */
+const RUNNERS = new Set(["npx", "bunx", "pnpx", "uvx"]);
+
+/** The package an `npx`-style argv runs, when it names no exact version. */
+export function unpinnedPackage(argv: readonly string[]): string | undefined {
+  const bin = argv[0]!.split("/").pop()!;
+  let rest = argv.slice(1);
+  if ((bin === "pnpm" && rest[0] === "dlx") || (bin === "npm" && (rest[0] === "exec" || rest[0] === "x"))) rest = rest.slice(1);
+  else if (!RUNNERS.has(bin)) return undefined;
+  let i = 0;
+  while (i < rest.length && rest[i]!.startsWith("-")) i += rest[i] === "--package" || rest[i] === "-p" ? 2 : 1;
+  const pkg = rest[i];
+  if (!pkg || pkg.startsWith(".") || pkg.startsWith("/")) return undefined;
+  const exact = /^\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?$/;
+  const at = pkg.lastIndexOf("@");
+  if (at > 0 && exact.test(pkg.slice(at + 1))) return undefined;
+  if (bin === "uvx" && /==/.test(pkg) && exact.test(pkg.split("==")[1]!)) return undefined;
+  return pkg;
+}
+
+export function trustChecks(ctx: AuditContext): Check[] {
+  const out: Check[] = [];
+  for (const [server, def] of Object.entries(ctx.config?.mcp_servers ?? {})) {
+    const pkg = unpinnedPackage(def.command);
+    if (pkg)
+      out.push({ id: "trust.unpinned-package", severity: "warn", path: ctx.configPath, fixable: false, title: `the MCP server ${server} runs whatever version the registry serves`,
+        detail: `mcp_servers.${server}.command runs ${pkg} with no exact version: a new release (or a hijacked one) runs with its grants the next time it starts`, fix: `pin it: ${pkg.replace(/@[^@/]*$/, "")}@X.Y.Z in mcp_servers.${server}.command` });
+  }
+  let pins: PinFile[];
+  try {
+    pins = new PinStore(ctx.pinsDir).list();
+  } catch {
+    pins = [];
+  }
+  for (const f of pins) {
+    const pending = Object.entries(f.pending);
+    if (pending.length)
+      out.push({ id: "trust.pin-drift", severity: "warn", fixable: false, title: `tools of the MCP server ${f.server} changed after they were pinned`,
+        detail: `${pending.map(([t, e]) => `${t} (${e.why})`).slice(0, 10).join(", ")}: withheld from every listing until you accept them`, fix: `review and accept with: vak mcp trust ${f.server}` });
+  }
+  return out;
+}
