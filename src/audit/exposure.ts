@@ -36,9 +36,10 @@ interface Answer {
   status: number;
 }
 
-function ask(port: number, headers: Record<string, string>): Promise<Answer | undefined> {
+/** GET / is public (the client's page), so the Host and Origin guards are what answer, not the token check. */
+function ask(host: string, port: number, headers: Record<string, string>): Promise<Answer | undefined> {
   return new Promise((resolve) => {
-    const req = request({ host: "127.0.0.1", port, path: "/api/sessions", method: "GET", headers, timeout: 3000, setHost: false }, (res) => {
+    const req = request({ host, port, path: "/", method: "GET", headers, timeout: 3000, setHost: false }, (res) => {
       res.resume();
       resolve({ status: res.statusCode ?? 0 });
     });
@@ -55,18 +56,19 @@ export async function deepExposureChecks(e: Exposure | undefined): Promise<Check
   if (!reachable || e.port === 0 || e.tls === "self")
     return [{ id: "exposure.deep-skipped", severity: "info", fixable: false, title: "the live server was not probed",
       detail: e.port === 0 ? "[server] port is not set: there is no fixed port to probe" : e.tls === "self" ? "the server speaks TLS itself; --deep probes plain HTTP on loopback only" : `the server binds ${e.bindHost}, not loopback; --deep probes loopback only`, fix: "set [server] port to probe a running vak serve" }];
-  const own = `127.0.0.1:${e.port}`;
-  const base = await ask(e.port, { host: own });
+  const addr = e.loopback ? e.bindHost : "127.0.0.1";
+  const own = `${addr.includes(":") ? `[${addr}]` : addr}:${e.port}`;
+  const base = await ask(addr, e.port, { host: own });
   if (!base)
-    return [{ id: "exposure.deep-not-running", severity: "info", fixable: false, title: "no vak serve answers on the configured port", detail: `nothing answered on 127.0.0.1:${e.port}`, fix: "start vak serve to probe it" }];
+    return [{ id: "exposure.deep-not-running", severity: "info", fixable: false, title: "no vak serve answers on the configured port", detail: `nothing answered on ${own}`, fix: "start vak serve to probe it" }];
   const out: Check[] = [];
-  const rebound = await ask(e.port, { host: "rebind.attacker.example" });
+  const rebound = await ask(addr, e.port, { host: "rebind.attacker.example" });
   if (rebound && rebound.status !== 421 && rebound.status !== 400)
     out.push({ id: "exposure.deep-foreign-host", severity: "critical", fixable: false, title: "the live server answers to a foreign Host name",
-      detail: `127.0.0.1:${e.port} answered ${rebound.status} to Host: rebind.attacker.example (a DNS rebinding page's request), not 421`, fix: "upgrade Vak; restart vak serve" });
-  const foreign = await ask(e.port, { host: own, origin: "http://attacker.example" });
+      detail: `${own} answered ${rebound.status} to Host: rebind.attacker.example (a DNS rebinding page's request), not 421`, fix: "upgrade Vak; restart vak serve" });
+  const foreign = await ask(addr, e.port, { host: own, origin: "http://attacker.example" });
   if (foreign && foreign.status !== 403)
     out.push({ id: "exposure.deep-foreign-origin", severity: "critical", fixable: false, title: "the live server answers a request from another site's page",
-      detail: `127.0.0.1:${e.port} answered ${foreign.status} to Origin: http://attacker.example, not 403`, fix: "upgrade Vak; restart vak serve" });
+      detail: `${own} answered ${foreign.status} to Origin: http://attacker.example, not 403`, fix: "upgrade Vak; restart vak serve" });
   return out;
 }

@@ -1,0 +1,331 @@
+import { spawnSync } from "node:child_process";
+import { chmodSync, chownSync, cpSync, mkdirSync, rmSync, statSync, symlinkSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
+import { pinFileName } from "../../src/mcp/pins.js";
+import { auditHome, type AuditHome } from "../support/audit.js";
+import { ROOT } from "../support/paths.js";
+import { serve } from "../support/serve.js";
+import { runVak } from "../support/vak.js";
+
+const mode = (p: string) => statSync(p).mode & 0o7777;
+const isRoot = process.getuid?.() === 0;
+
+let h: AuditHome;
+beforeEach(() => {
+  h = auditHome();
+});
+afterEach(() => h.cleanup());
+
+const cfg = () => join(h.config, "vak", "config.toml");
+
+describe("vak audit: the report", () => {
+  it("a fresh home on a full sandbox has nothing at warn or above, and exits 0", async () => {
+    const r = await h.audit();
+    expect(r.report.findings.filter((f) => f.severity !== "info")).toEqual([]);
+    expect(r.code).toBe(0);
+    expect(r.report.version).toBe(1);
+  });
+
+  it("the text report names each finding and exits 1", async () => {
+    h.write(cfg(), "", 0o644);
+    const r = await runVak(["audit"], { cwd: h.workspace, env: h.env });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain("control.readable");
+    expect(r.stdout).toContain("[--fix]");
+  });
+});
+
+describe("sandbox", () => {
+  it("sandbox.reduced: where user namespaces are refused, the full profile is missing (not fixable)", async () => {
+    const r = await h.audit(["--fix"], { wrapper: [inject("noUserns")] });
+    expect(r.ids).toContain("sandbox.reduced");
+    expect(r.ids).toContain("sandbox.layer.user-namespaces");
+    expect(r.find("sandbox.reduced")!.fixable).toBe(false);
+    expect(r.report.fixed).toEqual([]);
+    expect(r.code).toBe(1);
+  });
+});
+
+describe("control files", () => {
+  it("control.readable: a config others can read is narrowed to 0600 by --fix, on the record", async () => {
+    h.write(cfg(), "", 0o644);
+    const before = await h.audit();
+    const f = before.find("control.readable")!;
+    expect(f).toMatchObject({ severity: "warn", fixable: true, path: cfg() });
+    const fixed = await h.audit(["--fix"]);
+    expect(fixed.report.fixed).toEqual([{ id: "control.readable", path: cfg(), from: "0644", to: "0600" }]);
+    expect(fixed.ids).not.toContain("control.readable");
+    expect(fixed.code).toBe(0);
+    expect(mode(cfg())).toBe(0o600);
+    expect(h.fixedEvents()).toEqual([{ check: "control.readable", path: cfg(), from: "0644", to: "0600" }]);
+    expect((await runVak(["journal", "verify"], { cwd: h.workspace, env: h.env })).code).toBe(0);
+  });
+
+  it("control.readable is critical for the secret store", async () => {
+    const store = h.write(join(h.config, "vak", "secrets.json"), '{"version":1,"secrets":{}}\n', 0o640);
+    const r = await h.audit();
+    expect(r.report.findings.find((f) => f.path === store)).toMatchObject({ id: "control.readable", severity: "critical" });
+    expect((await h.audit(["--fix"])).ids).not.toContain("control.readable");
+    expect(mode(store)).toBe(0o600);
+  });
+
+  it("control.writable: a world-writable secret store and state directory are closed by --fix", async () => {
+    const store = h.write(join(h.config, "vak", "secrets.json"), '{"version":1,"secrets":{}}\n', 0o666);
+    const dir = join(h.state, "vak");
+    chmodSync(dir, 0o777);
+    const r = await h.audit();
+    expect(r.report.findings.filter((f) => f.id === "control.writable").map((f) => f.path).sort()).toEqual([store, dir].sort());
+    expect(r.find("control.writable")!.severity).toBe("critical");
+    const fixed = await h.audit(["--fix"]);
+    expect(fixed.ids).not.toContain("control.writable");
+    expect(mode(store)).toBe(0o600);
+    expect(mode(dir)).toBe(0o700);
+    expect(h.fixedEvents().map((e) => e.path).sort()).toEqual([store, dir].sort());
+  });
+
+  it("control.symlink: a config that is a link is reported, and --fix neither follows it nor changes what it points to", async () => {
+    const target = h.write(join(h.root, "elsewhere.toml"), "", 0o644);
+    symlinkSync(target, cfg());
+    const r = await h.audit(["--fix"]);
+    expect(r.find("control.symlink")).toMatchObject({ severity: "warn", fixable: false, path: cfg() });
+    expect(mode(target)).toBe(0o644);
+    expect(r.report.fixed).toEqual([]);
+  });
+
+  it("control.parent-writable: a world-writable parent (no sticky bit) of the config loses o+w with --fix", async () => {
+    h.write(cfg(), "");
+    chmodSync(h.config, 0o777);
+    const r = await h.audit();
+    expect(r.report.findings.find((f) => f.id === "control.parent-writable" && f.path === h.config)).toMatchObject({ severity: "critical", fixable: true });
+    const fixed = await h.audit(["--fix"]);
+    expect(fixed.ids).not.toContain("control.parent-writable");
+    expect(mode(h.config)).toBe(0o775);
+  });
+
+  it("control.parent-writable: a sticky world-writable parent (like /tmp) is not a finding", async () => {
+    h.write(cfg(), "");
+    chmodSync(h.config, 0o1777);
+    expect((await h.audit()).ids).not.toContain("control.parent-writable");
+  });
+
+  it("control.synced: Vak's config inside a Dropbox folder is reported (not fixable)", async () => {
+    const synced = join(h.root, "Dropbox", "cfg");
+    mkdirSync(join(synced, "vak"), { recursive: true, mode: 0o700 });
+    chmodSync(join(h.root, "Dropbox"), 0o700);
+    h.write(join(synced, "vak", "config.toml"), "");
+    const r = await h.audit(["--fix"], { env: { XDG_CONFIG_HOME: synced } });
+    expect(r.find("control.synced")).toMatchObject({ severity: "warn", fixable: false });
+  });
+
+  it.runIf(isRoot)("control.owner: a control file of another user is critical and not fixable", async () => {
+    h.write(cfg(), "");
+    chownSync(cfg(), 65534, 65534);
+    const r = await h.audit(["--fix"]);
+    expect(r.find("control.owner")).toMatchObject({ severity: "critical", fixable: false, path: cfg() });
+    expect(statSync(cfg()).uid).toBe(65534);
+  });
+
+  it("control files the config names: a TLS key others can read is critical, closed by --fix", async () => {
+    const key = h.write(join(h.root, "tls", "key.pem"), "not a key\n", 0o644);
+    const cert = h.write(join(h.root, "tls", "cert.pem"), "not a cert\n", 0o644);
+    h.write(cfg(), `[server]\ntls_cert = "${cert}"\ntls_key = "${key}"\n`);
+    const r = await h.audit();
+    expect(r.report.findings.find((f) => f.path === key)).toMatchObject({ id: "control.readable", severity: "critical" });
+    expect(r.report.findings.find((f) => f.path === cert)).toBeUndefined();
+    await h.audit(["--fix"]);
+    expect(mode(key)).toBe(0o600);
+    expect(mode(cert)).toBe(0o644);
+  });
+
+  it("config.invalid: a config that does not parse is critical", async () => {
+    h.write(cfg(), "[server\n");
+    expect((await h.audit()).find("config.invalid")).toMatchObject({ severity: "critical", fixable: false });
+  });
+});
+
+describe("secrets", () => {
+  const token = `ghp_${"A1b2C3d4E5".repeat(4)}`;
+  it("secrets.literal: a credential written in the config is critical, named by line, never printed", async () => {
+    h.write(cfg(), `[mcp_servers.gh]\ncommand = ["/usr/bin/gh-mcp"]\nset_env = { GITHUB_TOKEN = "${token}" }\n`);
+    const r = await h.audit(["--fix"]);
+    const f = r.find("secrets.literal")!;
+    expect(f).toMatchObject({ severity: "critical", fixable: false, path: cfg() });
+    expect(f.detail).toContain("line 3");
+    expect(r.stdout).not.toContain(token);
+    const text = await runVak(["audit"], { cwd: h.workspace, env: h.env });
+    expect(text.stdout).not.toContain(token);
+  });
+
+  it("secrets.literal: in this repository's .vak/config.toml too", async () => {
+    h.write(join(h.workspace, ".vak", "config.toml"), `[mcp_servers.x]\ncommand = ["/bin/x"]\nset_env = { K = "sk-proj-${"x".repeat(40)}" }\n`);
+    expect((await h.audit()).find("secrets.literal")?.path).toBe(join(h.workspace, ".vak", "config.toml"));
+  });
+
+  it("secrets.unresolved: a reference to a secret that is not in the store", async () => {
+    h.write(cfg(), `[mcp_servers.gh]\ncommand = ["/usr/bin/gh-mcp"]\nsecrets = [{ ref = "secret:NOPE", env = "GITHUB_TOKEN" }, { ref = "env:VAK_AUDIT_UNSET", env = "B" }]\n`);
+    const r = await h.audit();
+    const found = r.report.findings.filter((f) => f.id === "secrets.unresolved");
+    expect(found).toHaveLength(2);
+    expect(found[0]!.detail).toContain("secret:NOPE");
+  });
+
+  it("secrets.cmd-not-absolute: a password-manager command found through PATH", async () => {
+    h.write(cfg(), `[secret_commands]\ngh = ["pass", "show", "github"]\nok = ["/usr/bin/pass", "show", "x"]\n`);
+    const r = await h.audit();
+    expect(r.report.findings.filter((f) => f.id === "secrets.cmd-not-absolute").map((f) => f.detail)).toEqual([expect.stringContaining("secret_commands.gh")]);
+  });
+});
+
+describe("broad rules", () => {
+  it("rules.*: the home directory, the root, Vak's own state, a wildcard host and exec approvals off", async () => {
+    h.write(cfg(), [
+      "[approvals]", 'exec = "allow"',
+      "[mcp_servers.wide]", 'command = ["/bin/srv"]', 'mode = "workspace-write"', 'write = ["~"]', 'read = ["/"]', 'net = ["*", "read:*.com"]',
+      "[mcp_servers.own]", 'command = ["/bin/srv"]', `read = ["${join(h.state, "vak")}"]`,
+      "[mcp_servers.fine]", 'command = ["/bin/srv"]', 'read = ["/usr/share/doc"]', 'net = ["api.github.com"]',
+    ].join("\n"));
+    const r = await h.audit(["--fix"]);
+    expect(r.find("rules.grant-home")).toMatchObject({ severity: "critical", fixable: false });
+    expect(r.find("rules.grant-root")).toMatchObject({ severity: "warn" });
+    expect(r.report.findings.filter((f) => f.id === "rules.net-wildcard")).toHaveLength(2);
+    expect(r.find("rules.grant-vak-dirs")!.title).toContain("own");
+    expect(r.find("rules.approvals-exec-allow")).toMatchObject({ severity: "warn" });
+    expect(r.report.findings.some((f) => f.title.includes("fine"))).toBe(false);
+  });
+});
+
+describe("the record", () => {
+  /** A journal with a few events in it: what --fix writes when it narrows a mode. */
+  async function journalWithEvents() {
+    h.write(cfg(), "", 0o644);
+    await h.audit(["--fix"]);
+    return join(h.state, "vak", "journal.db");
+  }
+
+  it("record.chain-broken: an event changed outside Vak breaks the chain, and audit says so", async () => {
+    const path = await journalWithEvents();
+    expect((await h.audit()).ids).not.toContain("record.chain-broken");
+    const db = new Database(path);
+    db.exec("DROP TRIGGER events_no_update");
+    db.prepare("UPDATE events SET payload = ? WHERE kind = 'audit.fixed'").run(JSON.stringify({ check: "x", path: "/", from: "0", to: "0" }));
+    db.close();
+    const r = await h.audit(["--fix"]);
+    expect(r.find("record.chain-broken")).toMatchObject({ severity: "critical", fixable: false });
+  });
+
+  it("record.retention: sessions older than journal.retention_days", async () => {
+    const path = await journalWithEvents();
+    h.write(cfg(), "[journal]\nretention_days = 1\n");
+    expect((await h.audit()).ids).not.toContain("record.retention");
+    const db = new Database(path);
+    db.prepare("UPDATE sessions SET started = ?").run(new Date(Date.now() - 5 * 86_400_000).toISOString());
+    db.close();
+    expect((await h.audit()).find("record.retention")).toMatchObject({ severity: "warn" });
+  });
+
+  it("record.spool-backlog: a finished session's spool not yet ingested", async () => {
+    h.write(join(h.state, "vak", "spool", "s1.123.done.jsonl"), "");
+    const r = await h.audit();
+    expect(r.find("record.spool-backlog")).toMatchObject({ severity: "warn", fixable: false });
+  });
+});
+
+describe("exposure", () => {
+  it("exposure.invalid: a bind beyond loopback without trusted_hosts is what vak serve refuses", async () => {
+    h.write(cfg(), '[server]\nhost = "0.0.0.0"\n');
+    expect((await h.audit()).find("exposure.invalid")).toMatchObject({ severity: "critical", fixable: false });
+  });
+
+  it("exposure.not-loopback and exposure.tls-by-proxy: an exposed bind is a warning", async () => {
+    h.write(cfg(), '[server]\nhost = "0.0.0.0"\ntrusted_hosts = ["vak.example.internal"]\ntls_terminated_by_proxy = true\nterminal = true\n');
+    const r = await h.audit();
+    expect(r.find("exposure.not-loopback")).toMatchObject({ severity: "warn" });
+    expect(r.find("exposure.tls-by-proxy")).toMatchObject({ severity: "info" });
+    expect(r.find("exposure.terminal")).toMatchObject({ severity: "info" });
+  });
+
+  describe("--deep", () => {
+    let fake: Server | undefined;
+    afterEach(() => new Promise<void>((resolve) => (fake ? fake.close(() => resolve()) : resolve())));
+
+    it("exposure.deep-foreign-host and -origin: a server on the configured port that answers anyone is critical", async () => {
+      fake = createServer((_q, s) => s.end("ok"));
+      await new Promise<void>((resolve) => fake!.listen(0, "127.0.0.1", resolve));
+      h.write(cfg(), `[server]\nport = ${(fake.address() as AddressInfo).port}\n`);
+      expect((await h.audit()).ids.filter((i) => i.startsWith("exposure.deep"))).toEqual([]);
+      const r = await h.audit(["--deep"]);
+      expect(r.find("exposure.deep-foreign-host")).toMatchObject({ severity: "critical" });
+      expect(r.find("exposure.deep-foreign-origin")).toMatchObject({ severity: "critical" });
+      expect(r.report.deep).toBe(true);
+    });
+
+    it("a real vak serve refuses both: no deep finding", async () => {
+      const probe = createServer();
+      await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+      const port = (probe.address() as AddressInfo).port;
+      await new Promise<void>((resolve) => probe.close(() => resolve()));
+      const served = await serve({ workspace: h.workspace, config: `[server]\nport = ${port}\n` });
+      try {
+        h.write(cfg(), `[server]\nport = ${port}\n`);
+        const r = await h.audit(["--deep"]);
+        expect(r.ids.filter((i) => i.startsWith("exposure.deep"))).toEqual([]);
+      } finally {
+        await served.close();
+      }
+    });
+
+    it("exposure.deep-not-running: nothing on the port is only information", async () => {
+      h.write(cfg(), "[server]\nport = 1\n");
+      expect((await h.audit(["--deep"])).find("exposure.deep-not-running")).toMatchObject({ severity: "info" });
+    });
+  });
+});
+
+describe("trust and drift", () => {
+  it("trust.unpinned-package: npx -y PKG without a version; an exact version is not a finding", async () => {
+    h.write(cfg(), ['[mcp_servers.fs]', 'command = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/tmp"]',
+      '[mcp_servers.pinned]', 'command = ["npx", "-y", "@modelcontextprotocol/server-filesystem@2025.8.21"]',
+      '[mcp_servers.latest]', 'command = ["/usr/bin/npx", "some-server@latest"]'].join("\n"));
+    const r = await h.audit();
+    const found = r.report.findings.filter((f) => f.id === "trust.unpinned-package");
+    expect(found.map((f) => f.title)).toEqual([expect.stringContaining(" fs "), expect.stringContaining(" latest ")]);
+  });
+
+  it("trust.pin-drift: a tool whose definition changed since it was pinned waits for vak mcp trust", async () => {
+    const entry = { digest: "0".repeat(64), definition: { name: "read" }, at: new Date().toISOString() };
+    h.write(join(h.state, "vak", "mcp", "pins", pinFileName("fs")), JSON.stringify({ v: 1, server: "fs", command: ["/bin/fs"], created: entry.at, tools: { read: entry }, pending: { read: { ...entry, why: "changed" } } }));
+    const r = await h.audit();
+    expect(r.find("trust.pin-drift")).toMatchObject({ severity: "warn", fixable: false });
+    expect(r.find("trust.pin-drift")!.fix).toContain("vak mcp trust fs");
+  });
+});
+
+describe("Vak's own installation", () => {
+  it("install.writable: a copy of Vak with a world-writable dist file is critical; --fix removes the write bits", async () => {
+    const pkg = join(h.root, "pkg");
+    for (const part of ["package.json", "bin", "dist", "build/Release/vak-launcher", "build/Release/vak-engine.node"]) cpSync(join(ROOT, part), join(pkg, part), { recursive: true });
+    symlinkSync(join(ROOT, "node_modules"), join(pkg, "node_modules"));
+    const victim = join(pkg, "dist", "cli", "audit.js");
+    chmodSync(victim, 0o666);
+    const bin = join(pkg, "bin", "vak.cjs");
+    // The copy's own CLI: it audits the installation it runs from.
+    const vak = async (args: string[]) => {
+      const r = spawnSync(process.execPath, [bin, "audit", "--json", ...args], { cwd: h.workspace, env: h.env, encoding: "utf8" });
+      return { code: r.status, report: JSON.parse(r.stdout.trim()) as { findings: { id: string; severity: string; fixable: boolean; detail: string }[] } };
+    };
+    const before = await vak([]);
+    const f = before.report.findings.find((x) => x.id === "install.writable");
+    expect(f).toMatchObject({ severity: "critical", fixable: true });
+    expect(f!.detail).toContain(victim);
+    expect(before.code).toBe(1);
+    const after = await vak(["--fix"]);
+    expect(after.report.findings.map((x) => x.id)).not.toContain("install.writable");
+    expect(mode(victim)).toBe(0o644);
+    expect(h.fixedEvents()).toContainEqual({ check: "install.writable", path: victim, from: "0666", to: "0644" });
+    rmSync(pkg, { recursive: true, force: true });
+  });
+});
