@@ -1,11 +1,14 @@
+import { realpathSync } from "node:fs";
 import { type PinFile, PinStore } from "../mcp/pins.js";
+import { findProposals, ProposalApprovals } from "../mcp/proposals.js";
 import type { AuditContext } from "./context.js";
 import type { Check } from "./finding.js";
 
 /**
  * Trust and drift: MCP servers whose code is whatever a registry serves today
  * (`npx -y pkg` without a version), and tool definitions that changed after
- * they were pinned and wait for `vak mcp trust`.
+ * they were pinned and wait for `vak mcp trust`, and this repository's
+ * proposed MCP servers whose definition changed after it was approved.
  */
 const RUNNERS = new Set(["npx", "bunx", "pnpx", "uvx"]);
 
@@ -45,6 +48,37 @@ export function trustChecks(ctx: AuditContext): Check[] {
     if (pending.length)
       out.push({ id: "trust.pin-drift", severity: "warn", fixable: false, title: `tools of the MCP server ${f.server} changed after they were pinned`,
         detail: `${pending.map(([t, e]) => `${t} (${e.why})`).slice(0, 10).join(", ")}: withheld from every listing until you accept them`, fix: `review and accept with: vak mcp trust ${f.server}` });
+  }
+  out.push(...proposalChecks(ctx));
+  return out;
+}
+
+/** A repository's proposal approved at one hash that now has another: it does not start until approved again. */
+function proposalChecks(ctx: AuditContext): Check[] {
+  let ws: string;
+  try {
+    ws = realpathSync.native(ctx.workspace);
+  } catch {
+    return [];
+  }
+  let approved;
+  try {
+    approved = new ProposalApprovals(ctx.approvedPath).forWorkspace(ws);
+  } catch (e) {
+    return [{ id: "trust.approvals-damaged", severity: "warn", path: ctx.approvedPath, fixable: false, title: "the MCP approvals file cannot be read", detail: (e as Error).message, fix: `remove ${ctx.approvedPath} and approve again` }];
+  }
+  if (approved.length === 0) return [];
+  const out: Check[] = [];
+  const proposals = findProposals(ws);
+  for (const a of approved) {
+    const now = proposals.find((p) => p.name === a.name);
+    if (now && now.hash !== a.hash)
+      out.push({ id: "trust.proposal-changed", severity: "warn", path: `${ws}/${now.source}`, fixable: false, title: `the MCP server ${a.name} this repository proposes changed after you approved it`,
+        detail: `approved ${a.at} as defined in ${a.source}; its definition in ${now.source} has another hash now, so it does not start`, fix: `review it (vak mcp proposals), then: vak mcp approve ${a.name}` });
+    const pkg = now?.def ? unpinnedPackage(now.def.command) : undefined;
+    if (pkg)
+      out.push({ id: "trust.unpinned-package", severity: "warn", path: `${ws}/${now!.source}`, fixable: false, title: `the approved MCP server ${a.name} runs whatever version the registry serves`,
+        detail: `${now!.source} runs ${pkg} with no exact version: the approval covers the command line, not the code it downloads`, fix: `ask the repository to pin ${pkg.replace(/@[^@/]*$/, "")}@X.Y.Z` });
   }
   return out;
 }

@@ -118,6 +118,11 @@ export class ProposalApprovals {
     return r.data;
   }
 
+  /** The approvals recorded for one workspace (for `vak audit`: an approval whose definition changed since). */
+  forWorkspace(workspace: string): { name: string; hash: string; source: string; at: string }[] {
+    return this.load().approved.filter((a) => a.workspace === workspace).map(({ name, hash, source, at }) => ({ name, hash, source, at }));
+  }
+
   isApproved(workspace: string, p: Proposal): boolean {
     return this.load().approved.some((a) => a.workspace === workspace && a.name === p.name && a.hash === p.hash);
   }

@@ -304,6 +304,21 @@ describe("trust and drift", () => {
   });
 });
 
+describe("trust: this repository's approved proposals", () => {
+  it("trust.proposal-changed: an MCP server approved at one definition that the repository changed since", async () => {
+    const mcp = (args: string[]) => JSON.stringify({ mcpServers: { fs: { command: "npx", args } } });
+    h.write(join(h.workspace, ".mcp.json"), mcp(["-y", "@modelcontextprotocol/server-filesystem@2025.8.21", "."]), 0o644);
+    const approve = await runVak(["mcp", "approve", "fs", "--yes"], { cwd: h.workspace, env: h.env });
+    expect(approve.code, approve.stderr).toBe(0);
+    expect((await h.audit()).ids.filter((i) => i.startsWith("trust."))).toEqual([]);
+    h.write(join(h.workspace, ".mcp.json"), mcp(["-y", "@modelcontextprotocol/server-filesystem", "/"]), 0o644);
+    const r = await h.audit(["--fix"]);
+    expect(r.find("trust.proposal-changed")).toMatchObject({ severity: "warn", fixable: false, path: join(h.workspace, ".mcp.json") });
+    expect(r.find("trust.proposal-changed")!.fix).toContain("vak mcp approve fs");
+    expect(r.find("trust.unpinned-package")!.title).toContain("approved MCP server fs");
+  });
+});
+
 describe("Vak's own installation", () => {
   it("install.writable: a copy of Vak with a world-writable dist file is critical; --fix removes the write bits", async () => {
     const pkg = join(h.root, "pkg");
