@@ -248,6 +248,14 @@ describe("exposure", () => {
     expect(r.find("exposure.terminal")).toMatchObject({ severity: "info" });
   });
 
+  it("information only (the terminal on a loopback bind) leaves the exit status 0", async () => {
+    h.write(cfg(), "[server]\nterminal = true\n");
+    const r = await h.audit();
+    expect(r.find("exposure.terminal")).toMatchObject({ severity: "info" });
+    expect(r.code).toBe(0);
+    expect(r.report.ok).toBe(true);
+  });
+
   describe("--deep", () => {
     let fake: Server | undefined;
     afterEach(() => new Promise<void>((resolve) => (fake ? fake.close(() => resolve()) : resolve())));
