@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readFileSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
 import { Redactor } from "../secrets/redact.js";
 import { parseRef, SecretStore } from "../secrets/store.js";
@@ -12,10 +12,20 @@ import type { Check } from "./finding.js";
  * PATH can shadow). No value is ever printed: a finding names the file and
  * the line.
  */
+const MAX_FILE = 1 << 20;
+
 function literalLines(path: string): number[] {
   let text: string;
   try {
-    text = readFileSync(path, "utf8");
+    // Not through a link at the last component, and bounded: a repository chooses these files.
+    const fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    try {
+      const st = fstatSync(fd);
+      if (!st.isFile() || st.size > MAX_FILE) return [];
+      text = readFileSync(fd, "utf8");
+    } finally {
+      closeSync(fd);
+    }
   } catch {
     return [];
   }
@@ -25,7 +35,8 @@ function literalLines(path: string): number[] {
 
 export function secretChecks(ctx: AuditContext): Check[] {
   const out: Check[] = [];
-  for (const [path, tier] of [[ctx.configPath, "your config"], [join(ctx.workspace, ".vak", "config.toml"), "this repository's config"]] as const) {
+  const files: [string, string][] = [[ctx.configPath, "your config"], ...[".vak/config.toml", ".mcp.json", ".cursor/mcp.json", ".vscode/mcp.json"].map((f): [string, string] => [join(ctx.workspace, f), `this repository's ${f}`])];
+  for (const [path, tier] of files) {
     const lines = literalLines(path);
     if (lines.length)
       out.push({ id: "secrets.literal", severity: "critical", path, fixable: false, title: `${tier} holds what looks like a credential`,

@@ -165,6 +165,11 @@ describe("secrets", () => {
     expect((await h.audit()).find("secrets.literal")?.path).toBe(join(h.workspace, ".vak", "config.toml"));
   });
 
+  it("secrets.literal: a key in the repository's .mcp.json env", async () => {
+    h.write(join(h.workspace, ".mcp.json"), JSON.stringify({ mcpServers: { x: { command: "x", env: { KEY: `AKIA${"ABCDEFGHIJKLMNOP"}` } } } }), 0o644);
+    expect((await h.audit()).find("secrets.literal")?.path).toBe(join(h.workspace, ".mcp.json"));
+  });
+
   it("secrets.unresolved: a reference to a secret that is not in the store", async () => {
     h.write(cfg(), `[mcp_servers.gh]\ncommand = ["/usr/bin/gh-mcp"]\nsecrets = [{ ref = "secret:NOPE", env = "GITHUB_TOKEN" }, { ref = "env:VAK_AUDIT_UNSET", env = "B" }]\n`);
     const r = await h.audit();
@@ -225,6 +230,22 @@ describe("the record", () => {
     db.prepare("UPDATE sessions SET started = ?").run(new Date(Date.now() - 5 * 86_400_000).toISOString());
     db.close();
     expect((await h.audit()).find("record.retention")).toMatchObject({ severity: "warn" });
+  });
+
+  // A small file system of its own, in a mount namespace of this one process (nothing else sees it).
+  it.runIf(isRoot)("record.disk-space: a journal on a nearly full file system", async () => {
+    const small = join(h.root, "small");
+    mkdirSync(small, { mode: 0o700 });
+    const r = spawnSync("unshare", ["-m", "--propagation", "private", "sh", "-c", 'mount -t tmpfs -o size=64m,mode=0700 vak-audit-small "$1" && exec "$2" "$3" audit --json', "sh", small, process.execPath, join(ROOT, "bin", "vak.cjs")],
+      { cwd: h.workspace, env: { ...h.env, VAK_JOURNAL: join(small, "journal.db") }, encoding: "utf8" });
+    const report = JSON.parse(r.stdout.trim()) as { findings: { id: string; severity: string; path?: string }[] };
+    expect(report.findings.find((f) => f.id === "record.disk-space")).toMatchObject({ severity: "critical", path: small });
+    expect(r.status).toBe(1);
+  });
+
+  it("record.unreadable: a journal that is not a database", async () => {
+    h.write(join(h.state, "vak", "journal.db"), "not sqlite at all, and long enough to be read as a header ".repeat(4));
+    expect((await h.audit()).find("record.unreadable")).toMatchObject({ severity: "critical", fixable: false });
   });
 
   it("record.spool-backlog: a finished session's spool not yet ingested", async () => {
@@ -327,6 +348,14 @@ describe("trust: this repository's approved proposals", () => {
   });
 });
 
+describe("trust: damaged approvals", () => {
+  it("trust.approvals-damaged: an approvals file that does not parse counts nothing as approved, and says so", async () => {
+    h.write(join(h.workspace, ".mcp.json"), JSON.stringify({ mcpServers: {} }), 0o644);
+    h.write(join(h.state, "vak", "mcp", "approved.json"), "{not json");
+    expect((await h.audit()).find("trust.approvals-damaged")).toMatchObject({ severity: "warn", fixable: false });
+  });
+});
+
 describe("Vak's own installation", () => {
   it("install.writable: a copy of Vak with a world-writable dist file is critical; --fix removes the write bits", async () => {
     const pkg = join(h.root, "pkg");
@@ -349,6 +378,13 @@ describe("Vak's own installation", () => {
     expect(after.report.findings.map((x) => x.id)).not.toContain("install.writable");
     expect(mode(victim)).toBe(0o644);
     expect(h.fixedEvents()).toContainEqual({ check: "install.writable", path: victim, from: "0666", to: "0644" });
+    if (isRoot) {
+      // install.owner: a part of it that another (non-root) user can change; not fixable.
+      chownSync(join(pkg, "package.json"), 65534, 65534);
+      const foreign = await vak(["--fix"]);
+      expect(foreign.report.findings.find((x) => x.id === "install.owner")).toMatchObject({ severity: "warn", fixable: false });
+      expect(statSync(join(pkg, "package.json")).uid).toBe(65534);
+    }
     rmSync(pkg, { recursive: true, force: true });
   });
 });
