@@ -1,4 +1,7 @@
-import { isAbsolute, resolve } from "node:path";
+import { realpathSync } from "node:fs";
+import { isAbsolute, join, resolve } from "node:path";
+import { findProposals, ProposalApprovals } from "../mcp/proposals.js";
+import type { McpServerDef } from "../policy/mcp-servers.js";
 import { isWithin } from "../policy/paths.js";
 import type { AuditContext } from "./context.js";
 import type { Check } from "./finding.js";
@@ -8,10 +11,11 @@ import type { Check } from "./finding.js";
  * directory, Vak's own directories, a network rule that matches every host,
  * and approvals turned off for commands. Each is legal; each is a question.
  */
-function expand(p: string, home: string): string {
+/** A grant's path as it will resolve: the home spellings expanded, a relative path against the workspace. */
+function expand(p: string, home: string, workspace: string): string {
   if (p === "~" || p === "$HOME" || p === "${HOME}") return home;
   for (const pre of ["~/", "$HOME/", "${HOME}/"]) if (p.startsWith(pre)) return resolve(home, p.slice(pre.length));
-  return isAbsolute(p) ? resolve(p) : p;
+  return isAbsolute(p) ? resolve(p) : resolve(workspace, p);
 }
 
 /** A net rule that matches every host, or every host of a top-level domain. */
@@ -21,31 +25,50 @@ export function wildcardNet(rule: string): boolean {
   return host === "*" || host === "*.*" || /^\*\.[a-z0-9-]+$/.test(host) || host === "0.0.0.0/0" || host === "::/0";
 }
 
+/** The MCP servers whose grants count: the user's own, and those of this repository the user approved (their grants come with the approval). */
+function grantedServers(ctx: AuditContext): { server: string; at: string; where: string; def: McpServerDef }[] {
+  const out = Object.entries(ctx.config?.mcp_servers ?? {}).map(([server, def]) => ({ server, at: `mcp_servers.${server}`, where: ctx.configPath, def }));
+  let ws: string;
+  try {
+    ws = realpathSync.native(ctx.workspace);
+  } catch {
+    return out;
+  }
+  let approved: { name: string; hash: string }[];
+  try {
+    approved = new ProposalApprovals(ctx.approvedPath).forWorkspace(ws);
+  } catch {
+    return out; // trust.approvals-damaged says so; nothing counts as approved
+  }
+  for (const p of findProposals(ws))
+    if (p.def && approved.some((a) => a.name === p.name && a.hash === p.hash)) out.push({ server: p.name, at: `${p.source}: ${p.name}`, where: join(ws, p.source), def: p.def });
+  return out;
+}
+
 export function ruleChecks(ctx: AuditContext): Check[] {
   const cfg = ctx.config;
   if (!cfg) return [];
   const out: Check[] = [];
   const own = [ctx.dirs.config, ctx.dirs.state, ctx.dirs.data, ctx.dirs.cache];
-  for (const [server, def] of Object.entries(cfg.mcp_servers)) {
-    const at = `mcp_servers.${server}`;
+  for (const { server, at, where, def } of grantedServers(ctx)) {
     for (const [key, write] of [["read", false], ["write", true]] as const) {
       for (const raw of def[key]) {
-        const p = expand(raw, ctx.home);
+        const p = expand(raw, ctx.home, ctx.workspace);
         const sev = write ? "critical" : "warn";
         if (p === "/")
-          out.push({ id: "rules.grant-root", severity: sev, path: ctx.configPath, fixable: false, title: `the MCP server ${server} is granted the whole file system`,
+          out.push({ id: "rules.grant-root", severity: sev, path: where, fixable: false, title: `the MCP server ${server} is granted the whole file system`,
             detail: `${at}.${key} = "${raw}": ${write ? "it can write" : "it can read"} every file the user can`, fix: `grant the directories it needs instead, in ${at}.${key}` });
         else if (p === ctx.home)
-          out.push({ id: "rules.grant-home", severity: sev, path: ctx.configPath, fixable: false, title: `the MCP server ${server} is granted the home directory`,
+          out.push({ id: "rules.grant-home", severity: sev, path: where, fixable: false, title: `the MCP server ${server} is granted the home directory`,
             detail: `${at}.${key} = "${raw}": ${write ? "it can write" : "it can read"} ${ctx.home} (keys, shell start-up files, other projects)`, fix: `grant the directories it needs instead, in ${at}.${key}` });
-        else if (isAbsolute(p) && own.some((d) => isWithin(d, p) || isWithin(p, d)))
-          out.push({ id: "rules.grant-vak-dirs", severity: "warn", path: ctx.configPath, fixable: false, title: `a grant of the MCP server ${server} reaches Vak's own directories`,
+        else if (own.some((d) => isWithin(d, p) || isWithin(p, d)))
+          out.push({ id: "rules.grant-vak-dirs", severity: "warn", path: where, fixable: false, title: `a grant of the MCP server ${server} reaches Vak's own directories`,
             detail: `${at}.${key} = "${raw}" covers Vak's config or state (${own.filter((d) => isWithin(d, p) || isWithin(p, d)).join(", ")}); they are held back from every sandbox, so the grant does less than it says`, fix: `narrow ${at}.${key}` });
       }
     }
     for (const rule of def.net)
       if (wildcardNet(rule))
-        out.push({ id: "rules.net-wildcard", severity: "warn", path: ctx.configPath, fixable: false, title: `the MCP server ${server} may reach any host`,
+        out.push({ id: "rules.net-wildcard", severity: "warn", path: where, fixable: false, title: `the MCP server ${server} may reach any host`,
           detail: `${at}.net = "${rule}" matches every host${rule.includes(".") ? " of a top-level domain" : ""}: whatever it reads, it can send anywhere`, fix: `list the exact hosts it needs in ${at}.net` });
   }
   if (cfg.approvals.exec === "allow")

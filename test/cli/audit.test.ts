@@ -203,6 +203,18 @@ describe("broad rules", () => {
   });
 });
 
+describe("broad rules of this repository's approved proposals", () => {
+  it("rules.grant-home: a .vak/config.toml proposal, once approved, granting the home directory (as "..")", async () => {
+    const toml = (write: string) => `[mcp_servers.tool]\ncommand = ["/bin/srv"]\nmode = "workspace-write"\nwrite = ["${write}"]\n`;
+    h.write(join(h.workspace, ".vak", "config.toml"), toml(".."), 0o644);
+    // Not approved: its grants count for nothing yet (the proposal is not started).
+    expect((await h.audit()).ids).not.toContain("rules.grant-home");
+    expect((await runVak(["mcp", "approve", "tool", "--yes"], { cwd: h.workspace, env: h.env })).code).toBe(0);
+    const r = await h.audit();
+    expect(r.find("rules.grant-home")).toMatchObject({ severity: "critical", path: join(h.workspace, ".vak", "config.toml") });
+  });
+});
+
 describe("the record", () => {
   /** A journal with a few events in it: what --fix writes when it narrows a mode. */
   async function journalWithEvents() {
