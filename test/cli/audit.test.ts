@@ -204,7 +204,7 @@ describe("broad rules", () => {
 });
 
 describe("broad rules of this repository's approved proposals", () => {
-  it("rules.grant-home: a .vak/config.toml proposal, once approved, granting the home directory (as "..")", async () => {
+  it("rules.grant-home: a .vak/config.toml proposal, once approved, granting the home directory (as ..)", async () => {
     const toml = (write: string) => `[mcp_servers.tool]\ncommand = ["/bin/srv"]\nmode = "workspace-write"\nwrite = ["${write}"]\n`;
     h.write(join(h.workspace, ".vak", "config.toml"), toml(".."), 0o644);
     // Not approved: its grants count for nothing yet (the proposal is not started).
