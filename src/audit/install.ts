@@ -33,7 +33,8 @@ export function installChecks(uid: number): Check[] {
   const paths: string[] = [i.root];
   for (const part of ["package.json", "bin", "dist", "build/Release/vak-launcher", "build/Release/vak-engine.node"]) walk(join(i.root, part), paths);
   paths.push(i.node);
-  const writable: Narrowing[] = [];
+  const mine: Narrowing[] = [];
+  const theirs: string[] = [];
   const foreign: string[] = [];
   let exampleMode = 0;
   for (const p of paths) {
@@ -46,17 +47,18 @@ export function installChecks(uid: number): Check[] {
     if (st.isSymbolicLink()) continue;
     if (st.uid !== uid && st.uid !== 0) foreign.push(`${p} (uid ${st.uid})`);
     if (st.mode & 0o022) {
-      if (writable.length === 0) exampleMode = st.mode;
-      if (st.uid === uid) writable.push({ path: p, bits: 0o022, dir: st.isDirectory() });
-      else foreign.push(`${p} (mode ${octal(st.mode)}, uid ${st.uid})`);
+      if (mine.length + theirs.length === 0) exampleMode = st.mode;
+      if (st.uid === uid) mine.push({ path: p, bits: 0o022, dir: st.isDirectory() });
+      else theirs.push(`${p} (uid ${st.uid})`);
     }
   }
   const out: Check[] = [];
+  const writable = [...mine.map((w) => w.path), ...theirs];
   if (writable.length)
-    out.push({ id: "install.writable", severity: "critical", path: writable[0]!.path, fixable: true, remove: writable,
+    out.push({ id: "install.writable", severity: "critical", path: mine[0]?.path ?? i.root, fixable: mine.length > 0, remove: mine.length ? mine : undefined,
       title: "Vak's installation is writable by others",
-      detail: `${writable.length} path${writable.length > 1 ? "s" : ""} of ${i.root} can be changed by their group or anyone (${writable.slice(0, 3).map((w) => w.path).join(", ")}${writable.length > 3 ? ", …" : ""}; mode ${octal(exampleMode)})`,
-      fix: `chmod -R go-w ${i.root} (vak audit --fix does this)` });
+      detail: `${writable.length} path${writable.length > 1 ? "s" : ""} of ${i.root} can be changed by their group or anyone (${writable.slice(0, 3).join(", ")}${writable.length > 3 ? ", …" : ""}; mode ${octal(exampleMode)})`,
+      fix: theirs.length ? `chmod -R go-w ${i.root} as the owner of each (${mine.length ? "vak audit --fix does yours; " : ""}the rest need their owner or root)` : `chmod -R go-w ${i.root} (vak audit --fix does this)` });
   if (foreign.length)
     out.push({ id: "install.owner", severity: "warn", path: i.root, fixable: false, title: "parts of Vak's installation belong to another user",
       detail: `${foreign.slice(0, 3).join(", ")}${foreign.length > 3 ? ", …" : ""}: that user can change what Vak runs`, fix: `reinstall Vak as yourself or as root (chown -R root: ${i.root})` });

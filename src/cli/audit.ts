@@ -13,7 +13,7 @@ export async function auditCommand(opts: { json?: boolean; fix?: boolean; deep?:
   const r = new Redactor();
   const clean = (s: string) => visible(r.text(s));
   if (opts.json) {
-    const safe = { ...report, findings: report.findings.map((f) => ({ ...f, title: r.text(f.title), detail: r.text(f.detail), fix: r.text(f.fix) })) };
+    const safe = { ...report, findings: report.findings.map((f) => ({ ...f, title: r.text(f.title), detail: r.text(f.detail), fix: r.text(f.fix), ...(f.path === undefined ? {} : { path: r.text(f.path) }) })) };
     process.stdout.write(`${JSON.stringify(safe)}\n`);
   } else {
     const out = (s: string) => process.stdout.write(`${clean(s)}\n`);
