@@ -63,6 +63,9 @@ describe("control files", () => {
     expect(mode(cfg())).toBe(0o600);
     expect(h.fixedEvents()).toEqual([{ check: "control.readable", path: cfg(), from: "0644", to: "0600" }]);
     expect((await runVak(["journal", "verify"], { cwd: h.workspace, env: h.env })).code).toBe(0);
+    const sessions = JSON.parse((await runVak(["journal", "list", "--json"], { cwd: h.workspace, env: h.env })).stdout) as { id: string; kind: string }[];
+    const shown = await runVak(["journal", "show", sessions.find((x) => x.kind === "audit")!.id], { cwd: h.workspace, env: h.env });
+    expect(shown.stdout).toContain(`control.readable: ${cfg()} 0644 → 0600`);
   });
 
   it("control.readable is critical for the secret store", async () => {
