@@ -75,6 +75,8 @@ try {
   const cands = [
     { name: "node -e 0", run: () => time(process.execPath, ["-e", "0"]) },
     { name: "vak exec -- /bin/true", run: () => time(process.execPath, [vak, "exec", "--", "/bin/true"], { cwd: ws }) },
+    // A typical daily profile: git's identity and npm's config (presets, TOML, composition).
+    { name: "vak exec --profile git,npm -- /bin/true", run: () => time(process.execPath, [vak, "exec", "--profile", "git,npm", "--", "/bin/true"], { cwd: ws }) },
   ];
   const which = (b) => {
     try {
@@ -100,6 +102,8 @@ try {
   await egressBench({ vak, env });
   const { mcpBench } = await import("./mcp.js");
   await mcpBench({ root: ROOT, env });
+  const { explainBench } = await import("./explain.js");
+  await explainBench({ vak, env });
   const { tlsBench } = await import("./tls.js");
   await tlsBench({ vak, env });
 } finally {

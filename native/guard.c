@@ -18,8 +18,8 @@
  * operation itself (guard_open.c, guard_files.c, guard_sockets.c), relative to
  * directory fds it holds, without following links on the last component. The
  * result (or a new fd, installed atomically) goes back to the caller. It never
- * answers CONTINUE, so rewriting the caller's memory after the check changes
- * nothing.
+ * answers CONTINUE to a write, so rewriting the caller's memory after the check
+ * changes nothing (only --explain's lookups continue: guard_explain.c).
  *
  * The guard runs inside the same Landlock domain and mount view as the sandbox,
  * with the same uid: it cannot do anything the sandbox could not do itself. */
@@ -71,7 +71,7 @@ static const struct guard_op *find_op(int nr) {
   const struct {
     const struct guard_op *ops;
     unsigned n;
-  } tables[] = {{OPEN_OPS, NOPEN_OPS}, {FILE_OPS, NFILE_OPS}, {SOCKET_OPS, NSOCKET_OPS}};
+  } tables[] = {{OPEN_OPS, NOPEN_OPS}, {FILE_OPS, NFILE_OPS}, {SOCKET_OPS, NSOCKET_OPS}, {REFUSAL_OPS, NREFUSAL_OPS}};
   for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++)
     for (unsigned i = 0; i < tables[t].n; i++)
       if (tables[t].ops[i].nr == nr) return &tables[t].ops[i];
@@ -79,6 +79,7 @@ static const struct guard_op *find_op(int nr) {
 }
 
 static void handle(struct call *c) {
+  if (explain_lookup(c)) return;
   const struct guard_op *op = find_op(c->req->data.nr);
   if (!op) {
     /* The filter handed over a call no handler knows: refuse it. */
@@ -98,6 +99,7 @@ static void handle(struct call *c) {
 void guard_run(const struct plan *p, int listener) {
   /* Keep sandboxed processes (same uid) out of our memory and fds. */
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) die_step("guard", "PR_SET_DUMPABLE: %s", strerror(errno));
+  prctl(PR_SET_NAME, "vak-guard", 0, 0, 0);
   struct sigaction sa = {.sa_handler = SIG_IGN, .sa_flags = SA_NOCLDWAIT};
   sigaction(SIGCHLD, &sa, NULL);
   struct seccomp_notif_sizes sizes;

@@ -54,6 +54,9 @@ void respond(struct call *c, long long val, int err);
 void respond_fd(struct call *c, int fd, int flags);
 void log_denial(struct call *c, const char *path, const char *why);
 
+/* guard_explain.c: --explain's lookups, answered CONTINUE; 1 when this call was one */
+int explain_lookup(struct call *c);
+
 /* guard_caller.c: reading the caller */
 int read_mem(pid_t tid, __u64 addr, void *buf, size_t len);
 int read_str(pid_t tid, __u64 addr, char *buf, size_t cap);
@@ -103,5 +106,8 @@ extern const struct guard_op FILE_OPS[];
 extern const unsigned NFILE_OPS;
 extern const struct guard_op SOCKET_OPS[];
 extern const unsigned NSOCKET_OPS;
+/* guard_refusals.c: calls it only refuses, to say why (a nested namespace). */
+extern const struct guard_op REFUSAL_OPS[];
+extern const unsigned NREFUSAL_OPS;
 
 #endif

@@ -144,7 +144,22 @@ static int do_bind(struct call *c, int sock, const struct sockaddr_storage *ss, 
                    struct target *t) {
   int r = abstract_allowed(c, ss, len, path);
   if (r) return r;
-  if (!path[0]) return RESULT(bind(sock, (const struct sockaddr *)ss, len));
+  if (!path[0]) {
+    r = RESULT(bind(sock, (const struct sockaddr *)ss, len));
+    int type = 0;
+    socklen_t tl = sizeof type;
+    /* Landlock allows no TCP port to be bound: say so, rather than leave a server failing with EACCES. */
+    int port = ss->ss_family == AF_INET ? ntohs(((const struct sockaddr_in *)ss)->sin_port)
+               : ss->ss_family == AF_INET6 ? ntohs(((const struct sockaddr_in6 *)ss)->sin6_port) : 0;
+    /* Port 0 is a probe (urllib3 binds [::1]:0 to see whether there is IPv6), not a server: no line for it. */
+    if (r == -EACCES && port != 0 && getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM) {
+      char where[INET6_ADDRSTRLEN + 16] = "", addr[INET6_ADDRSTRLEN] = "";
+      inet_ntop(ss->ss_family, ss->ss_family == AF_INET ? (const void *)&((const struct sockaddr_in *)ss)->sin_addr : (const void *)&((const struct sockaddr_in6 *)ss)->sin6_addr, addr, sizeof addr);
+      snprintf(where, sizeof where, "%s:%d", addr, port);
+      log_denial(c, where, "listening for TCP connections: nothing can connect to a sandbox, so no TCP port may be bound inside it");
+    }
+    return r;
+  }
   r = resolve(c, AT_FDCWD, path, 0, t);
   if (r) return r;
   if (t->parent < 0 || t->obj >= 0) return -EADDRINUSE;

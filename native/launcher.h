@@ -47,6 +47,7 @@ struct plan {
   int use_ns;          /* 1: namespaces and a private mount view; 0: reduced mode */
   int guard;           /* run the write guard (seccomp user notification) */
   int allow_inet;      /* inet sockets permitted (only inside a private netns) */
+  int explain;         /* --explain: report paths the command looked for that are not in its view */
   const char *net_gate; /* host directory holding the egress gate's socket; NULL: no network */
   int net_port;         /* the relay's port on the sandbox's loopback */
   char net_token[72];   /* names this worker to the gate; read from --net-token-fd */
@@ -101,6 +102,10 @@ void restrict_relay_landlock(void);
 
 /* relay.c */
 void relay_run(const struct plan *p, int gate_dirfd, const char *token) __attribute__((noreturn));
+
+/* resolver.c: the sandbox's own DNS server on 127.0.0.1:53, which answers every name at once */
+void resolver_sockets(int fds[2]);
+void resolver_run(const struct plan *p, int fds[2]) __attribute__((noreturn));
 
 /* seccomp.c: the table of rules (bpf.h) and its installation */
 struct sc_filter;

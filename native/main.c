@@ -186,11 +186,26 @@ static int init_main(const struct plan *p, int sync_rd, const struct streams *st
   const char *host = p->hostname ? p->hostname : "vak";
   if (sethostname(host, strlen(host)) != 0) die_step("uts", "sethostname: %s", strerror(errno));
   bring_loopback_up();
+  {
+    /* Name lookups fail at once and say which name (resolver.c); bound here, before the command exists. */
+    int dns[2];
+    resolver_sockets(dns);
+    pid_t resolver = fork();
+    if (resolver < 0) die_step("network", "fork resolver: %s", strerror(errno));
+    if (resolver == 0) {
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) _exit(EXIT_SETUP);
+      prctl(PR_SET_NAME, "vak-resolver", 0, 0, 0); /* told apart from the guard in ps and tests */
+      resolver_run(p, dns);
+    }
+    close(dns[0]);
+    if (dns[1] >= 0) close(dns[1]);
+  }
   if (gate_dir >= 0) {
     pid_t relay = fork();
     if (relay < 0) die_step("network", "fork relay: %s", strerror(errno));
     if (relay == 0) {
       if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) _exit(EXIT_SETUP);
+      prctl(PR_SET_NAME, "vak-relay", 0, 0, 0);
       relay_run(p, gate_dir, p->net_token);
     }
     close(gate_dir);

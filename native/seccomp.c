@@ -61,6 +61,9 @@
 
 #define EPERM_ALL(call, why_) RULE(call, W_ALL, ERR(EPERM), why_)
 #define GUARDED(call, why_) RULE(call, W_COMMAND | W_GUARD, NOTIFY, why_)
+/* --explain: every other open (flags & 0 == 0 always holds) goes to the guard, which lets it go on. */
+#define EXPLAINED(flags_arg) CLAUSE(W_EXPLAIN, NOTIFY, MASKED(flags_arg, 0, 0))
+#define LOOKUP(call) RULE(call, W_COMMAND | W_GUARD | W_EXPLAIN, NOTIFY, "--explain: a lookup, reported when it misses")
 #define REDUCED_IPC(call) RULE(call, W_REDUCED, ERR(EPERM), "reduced mode: the host's IPC objects")
 /* Reduced mode: only the caller itself (0) may be named. */
 #define SELF_ONLY(call, arg) \
@@ -124,12 +127,15 @@ static const struct sc_rule RULES[] = {
     EPERM_ALL(lookup_dcookie, "kernel profiling"),
     EPERM_ALL(nfsservctl, "obsolete"),
 
-    CHECKED(unshare, W_ALL, ALLOW, "no namespace of its own", CLAUSE(W_ALL, ERR(EPERM), ANY(0, NS_FLAGS))),
+    /* Refused; where the guard runs, it refuses them itself, to say so (guard_refusals.c). */
+    CHECKED(unshare, W_ALL, ALLOW, "no namespace of its own",
+            CLAUSE(W_COMMAND | W_GUARD, NOTIFY, ANY(0, NS_FLAGS)), CLAUSE(W_ALL, ERR(EPERM), ANY(0, NS_FLAGS))),
     /* A later USER_NOTIF filter takes precedence over ours, and its supervisor
      * could answer CONTINUE: no sandboxed process may install one. */
     CHECKED(seccomp, W_ALL, ALLOW, "no listener that could answer CONTINUE for the guard",
             CLAUSE(W_ALL, ERR(EPERM), ANY(1, SECCOMP_FILTER_FLAG_NEW_LISTENER))),
-    CHECKED(clone, W_ALL, ALLOW, "no namespace of its own", CLAUSE(W_ALL, ERR(EPERM), ANY(0, NS_FLAGS))),
+    CHECKED(clone, W_ALL, ALLOW, "no namespace of its own",
+            CLAUSE(W_COMMAND | W_GUARD, NOTIFY, ANY(0, NS_FLAGS)), CLAUSE(W_ALL, ERR(EPERM), ANY(0, NS_FLAGS))),
     /* No faking terminal input, no console or line-discipline tricks on a
      * terminal, and no file attributes that the guard cannot see (immutable
      * and append-only flags, project ids, verity, encryption policies). */
@@ -145,15 +151,25 @@ static const struct sc_rule RULES[] = {
             CLAUSE(W_ALL, ERR(EPERM), EQ(1, 0x40047602 /* FS_IOC32_SETVERSION */))),
     /* Unix stream and seqpacket always; inet TCP only with a network grant
      * (and then only inside the private network namespace, where the only way
-     * out is the relay to the egress gate); unix datagrams (SOCK_DGRAM, and
-     * SOCK_RAW, which the kernel turns into one), UDP, netlink, packet and the
-     * rest never. A unix datagram socket can sendto() any socket path without
-     * connect(), which is what the guard checks; UDP would be DNS. */
-    CHECKED(socket, W_ALL, ERR(EACCES), "only unix streams, and TCP with a network grant",
+     * out is the relay to the egress gate); UDP only inside that namespace,
+     * which has nothing but loopback (no route, so a datagram cannot leave;
+     * the sandbox's own resolver on 127.0.0.1:53 answers every name at once);
+     * unix datagrams (SOCK_DGRAM, and SOCK_RAW, which the kernel turns into
+     * one), netlink, packet and the rest never. A unix datagram socket can
+     * sendto() any socket path without connect(), which is what the guard
+     * checks. Reduced mode has no namespace of its own: no UDP there. */
+    CHECKED(socket, W_ALL, ERR(EACCES), "only unix streams, TCP with a network grant, UDP inside the private network namespace",
             CLAUSE(W_ALL, ALLOW, EQ(0, AF_UNIX), MASKED(1, 0xf, SOCK_STREAM)),
             CLAUSE(W_ALL, ALLOW, EQ(0, AF_UNIX), MASKED(1, 0xf, SOCK_SEQPACKET)),
+            CLAUSE(W_REDUCED, ERR(EACCES), EQ(0, AF_INET), MASKED(1, 0xf, SOCK_DGRAM)),
+            CLAUSE(W_REDUCED, ERR(EACCES), EQ(0, AF_INET6), MASKED(1, 0xf, SOCK_DGRAM)),
+            CLAUSE(W_ALL, ALLOW, EQ(0, AF_INET), MASKED(1, 0xf, SOCK_DGRAM)),
+            CLAUSE(W_ALL, ALLOW, EQ(0, AF_INET6), MASKED(1, 0xf, SOCK_DGRAM)),
             CLAUSE(W_INET, ALLOW, EQ(0, AF_INET), MASKED(1, 0xf, SOCK_STREAM)),
-            CLAUSE(W_INET, ALLOW, EQ(0, AF_INET6), MASKED(1, 0xf, SOCK_STREAM))),
+            CLAUSE(W_INET, ALLOW, EQ(0, AF_INET6), MASKED(1, 0xf, SOCK_STREAM)),
+            /* Without a grant: refused by the guard, which says so (guard_refusals.c). */
+            CLAUSE(W_COMMAND | W_GUARD, NOTIFY, EQ(0, AF_INET), MASKED(1, 0xf, SOCK_STREAM)),
+            CLAUSE(W_COMMAND | W_GUARD, NOTIFY, EQ(0, AF_INET6), MASKED(1, 0xf, SOCK_STREAM))),
     CHECKED(socketpair, W_ALL, ERR(EACCES), "only unix streams (Node's child processes and IPC need them)",
             CLAUSE(W_ALL, ALLOW, EQ(0, AF_UNIX), MASKED(1, 0xf, SOCK_STREAM)),
             CLAUSE(W_ALL, ALLOW, EQ(0, AF_UNIX), MASKED(1, 0xf, SOCK_SEQPACKET))),
@@ -177,8 +193,12 @@ static const struct sc_rule RULES[] = {
 
     /* Path-taking writes the guard performs on the caller's behalf; a socket
      * path is a path too: host services are reached through it. */
-    CHECKED(open, W_COMMAND | W_GUARD, ALLOW, "opens for writing", CLAUSE(W_ALL, NOTIFY, ANY(1, WRITE_OPEN_FLAGS))),
-    CHECKED(openat, W_COMMAND | W_GUARD, ALLOW, "opens for writing", CLAUSE(W_ALL, NOTIFY, ANY(2, WRITE_OPEN_FLAGS))),
+    CHECKED(open, W_COMMAND | W_GUARD, ALLOW, "opens for writing", CLAUSE(W_ALL, NOTIFY, ANY(1, WRITE_OPEN_FLAGS)), EXPLAINED(1)),
+    CHECKED(openat, W_COMMAND | W_GUARD, ALLOW, "opens for writing", CLAUSE(W_ALL, NOTIFY, ANY(2, WRITE_OPEN_FLAGS)), EXPLAINED(2)),
+    /* --explain only: lookups, seen by the guard and let go on (CONTINUE: the kernel does
+     * what it would have done without the filter; nothing the guard decides rests on them). */
+    LOOKUP(stat), LOOKUP(lstat), LOOKUP(newfstatat), LOOKUP(statx), LOOKUP(access), LOOKUP(faccessat), LOOKUP(faccessat2),
+    LOOKUP(execve), LOOKUP(readlink), LOOKUP(readlinkat),
     GUARDED(creat, "creates"), GUARDED(mkdir, "creates"), GUARDED(mkdirat, "creates"), GUARDED(mknod, "creates"),
     GUARDED(mknodat, "creates"), GUARDED(symlink, "creates"), GUARDED(symlinkat, "creates"), GUARDED(link, "creates"),
     GUARDED(linkat, "creates"), GUARDED(rename, "moves"), GUARDED(renameat, "moves"), GUARDED(renameat2, "moves"),
@@ -206,7 +226,7 @@ const struct sc_filter *seccomp_table(void) { return &FILTER; }
 
 unsigned seccomp_conditions(const struct plan *p, int for_guard) {
   unsigned w = (p->use_ns ? 0 : W_REDUCED) | (p->allow_inet ? W_INET : 0);
-  if (!for_guard) w |= W_COMMAND | (p->guard ? W_GUARD : 0);
+  if (!for_guard) w |= W_COMMAND | (p->guard ? W_GUARD : 0) | (p->guard && p->explain ? W_EXPLAIN : 0);
   return w;
 }
 

@@ -34,14 +34,14 @@ function warmWorker(worker) {
 }
 
 /** Plans (never launches) a sandbox for a scratch repository, so that the cache holds what planning runs. */
-function warmPlan(cli) {
+async function warmPlan(cli) {
   const dir = mkdtempSync(join(tmpdir(), "vak-cache-plan-"));
   try {
     mkdirSync(join(dir, ".git", "hooks"), { recursive: true });
     writeFileSync(join(dir, ".git", "HEAD"), "ref: refs/heads/main\n");
     writeFileSync(join(dir, ".git", "config"), '[core]\n\tbare = false\n\thooksPath = "hooks" ; a comment\n[alias]\n\tx = !tools/x.sh\n');
     mkdirSync(join(dir, "sub", ".vscode"), { recursive: true });
-    cli.warmUp(dir);
+    await cli.warmUp(dir);
   } catch {
     // a cache without planning in it costs only time
   } finally {
@@ -50,17 +50,42 @@ function warmPlan(cli) {
 }
 
 const dist = join(__dirname, "..", "dist");
-const files = [
-  ...readdirSync(join(dist, "bin")).filter((n) => n.endsWith(".cjs")).map((n) => join(dist, "bin", n)),
-  join(dist, "runtime", "worker.cjs"),
-];
-for (const filename of files) {
-  const script = new Script(Module.wrap(readFileSync(filename, "utf8")), { filename });
+const BUNDLE = join(dist, "bin");
+
+/**
+ * The CLI bundle is one entry and its chunks. Each is compiled here as
+ * bin/vak.cjs compiles it (a Script per file), and its cache is made only
+ * after the warm-up has run, so that a chunk the warm-up required (planning,
+ * profiles, the TOML parser) is cached with the functions it ran, not just its
+ * top level.
+ */
+async function main() {
+  const scripts = new Map();
+  const plain = Module._extensions[".cjs"] ?? Module._extensions[".js"];
+  Module._extensions[".cjs"] = function compileTracked(module, filename) {
+    if (dirname(filename) !== BUNDLE) return plain(module, filename);
+    const script = new Script(Module.wrap(readFileSync(filename, "utf8")), { filename });
+    scripts.set(filename, script);
+    script.runInThisContext()(module.exports, Module.createRequire(filename), module, filename, dirname(filename));
+  };
+  const cli = require(join(BUNDLE, "vak.cjs"));
+  if (typeof cli.warmUp === "function") await warmPlan(cli);
+  // Every other chunk too (those the warm-up did not reach: a cache of their top level).
+  for (const n of readdirSync(BUNDLE).filter((n) => n.endsWith(".cjs"))) require(join(BUNDLE, n));
+  for (const [filename, script] of scripts) writeFileSync(`${filename}.cache`, script.createCachedData());
+  Module._extensions[".cjs"] = plain;
+
+  const worker = join(dist, "runtime", "worker.cjs");
+  const script = new Script(Module.wrap(readFileSync(worker, "utf8")), { filename: worker });
   const mod = { exports: {} };
-  script.runInThisContext()(mod.exports, Module.createRequire(filename), mod, filename, dirname(filename));
-  if (filename.endsWith("worker.cjs")) warmWorker(mod.exports);
-  if (typeof mod.exports.warmUp === "function") warmPlan(mod.exports);
-  writeFileSync(`${filename}.cache`, script.createCachedData());
+  script.runInThisContext()(mod.exports, Module.createRequire(worker), mod, worker, dirname(worker));
+  warmWorker(mod.exports);
+  writeFileSync(`${worker}.cache`, script.createCachedData());
+
+  copyFileSync(join(__dirname, "worker-boot.cjs"), join(dist, "runtime", "worker-boot.cjs"));
 }
 
-copyFileSync(join(__dirname, "worker-boot.cjs"), join(dist, "runtime", "worker-boot.cjs"));
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -11,10 +11,13 @@ import { hostFacts } from "../sandbox/host.js";
 import { parseRef, resolveRef } from "../secrets/store.js";
 import { visible } from "./visible.js";
 import { VakError } from "../policy/errors.js";
+import { checkEnvRecipient } from "../secrets/grant.js";
+import * as configFiles from "./exec-config.js";
+import { createStatePaths, resolveGrantsWith } from "./exec-grants.js";
 
 /** The grant flags `vak exec`, `vak run` and `vak` share (see grantFlags in main.ts). */
 export interface GrantFlags {
-  mode: string;
+  mode?: string;
   fullAccess?: boolean;
   workspace?: string;
   allowRead?: string[];
@@ -23,6 +26,7 @@ export interface GrantFlags {
   denyWrite?: string[];
   allowNet?: string[];
   denyNet?: string[];
+  profile?: string[];
   sandbox: string;
 }
 
@@ -48,33 +52,49 @@ export function sessionOptions(flags: AgentFlags, open?: Journal): { options: Ag
     if (!APPROVABLE.has(k)) throw new VakError("bad-input", `--approve ${k}: only write and exec can be approved ahead of time`);
     approvalRules[k as keyof ApprovalRules] = "allow";
   }
-  let net;
-  if (flags.allowNet?.length) {
-    try {
-      net = parseNetGrants(flags.allowNet, flags.denyNet ?? []);
-    } catch (e) {
-      if (e instanceof RuleError) throw new VakError("bad-input", e.message);
-      throw e;
-    }
-  }
   let workspace: string;
   try {
     workspace = realpathSync(flags.workspace ?? process.cwd());
   } catch (e) {
     throw new VakError("bad-input", `--workspace ${flags.workspace}: ${(e as Error).message}`);
   }
+  // Named profiles (yours, the presets, a trusted repository's) add their grants; [exec] is vak exec's alone.
+  const r = resolveGrantsWith(configFiles, { ...flags, workspace }, { execDefaults: false });
+  const c = r.composition;
+  const execOnly = [c.setEnv.size && "set_env", c.files.size && "files", c.lists.allow_read_redacted.length && "allow_read_redacted", Object.keys(c.limits).length && "limits"].filter(Boolean);
+  if (execOnly.length)
+    throw new VakError("bad-input", `${execOnly.join(", ")} (from ${c.applied.map((p) => `profile ${p.name}`).join(", ") || "the flags"}) apply to \`vak exec\` only; an agent session takes a profile's read, write, deny, net, env and secrets`);
+  for (const n of r.notes) process.stderr.write(`vak: ${n}\n`);
+  createStatePaths(c.create);
+  let net;
+  if (r.allowNet.length) {
+    try {
+      net = parseNetGrants(r.allowNet, r.denyNet);
+    } catch (e) {
+      if (e instanceof RuleError) throw new VakError("bad-input", e.message);
+      throw e;
+    }
+  }
+  const inject = r.secrets.map((spec) => {
+    const eq = spec.indexOf("=");
+    const name = spec.slice(0, eq);
+    checkEnvRecipient(name);
+    const ref = parseRef(spec.slice(eq + 1));
+    return { ref: ref.text, value: resolveRef(ref, { commands: config.secret_commands }), recipient: { kind: "env" as const, name } };
+  });
   const journal = open ?? Journal.open();
   const mcp = mcpServers(config, workspace);
   return {
     journal,
     options: {
       workspace,
-      mode: flags.mode as SessionMode,
-      grants: { read: flags.allowRead ?? [], write: flags.allowWrite ?? [], denyRead: flags.denyRead ?? [], denyWrite: flags.denyWrite ?? [], env: [] },
+      mode: r.mode as SessionMode,
+      grants: r.grants,
       net,
       model: model.client,
       journal,
-      secrets: model.key ? [model.key] : [],
+      secrets: [...(model.key ? [model.key] : []), ...inject.map((x) => x.value)],
+      inject,
       approvalRules,
       approvalTimeoutMs: config.approvals.timeout_seconds ? config.approvals.timeout_seconds * 1000 : undefined,
       maxTurns: flags.maxTurns,

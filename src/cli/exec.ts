@@ -4,26 +4,36 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { VakError } from "../policy/errors.js";
 import { ENV_NAME } from "../policy/env.js";
-import type { Grants, Mode } from "../policy/grants.js";
-import type { Limits } from "../policy/limits.js";
+import type { Mode } from "../policy/grants.js";
 import { decide, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { vakDirs } from "../policy/state.js";
 import { launch, type GateLink, type LaunchResult } from "../sandbox/launcher.js";
+import type { Report } from "../sandbox/report.js";
 import type { NetGrants } from "../policy/net-grants.js";
 import type { EgressEvent } from "../net/egress-gate.js";
 import type { GrantFlags } from "./agent-options.js";
 import type { ExecNet, ExecSecret } from "./exec-net.js";
+import { createStatePaths, resolveGrants } from "./exec-grants.js";
 import { ExecRecord, type SecretUse } from "./exec-record.js";
 import { EXIT_REFUSED, EXIT_TIMEOUT } from "./exit.js";
+import { droppedPathHint, type PresetEntry, programHints } from "./exec-hints.js";
+import type { ResolvedGrants } from "./exec-grants.js";
+import type { Explain } from "./exec-explain.js";
+import { Refusals } from "./exec-refusals.js";
 import { OwnLines } from "./line-start.js";
 import { limitLine, limitsHit, type LimitHit } from "./limit-lines.js";
+import { visible } from "./visible.js";
 
 export interface ExecOptions extends GrantFlags {
   allowEnv?: string[];
   secret?: string[];
   caFile?: string[];
   endpoint?: string[];
+  profile?: string[];
+  printPlan?: boolean;
+  explain?: boolean;
+  dryRun?: boolean;
   /** In milliseconds (the flag takes 600, 90s, 10m). */
   timeout?: number;
   maxOutput?: number;
@@ -37,7 +47,6 @@ export interface ExecOptions extends GrantFlags {
 /** Signals that ask the sandbox to stop; a second one, or silence for this long, kills it. */
 const STOP_SIGNALS: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
 const KILL_AFTER_MS = 2000;
-const MAX_DENIAL_LINES = 5;
 /** Egress events kept in memory for the summary; all of them are in the journal. */
 const MAX_EGRESS_KEPT = 1000;
 
@@ -49,27 +58,16 @@ interface EgressSeen {
   refused: number;
 }
 
-function modeOf(opts: ExecOptions): Mode {
+function fullAccessOf(opts: ExecOptions): boolean {
   if (opts.mode === "full-access" && !opts.fullAccess)
     throw new VakError("bad-input", "full access is its own flag: pass --full-access to run without a sandbox");
-  return opts.fullAccess ? "full-access" : (opts.mode as Mode);
-}
-
-function limitsOf(opts: ExecOptions): Limits {
-  const l: Limits = {};
-  if (opts.timeout) l.timeoutMs = opts.timeout;
-  if (opts.maxOutput) l.maxOutputBytes = opts.maxOutput;
-  if (opts.maxProcs) l.maxProcs = opts.maxProcs;
-  if (opts.maxMemory) l.maxMemoryBytes = opts.maxMemory;
-  if (opts.maxFileSize) l.maxFileBytes = opts.maxFileSize;
-  if (opts.maxCpu) l.maxCpuSeconds = opts.maxCpu;
-  return l;
+  return Boolean(opts.fullAccess);
 }
 
 /** --secret NAME=REF[@HOST,…]: resolved on the host now; a missing one stops the run before anything starts. */
-async function secretsOf(opts: ExecOptions): Promise<ExecSecret[]> {
-  if (!opts.secret?.length) return [];
-  return (await import("../secrets/env-secrets.js")).envSecrets(opts.secret);
+async function secretsOf(specs: readonly string[]): Promise<ExecSecret[]> {
+  if (!specs.length) return [];
+  return (await import("../secrets/env-secrets.js")).envSecrets(specs);
 }
 
 /** Whether the user's config has an [egress] table, looked for without loading the config's schema (zod costs ~60 ms). */
@@ -82,38 +80,39 @@ function egressConfigured(): boolean {
 }
 
 export async function execCommand(command: string[], opts: ExecOptions): Promise<number> {
-  const secrets = await secretsOf(opts);
-  const mode = modeOf(opts);
-  for (const name of opts.allowEnv ?? [])
+  const fullAccess = fullAccessOf(opts);
+  const r = await resolveGrants(opts, { execDefaults: true });
+  const mode: Mode = fullAccess ? "full-access" : r.mode;
+  for (const name of r.grants.env)
     if (!ENV_NAME.test(name)) throw new VakError("bad-input", `--allow-env ${name}: not an environment variable name (letters, digits and _)`);
-  const grants: Grants = {
-    read: opts.allowRead ?? [], write: opts.allowWrite ?? [], denyRead: opts.denyRead ?? [],
-    denyWrite: opts.denyWrite ?? [], env: opts.allowEnv ?? [],
-  };
   const sandbox: SandboxKind = mode === "full-access" ? "none" : (opts.sandbox as SandboxKind);
   let net: NetGrants | undefined;
-  if (opts.allowNet?.length || opts.denyNet?.length) {
+  if (r.allowNet.length || r.denyNet.length) {
     // The network code (http, dns, ipaddr) loads only when a command asks for the network.
     const { parseNetGrants, RuleError } = await import("../policy/net-grants.js");
     try {
-      net = parseNetGrants(opts.allowNet ?? [], opts.denyNet ?? []);
+      net = parseNetGrants(r.allowNet, r.denyNet);
     } catch (e) {
       if (e instanceof RuleError) throw new VakError("bad-input", e.message);
       throw e;
     }
   }
+  const dryRun = Boolean(opts.printPlan || opts.dryRun);
+  // Secrets are resolved only for a real run: a dry run shows their references.
+  const secrets = dryRun ? [] : await secretsOf(r.secrets);
+  if (!dryRun) createStatePaths(r.composition.create);
   const gateHeld = secrets.filter((x) => x.hosts);
   if ((gateHeld.length || opts.endpoint?.length || opts.caFile?.length) && !net?.allow.length)
     throw new VakError("bad-input", "a secret held by the gate (NAME=REF@HOST), --endpoint and --ca-file need a network grant: add --allow-net HOST");
-  // Secrets held by the gate, provider endpoints, and TLS at the gate load only for runs that use them.
+  // Secrets held by the gate, provider endpoints, and TLS at the gate load only for runs that use them (never for a dry run).
   let netx: ExecNet | undefined;
-  if (net?.allow.length && (gateHeld.length || opts.endpoint?.length || opts.caFile?.length || process.env.NODE_EXTRA_CA_CERTS || egressConfigured() || (await import("../policy/net-grants.js")).needsInspection(net))) {
+  if (!dryRun && net?.allow.length && (gateHeld.length || opts.endpoint?.length || opts.caFile?.length || process.env.NODE_EXTRA_CA_CERTS || egressConfigured() || (await import("../policy/net-grants.js")).needsInspection(net))) {
     const { prepareExecNet } = await import("./exec-net.js");
     const { loadUserConfig } = await import("../policy/config.js");
     netx = await prepareExecNet({ net, secrets, endpoints: opts.endpoint ?? [], caFiles: opts.caFile ?? [], config: loadUserConfig().egress, hostEnv: process.env as Record<string, string> });
   }
   let scratch: { tmp: string; home: string } | undefined;
-  if (sandbox === "reduced") {
+  if (sandbox === "reduced" && !dryRun) {
     // No private mounts without namespaces: TMPDIR and HOME are fresh host directories, removed afterwards.
     const root = mkdtempSync(join(tmpdir(), "vak-scratch-"));
     mkdirSync(join(root, "tmp"), { mode: 0o700 });
@@ -122,9 +121,33 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
   }
   try {
     const plan = decide(
-      { mode, sandbox, workspace: opts.workspace ?? process.cwd(), cwd: opts.workspace ? undefined : process.cwd(), grants, limits: limitsOf(opts), command, scratch, net, runtime: netx?.runtime },
+      {
+        mode, sandbox, workspace: r.workspace, cwd: opts.workspace ? undefined : process.cwd(), limits: r.limits, command,
+        // A dry run creates nothing: what a profile would create is listed, not granted.
+        grants: dryRun ? { ...r.grants, write: r.grants.write.filter((p) => !r.composition.create.some((x) => x.path === p)) } : r.grants,
+        scratch: scratch ?? (sandbox === "reduced" ? { tmp: "/nonexistent/tmp", home: "/nonexistent/home" } : undefined), net,
+        files: r.files, setEnv: r.setEnv, runtime: netx?.runtime,
+      },
       hostFacts(),
     );
+    if (dryRun) {
+      const { planView, printPlan } = await import("./exec-plan.js");
+      const view = planView(plan, r);
+      if (opts.json) process.stdout.write(JSON.stringify(view) + "\n");
+      else printPlan(view, process.stdout);
+      return 0;
+    }
+    for (const n of r.notes) process.stderr.write(`vak: ${visible(n)}\n`);
+    const hints = await import("./exec-hints.js");
+    let index: PresetEntry[] | undefined;
+    const presets = () => (index ??= hints.presetIndex());
+    let envLines: string[] = [];
+    if (plan.sandbox !== "none") {
+      const applied = r.composition.applied.map((p) => p.name);
+      const program = hints.programHints(plan, process.env, presets);
+      envLines = hints.droppedEnvHints(plan, applied, process.env, presets());
+      for (const line of [...envLines, ...(program.before ? [program.before] : [])]) process.stderr.write(`vak: ${visible(line)}\n`);
+    }
     if (netx && plan.sandbox === "none")
       throw new VakError("bad-input", "--full-access has no egress gate: a secret held by the gate, --endpoint and --ca-file need the sandbox");
     // A secret is in this command's environment for its life, and nowhere else; one the gate holds is a placeholder here.
@@ -133,7 +156,9 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
     const used = secrets.filter((x) => !x.hosts).map((x) => ({ ref: x.ref, recipient: `env ${x.name}` }));
     for (const x of gateHeld) used.push({ ref: x.ref, recipient: `placeholder in env ${x.name}; the gate puts the value in request headers for ${x.hosts!.join(", ")}` });
     if (plan.sandbox === "none") return await runUnsandboxed(plan, opts, used);
-    return await runSandboxed(plan, opts, used, netx);
+    // --explain's collector loads only when asked for.
+    const explainer = opts.explain ? new (await import("./exec-explain.js")).Explain(plan) : undefined;
+    return await runSandboxed(plan, opts, used, { r, presets, explain: explainer, envLines }, netx);
   } finally {
     if (scratch) rmSync(dirname(scratch.tmp), { recursive: true, force: true });
     netx?.close();
@@ -157,10 +182,25 @@ async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secr
   return code;
 }
 
-async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[], netx?: ExecNet): Promise<number> {
+/** What the lines about refusals and missing grants need: where each grant came from, and the presets' index. */
+interface HintSources {
+  r: ResolvedGrants;
+  presets: () => PresetEntry[];
+  /** --explain: what the run reached for, summed up at the end. */
+  explain?: Explain | undefined;
+  /** The variables the allowlist dropped that the command may read, as said before the run. */
+  envLines: string[];
+}
+
+async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[], sources: HintSources, netx?: ExecNet): Promise<number> {
   // Nothing runs unrecorded: the policy and the plan are committed first.
   const record = ExecRecord.start(plan, secrets);
   const egress: EgressSeen = { kept: [], omitted: 0, refused: 0 };
+  // Refusals print as they happen, each on a line of its own.
+  const refusals = new Refusals(plan, sources.r, sources.presets, (line) => {
+    sources.explain?.alsoSaid(line);
+    new OwnLines(undefined).line(`vak: ${line}`);
+  });
   let gate: { link: GateLink; close(): Promise<void> } | undefined;
   try {
     if (plan.network.kind === "gate")
@@ -168,21 +208,32 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secret
         if (egress.kept.length < MAX_EGRESS_KEPT) egress.kept.push(e);
         else egress.omitted += 1;
         if (e.decision === "denied") egress.refused += e.count ?? 1;
+        refusals.egress(e);
         record.egress(e);
         // Fail closed: a request whose decision cannot be recorded is not sent (the gate drops it).
         if (record.failed) throw record.failed;
       }, () => record.sync(), netx?.gate);
-    return await runWithGate(plan, opts, egress, gate, record, netx);
+    return await runWithGate(plan, opts, egress, gate, record, refusals, sources, netx);
   } finally {
     await gate?.close();
   }
 }
 
-async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressSeen, gate: { link: GateLink; close(): Promise<void> } | undefined, record: ExecRecord, netx?: ExecNet): Promise<number> {
+async function runWithGate(
+  plan: LaunchPlan, opts: ExecOptions, egress: EgressSeen, gate: { link: GateLink; close(): Promise<void> } | undefined, record: ExecRecord,
+  refusals: Refusals, sources: HintSources, netx?: ExecNet,
+): Promise<number> {
   const started = process.hrtime.bigint();
+  let seen = 0;
+  const onReport = (rep: Report) => {
+    seen += 1;
+    if (rep.event === "denied") refusals.denied(rep);
+    else if (rep.event === "dns") refusals.dns(rep.name);
+    else if (rep.event === "missing") sources.explain?.missing(rep.op, rep.path, rep.more);
+  };
   // stdio is vak's own: the launcher keeps the terminal out of the sandbox (a pty of its own in
   // between) and counts every byte of output against --max-output (native/terminal.c).
-  const sb = launch(plan, ["inherit", "inherit", "inherit"], gate?.link, { maxOutput: plan.limits.maxOutputBytes });
+  const sb = launch(plan, ["inherit", "inherit", "inherit"], gate?.link, { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined });
   // While the launcher builds the sandbox, this thread only waits: the gate's TLS is readied then.
   netx?.tls?.warm();
   record.onFailure = () => sb.kill("SIGKILL");
@@ -209,12 +260,15 @@ async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressSe
   const outputExceeded = result.outputExceeded;
   // The launcher wrote the command's output itself: vak knows its last byte only where a file can tell.
   const own = new OwnLines(undefined);
+  // What the watcher did not see yet (the last moments of the run), then how many more of each.
+  for (const rep of result.reports.slice(seen)) onReport(rep);
   const signaled = result.reports.find((x) => x.event === "signaled");
   const hits = limitsHit(plan.limits, plan.defaultMaxProcs, {
     code: result.code, signal: signaled?.event === "signaled" ? signaled.signal : undefined, timedOut: result.timedOut, outputExceeded,
     procsHit: result.limits?.procs_hit ?? 0, oomKills: result.limits?.oom_kills ?? 0, memoryCgroup: result.limits?.memory_cgroup ?? false,
   });
-  let code = explain(plan, result, outputExceeded, egress, own, hits);
+  let code = explain(plan, result, outputExceeded, own, refusals, sources, hits);
+  if (sources.explain) for (const l of sources.explain.lines(sources.presets(), sources.envLines)) own.line(`vak: ${visible(l)}`);
   if (record.failed) {
     own.line(`vak: ${record.failed.message}; the sandbox was stopped`);
     code = EXIT_REFUSED;
@@ -245,7 +299,7 @@ async function runWithGate(plan: LaunchPlan, opts: ExecOptions, egress: EgressSe
 }
 
 /** Prints what the sandbox refused and why the run ended, and picks the exit status. */
-function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, egress: EgressSeen, own: OwnLines, hits: LimitHit[]): number {
+function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, own: OwnLines, refusals: Refusals, sources: HintSources, hits: LimitHit[]): number {
   const err = (s: string) => own.line(`vak: ${s}`);
   if (r.malformed.length) {
     err(`the sandbox launcher sent ${r.malformed.length} unreadable report line(s); treating the run as failed`);
@@ -260,14 +314,19 @@ function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, egr
     err("the write guard died while the command ran; the sandbox was stopped, and the run is not to be trusted");
     return EXIT_REFUSED;
   }
-  for (const d of r.denied.slice(0, MAX_DENIAL_LINES)) err(`refused ${d.op} ${d.path}: ${d.reason}${hint(plan, d.reason, d.path)}`);
-  if (r.denied.length > MAX_DENIAL_LINES) err(`… and ${r.denied.length - MAX_DENIAL_LINES} more refusals`);
-  const shown = egress.kept.filter((e) => e.decision === "denied" && e.count === undefined).slice(0, MAX_DENIAL_LINES);
-  for (const e of shown) err(`refused ${e.method === "-" ? "a connection" : `${e.method} ${e.asked}`}: ${e.reason}`);
-  if (egress.refused > shown.length) err(`… and ${egress.refused - shown.length} more egress refusals`);
+  refusals.finish();
   if (r.execError) {
-    err(r.execError.message);
+    err(visible(r.execError.message));
+    // A program outside the view: which grant would show it.
+    if (r.execError.errno === 2) {
+      const h = programHints(plan, process.env, sources.presets).notFound;
+      if (h) err(visible(h));
+    }
     return r.code;
+  }
+  if (r.code === 127) {
+    const h = droppedPathHint(plan, sources.presets());
+    if (h) err(visible(h));
   }
   // Every limit that ended the command, or refused something while it ran, has its line: which, its value, how to raise it.
   for (const h of hits) err(limitLine(h, plan.limits, plan.defaultMaxProcs));
@@ -276,14 +335,3 @@ function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, egr
   return r.code;
 }
 
-function hint(plan: LaunchPlan, reason: string, path: string): string {
-  // An absolute rule the plan holds for a reason no name says: say the reason.
-  const abs = /^protected path (\/.*)$/.exec(reason)?.[1];
-  const held = abs ? plan.held.find((h) => h.path === abs) : undefined;
-  if (held) return ` (${held.why})`;
-  if (/\/\.git\/worktrees\/[^/]+\/(commondir|gitdir)$/.test(path))
-    return " (git worktree add cannot run inside: its pointers would redirect the host's git. Make a clone on the host instead, `git clone --shared REPO DIR`, and run vak exec --workspace DIR --allow-read REPO/.git/objects)";
-  if (reason.includes("read-only") && plan.mode === "read-only") return " (use --mode workspace-write to allow writes)";
-  if (reason.includes("read-only")) return ` (grant it with --allow-write ${path})`;
-  return "";
-}

@@ -1,6 +1,8 @@
 import { Argument, Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { isVakError, VakError } from "../policy/errors.js";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { decide } from "../policy/plan.js";
+import { resolveGrants } from "./exec-grants.js";
 import { hostFacts } from "../sandbox/host.js";
 import { execCommand } from "./exec.js";
 import { EXIT_REFUSED } from "./exit.js";
@@ -91,6 +93,7 @@ function grantFlags(c: Command): Command {
     .option("--deny-write <paths>", "never writable, even inside a grant", list)
     .option("--allow-net <hosts>", "reachable through the egress gate: host, host:port, host:*, *.suffix, an IP; read:host for GET/HEAD/OPTIONS only", list)
     .option("--deny-net <hosts>", "never reachable, even if an --allow-net covers it", list)
+    .option("--profile <names>", "apply a profile: yours ([profiles.NAME] in ~/.config/vak/config.toml) or a preset (git, npm, python, rust, codex, claude, …); repeat", list)
     .addOption(new Option("--sandbox <kind>", "namespaces, or reduced where user namespaces are unavailable").choices(["namespaces", "reduced"]).default("namespaces"));
 }
 
@@ -136,7 +139,7 @@ export function program(onlyExec = false, escaped: { message?: string[] | undefi
   grantFlags(p.command("exec")
     .description("run a command in the sandbox: vak exec [options] -- CMD [ARGS...]")
     .argument("<command...>", "the command and its arguments")
-    .addOption(new Option("--mode <mode>", "read-only or workspace-write").choices(["read-only", "workspace-write"]).argParser(execMode).default("workspace-write"))
+    .addOption(new Option("--mode <mode>", "read-only or workspace-write (default: workspace-write, or what [exec] and profiles say)").choices(["read-only", "workspace-write"]).argParser(execMode))
     .option("--full-access", "run WITHOUT a sandbox: an explicit trust decision, never a fallback"))
     .option("--allow-env <names>", "host environment variables to pass", list)
     .option("--secret <name=ref>", "a secret: NAME=secret:X (or env:X, cmd:X) puts the value in NAME; NAME=REF@HOST[,HOST…] puts a placeholder in NAME that the gate replaces with the value in request headers to those hosts only, over HTTPS too (repeat)", secretList)
@@ -148,7 +151,10 @@ export function program(onlyExec = false, escaped: { message?: string[] | undefi
     .option("--max-memory <size>", `memory for the whole sandbox (bytes; ${SIZE_HELP})`, size())
     .option("--max-file-size <size>", `largest file the command may write (bytes; ${SIZE_HELP})`, size())
     .option("--max-cpu <duration>", "CPU time per process, in whole seconds (30, 2m)", duration("s"))
-    .option("--json", "print a one-line JSON summary on stderr at the end")
+    .option("--json", "print a one-line JSON summary on stderr at the end (with --print-plan: the plan as JSON on stdout)")
+    .option("--print-plan", "print the whole resolved plan and where each grant came from; run nothing, record nothing")
+    .option("--dry-run", "the same as --print-plan")
+    .option("--explain", "after the run, list what the command tried to reach and could not (paths outside its view, refused hosts, PATH entries and variables left out), each with what would grant it; grants nothing")
     .addHelpText("after", EXEC_HELP)
     .passThroughOptions()
     .action(async (command: string[], opts) => {
@@ -164,7 +170,7 @@ export function program(onlyExec = false, escaped: { message?: string[] | undefi
     grantFlags(
       c
         .option("--model <provider:model>", "the model: openai:…, anthropic:…, ollama:…, a [providers.NAME] of your config, or scripted:FILE")
-        .addOption(new Option("--mode <mode>", "read-only or workspace-write").choices(["read-only", "workspace-write"]).default("workspace-write")),
+        .addOption(new Option("--mode <mode>", "read-only or workspace-write (default: workspace-write, or what a --profile says)").choices(["read-only", "workspace-write"])),
     )
       .option("--approve <kinds>", "approve these ahead of time: write, exec (inside the grants only)", list)
       .option("--max-turns <n>", "model turns per instruction (default 50)", positiveInt("--max-turns"));
@@ -279,6 +285,14 @@ export function program(onlyExec = false, escaped: { message?: string[] | undefi
     .addHelpText("after", COMPLETION_HELP)
     .action(async (shell: "bash" | "zsh" | "fish") => done((await import("./completion.js")).completionCommand(shell, p)));
 
+  p.command("trust")
+    .description("review a repository's .vak/config.toml and trust this exact content (any change makes it untrusted again)")
+    .argument("[dir]", "the workspace (default: the current directory)")
+    .option("--yes", "trust it without asking (for scripts: review the printed content first)")
+    .option("--revoke", "stop trusting it")
+    .option("--list", "the repository configs you trust")
+    .action(async (dir: string | undefined, opts) => done(await (await import("./trust.js")).trustCommand(dir, opts)));
+
   p.command("doctor")
     .description("report what this machine's kernel can enforce, and try the sandbox for real")
     .option("--json", "machine-readable output")
@@ -303,8 +317,13 @@ export function program(onlyExec = false, escaped: { message?: string[] | undefi
  * a scratch repository, so that the cache holds the code `vak exec`'s planning
  * runs (the held-path walk, the git config reader). Nothing is launched.
  */
-export function warmUp(dir: string): void {
+export async function warmUp(dir: string): Promise<void> {
   decide({ mode: "workspace-write", sandbox: "namespaces", workspace: dir, grants: { read: [], write: [], denyRead: [], denyWrite: [], env: [] }, limits: {}, command: ["/bin/true"] }, hostFacts());
+  // And what composes a run's grants from a config and presets (their TOML, the checks, the expansions).
+  const config = join(dir, "xdg-config", "vak");
+  mkdirSync(config, { recursive: true });
+  writeFileSync(join(config, "config.toml"), `[exec]\nprofiles = ["git"]\ntimeout = 600\ndeny_read = ["~/.ssh"]\n\n[profiles.warm]\nextends = ["npm"]\nallow_env = ["LANG", "LC_*"]\nset_env = { WARM = "1" }\n`);
+  await resolveGrants({ workspace: dir, profile: ["warm", "python"], allowRead: [dir] }, { execDefaults: true, env: { ...process.env, XDG_CONFIG_HOME: join(dir, "xdg-config") }, home: dir });
 }
 
 /** Runs the CLI; resolves to the process exit status. */

@@ -32,11 +32,15 @@ export function linkChain(path: string): { links: string[]; end: string; loop: b
     // Plain concatenation: path.join normalises on every call, and this runs per component.
     const next = cur === "/" ? `/${comp}` : `${cur}/${comp}`;
     let target: string | undefined;
+    // Missing from here on: the rest is what would be created.
+    const missing = () => ({ links, end: pending.length ? `${next}/${pending.join("/")}` : next, loop: false });
     try {
-      if (lstatSync(next).isSymbolicLink()) target = readlinkSync(next);
+      // No exception for a missing path: most held paths do not exist, and an exception costs ~20 µs.
+      const st = lstatSync(next, { throwIfNoEntry: false });
+      if (!st) return missing();
+      if (st.isSymbolicLink()) target = readlinkSync(next);
     } catch {
-      // Missing from here on: the rest is what would be created.
-      return { links, end: pending.length ? `${next}/${pending.join("/")}` : next, loop: false };
+      return missing();
     }
     if (target === undefined) {
       cur = next;

@@ -1,11 +1,11 @@
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { parse } from "smol-toml";
 import { z } from "zod";
 import { ENV_NAME } from "./env.js";
 import { VakError } from "./errors.js";
 import { McpServerSchema, SERVER_NAME } from "./mcp-servers.js";
-import { vakDirs } from "./state.js";
+import { parseProfilesFile, userConfigPath } from "./profiles-file.js";
+import { tomlWhere } from "./toml-where.js";
 
 /**
  * The user's configuration (~/.config/vak/config.toml): the trusted tier.
@@ -87,13 +87,14 @@ export const UserConfigSchema = z
       })
       .strict()
       .default({ trusted_hosts: [], terminal: false, tls_terminated_by_proxy: false }),
+    /** `vak exec`'s defaults and named profiles: checked by profiles-file.ts (no zod on exec's start-up), with their lines. */
+    exec: z.record(z.string(), z.unknown()).optional(),
+    profiles: z.record(z.string(), z.unknown()).optional(),
   })
   .strict();
 export type UserConfig = z.infer<typeof UserConfigSchema>;
 
-export function userConfigPath(env: NodeJS.ProcessEnv = process.env): string {
-  return join(vakDirs(env).config, "config.toml");
-}
+export { userConfigPath };
 
 export function loadUserConfig(path: string = userConfigPath()): UserConfig {
   let text: string;
@@ -112,7 +113,9 @@ export function loadUserConfig(path: string = userConfigPath()): UserConfig {
   const r = UserConfigSchema.safeParse(data);
   if (!r.success) {
     const i = r.error.issues[0]!;
-    throw new VakError("bad-input", `${path}: ${i.path.join(".") || "(top level)"}: ${i.message}`);
+    const line = tomlWhere(text)(i.path.map(String));
+    throw new VakError("bad-input", `${path}${line ? `:${line}` : ""}: ${i.path.join(".") || "(top level)"}: ${i.message}`);
   }
+  parseProfilesFile(path, text, "user");
   return r.data;
 }

@@ -186,10 +186,9 @@ function enclosingGit(root: string): string[] {
   const out: string[] = [];
   for (let d = dirname(root); ; d = dirname(d)) {
     try {
-      lstatSync(join(d, ".git"));
-      out.push(join(d, ".git"));
+      if (lstatSync(join(d, ".git"), { throwIfNoEntry: false })) out.push(join(d, ".git"));
     } catch {
-      // none here
+      // none here (ENOTDIR, EACCES)
     }
     if (d === dirname(d)) return out;
   }
@@ -237,7 +236,7 @@ export function scanHeld(workspace: string, writable: readonly string[], host: H
     const top = name.split("/").slice(0, name.startsWith(".config/") ? 2 : 1).join("/");
     let st;
     try {
-      st = present.has(top) ? lstatSync(p) : undefined;
+      st = present.has(top) ? lstatSync(p, { throwIfNoEntry: false }) : undefined;
     } catch {
       st = undefined;
     }
@@ -282,10 +281,12 @@ export function scanHeld(workspace: string, writable: readonly string[], host: H
   for (const h of held) {
     let st;
     try {
-      st = lstatSync(h.path);
+      // Most held paths do not exist: no exception for those (one costs more than the lstat).
+      st = lstatSync(h.path, { throwIfNoEntry: false });
     } catch {
       continue;
     }
+    if (!st) continue;
     if (st.isFile() && st.nlink > 1) found.multiLinked.push({ path: h.path, dev: st.dev, ino: st.ino, nlink: st.nlink });
     else if (st.isDirectory() && h.why.startsWith("the hooks directory"))
       for (const e of safeList(h.path)) {

@@ -17,7 +17,8 @@ import { exists, isWithin } from "./paths.js";
  *
  * - the package: all of it when installed under a node_modules; in a checkout
  *   (a project of its own), what runs: package.json, bin/, dist/, build/ (the
- *   launcher and the engine addon) and node_modules/;
+ *   launcher and the engine addon), node_modules/ and presets/ (the built-in
+ *   profiles: what they say, the next run grants);
  * - every package it loads at run time (better-sqlite3 and its addon for the
  *   CLI; all the dependencies for the library), found the way Node finds
  *   them, and every place Node looks for one before the place it is found
@@ -103,8 +104,10 @@ function dependencyDirs(root: string): string[] | undefined {
     const nm = join(a, "node_modules");
     let entries;
     try {
-      if (!lstatSync(nm).isDirectory()) return undefined;
-      entries = readdirSync(nm, { withFileTypes: true });
+      // No exception for the usual case, none here: it would cost more than the lstat.
+      const st = lstatSync(nm, { throwIfNoEntry: false });
+      if (st && !st.isDirectory()) return undefined;
+      entries = st ? readdirSync(nm, { withFileTypes: true }) : undefined;
     } catch {
       entries = undefined; // none here
     }
@@ -144,7 +147,7 @@ function allInstallHeld(f: InstallFacts, root: string, walkDependencies: boolean
   const installed = root.split(sep).includes("node_modules");
   const own = OWN_INSTALL;
   if (installed) out.push({ path: root, why: own });
-  else for (const p of ["package.json", "bin", "dist", "build", "node_modules"]) out.push({ path: join(root, p), why: own });
+  else for (const p of ["package.json", "bin", "dist", "build", "node_modules", "presets"]) out.push({ path: join(root, p), why: own });
 
   // The packages Vak loads, breadth first from its own manifest.
   const packages = new Set<string>([root]);

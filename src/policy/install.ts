@@ -32,6 +32,8 @@ export interface Installation {
   preloadDir: string;
   /** The web client built by Vite (dist/web), served by `vak serve`. */
   webDir: string;
+  /** The built-in profiles (presets/NAME.toml): what they grant is what the next run grants. */
+  presetsDir: string;
   /** The Node.js binary Vak runs on. */
   node: string;
   /** The Node.js installation that binary belongs to (its prefix: bin/node's grandparent). */
@@ -51,6 +53,7 @@ export function installation(): Installation {
     workerDir: join(dist, "runtime"),
     preloadDir: join(dist, "preload"),
     webDir: join(dist, "web"),
+    presetsDir: join(root, "presets"),
     node: process.execPath,
     nodePrefix: dirname(dirname(process.execPath)),
   };

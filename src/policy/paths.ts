@@ -95,8 +95,7 @@ export function canonicalMaybe(p: string, workspace: string, flag: string): stri
 
 export function exists(p: string): boolean {
   try {
-    lstatSync(p);
-    return true;
+    return lstatSync(p, { throwIfNoEntry: false }) !== undefined;
   } catch {
     return false;
   }

@@ -1,4 +1,4 @@
-import { lstatSync, readlinkSync } from "node:fs";
+import { lstatSync, readlinkSync, realpathSync } from "node:fs";
 import { sandboxEnv, sandboxPath } from "./env.js";
 import { VakError } from "./errors.js";
 import type { Grants, Mode } from "./grants.js";
@@ -64,6 +64,10 @@ export interface PlanInput {
   scratch?: { tmp: string; home: string } | undefined;
   /** Held paths already found for the same workspace and grants (a broker's exec reuses its write plan's). */
   held?: readonly HeldPath[] | undefined;
+  /** Files written into the view (never on the host): a profile's `files`, credential-stripped copies. */
+  files?: readonly { path: string; content: string; why: string }[] | undefined;
+  /** Variables set inside (a profile's set_env); Vak's own (PATH, HOME, the proxy) cannot be among them. */
+  setEnv?: Readonly<Record<string, string>> | undefined;
 }
 
 export interface LaunchPlan {
@@ -81,6 +85,8 @@ export interface LaunchPlan {
   /** Canonical grants, for reports and `vak doctor`. */
   grants: { read: string[]; write: string[]; denyRead: string[]; denyWrite: string[]; env: string[] };
   network: Network;
+  /** Directories of the host's PATH left out of the sandbox's PATH, because the sandbox cannot see them. */
+  pathDropped: string[];
   /**
    * Paths held read-only (absolute guard rules) because of what they are, not
    * their name: Vak's own installation, where protected links and git
@@ -117,7 +123,7 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
     return {
       mode: input.mode, sandbox: "none", workspace, cwd, command: [...input.command], mounts: [], protect: [],
       env: { ...host.env } as Record<string, string>, limits: input.limits, defaultMaxProcs: 0,
-      grants: { read, write, denyRead, denyWrite, env: [...g.env] }, network: { kind: "none" }, held: [],
+      grants: { read, write, denyRead, denyWrite, env: [...g.env] }, network: { kind: "none" }, held: [], pathDropped: [],
     };
   }
   if (input.sandbox === "none") throw new VakError("internal", "a restricted mode needs a sandbox");
@@ -193,7 +199,13 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
     const root = writable.filter((w) => isWithin(p, w)).sort((a, b) => b.length - a.length)[0];
     return root !== undefined && protectedMatch(p, { rootDepth: depth(root) }) !== undefined;
   };
-  const held = dedupe([...found]).filter((h) => reach(h.path) && !byPattern(h.path) && !host.stateDirs.some((s) => isWithin(h.path, s)));
+  // A held path that only grants strictly inside it reach (`~/.codex/sessions` in a held `~/.codex`) is not
+  // held: those grants are an explicit decision for that part of it, and no other part of it is writable.
+  // Vak's own installation stays held whatever a grant says.
+  const coveredByGrant = (p: string) => writable.some((w) => isWithin(p, w));
+  const held = dedupe([...found]).filter(
+    (h) => reach(h.path) && (coveredByGrant(h.path) || h.why === OWN_INSTALL) && !byPattern(h.path) && !host.stateDirs.some((s) => isWithin(h.path, s)),
+  );
   for (const h of held) {
     protect.push({ kind: "abs", pattern: h.path });
     // Vak's own files also get a read-only mount where they are plain directories inside a writable grant.
@@ -217,12 +229,23 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
   const preload = network.kind === "gate" && host.preloadDir && exists(host.preloadDir) ? host.preloadDir : undefined;
   if (preload && !covered(preload)) mounts.push({ kind: "ro", path: preload, why: "fetch-through-proxy preload for Node" });
 
+  for (const f of input.files ?? []) {
+    if (reduced) throw new VakError("unsupported", `${f.why}: reduced mode has no view of its own to write ${f.path} into; run with namespaces`);
+    const over = mounts.find((m) => (m.kind === "ro" || m.kind === "rw" || m.kind === "mask") && isWithin(f.path, m.path));
+    if (over) throw new VakError("bad-input", `${f.why}: ${f.path} is written into the view, but ${over.path} (${over.why}) is bound from the host there; grant narrower paths`);
+    if (mounts.some((m) => m.path === f.path)) throw new VakError("bad-input", `${f.why}: ${f.path} is already in the view`);
+    mounts.push({ kind: "file", path: f.path, content: f.content, why: f.why });
+  }
+
   const ordered = orderMounts(mounts);
   const visible = (dir: string) => isVisible(dir, access) || ordered.some((m) => (m.kind === "ro" || m.kind === "rw") && isWithin(dir, m.path));
+  // A PATH entry that is a link to a visible directory (/bin -> usr/bin) is not dropped.
+  const pathDropped = (host.env.PATH ?? "").split(":").filter((d) => d.startsWith("/") && !visible(d) && !visible(realpathOr(d)));
   const env = sandboxEnv({
     host: host.env, allow: g.env, home, user: host.user, cwd, tmp,
     path: sandboxPath(host.env.PATH, visible), shell: host.shell,
   });
+  Object.assign(env, input.setEnv ?? {});
   if (network.kind === "gate") {
     Object.assign(env, proxyEnv(network.port));
     if (preload) env.NODE_OPTIONS = `--require ${preload}/fetch-proxy.cjs`;
@@ -237,12 +260,21 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
     },
     network,
     held,
+    pathDropped: [...new Set(pathDropped)],
   };
+}
+
+function realpathOr(p: string): string {
+  try {
+    return realpathSync.native(p);
+  } catch {
+    return p;
+  }
 }
 
 function isPlainDir(p: string): boolean {
   try {
-    return lstatSync(p).isDirectory();
+    return lstatSync(p, { throwIfNoEntry: false })?.isDirectory() ?? false;
   } catch {
     return false;
   }
@@ -256,10 +288,11 @@ function isVisible(p: string, access: Map<string, "ro" | "rw">): boolean {
 function addRuntime(p: string, mounts: MountOp[], reduced: boolean): void {
   let st;
   try {
-    st = lstatSync(p);
+    st = lstatSync(p, { throwIfNoEntry: false });
   } catch {
     return;
   }
+  if (!st) return;
   if (st.isSymbolicLink()) {
     // In reduced mode there is no view to put a symlink in; its target is granted where it is.
     if (!reduced) mounts.push({ kind: "symlink", path: p, target: readlinkSync(p), why: "runtime" });

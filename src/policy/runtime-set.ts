@@ -47,5 +47,7 @@ export function synthesizedEtc(user: { name: string; uid: number; gid: number; h
     "/etc/group": group.join("\n") + "\n",
     "/etc/hosts": `127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n127.0.1.1\t${SANDBOX_HOSTNAME}\n`,
     "/etc/hostname": `${SANDBOX_HOSTNAME}\n`,
+    // The sandbox's own resolver (native/resolver.c), which answers every name at once: names resolve only at the egress gate.
+    "/etc/resolv.conf": "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
   };
 }

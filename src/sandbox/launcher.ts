@@ -24,6 +24,8 @@ export interface OutputOptions {
    * monitor, which stops the sandbox past them; for callers that give the launcher their own stdio.
    */
   maxOutput?: number | undefined;
+  /** --explain: the guard reports the paths the command looked up that are not in its view. */
+  explain?: boolean | undefined;
 }
 
 /** The launch plan as the launcher's argv. The launcher refuses anything it does not know. */
@@ -55,6 +57,7 @@ export function launcherArgs(plan: LaunchPlan, reportFd: number, gate?: GateLink
   if (l.maxCpuSeconds) a.push("--cpu-seconds", String(l.maxCpuSeconds));
   if (l.timeoutMs) a.push("--timeout-ms", String(l.timeoutMs));
   if (output.maxOutput) a.push("--max-output", String(output.maxOutput));
+  if (output.explain) a.push("--explain");
   a.push("--", ...plan.command);
   return a;
 }
@@ -147,12 +150,48 @@ function readReport(fd: number): { reports: Report[]; malformed: string[] } {
   return { reports, malformed };
 }
 
+/** How often a running sandbox's report is looked at for lines to show at once (refusals while it runs). */
+const WATCH_MS = 150;
+
+/**
+ * Follows the report while the sandbox runs: each complete line that parses,
+ * once, as it arrives. The first look is after WATCH_MS, so a short command
+ * pays nothing; each look is one fstat when nothing is new.
+ */
+function watchReport(fd: number, onReport: (r: Report) => void): { stop(): void } {
+  let offset = 0;
+  let lines = 0;
+  const look = () => {
+    let size: number;
+    try {
+      size = Math.min(fstatSync(fd).size, MAX_REPORT_BYTES);
+    } catch {
+      return;
+    }
+    if (size <= offset) return;
+    const buf = Buffer.alloc(size - offset);
+    const n = readSync(fd, buf, 0, buf.length, offset);
+    const text = buf.subarray(0, n).toString("utf8");
+    const end = text.lastIndexOf("\n");
+    if (end < 0) return;
+    offset += Buffer.byteLength(text.slice(0, end + 1));
+    for (const line of text.slice(0, end).split("\n")) {
+      if (!line || ++lines > MAX_REPORT_LINES) continue;
+      const r = parseReport(line);
+      if (r) onReport(r);
+    }
+  };
+  const timer = setInterval(look, WATCH_MS);
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
+}
+
 /** Starts the launcher with the plan; stdio is the caller's choice. */
 export function launch(
   plan: LaunchPlan,
   stdio: ["inherit" | "pipe" | "ignore", "inherit" | "pipe" | "ignore", "inherit" | "pipe" | "ignore"],
   gate?: GateLink,
-  opts: { detached?: boolean } & OutputOptions = {},
+  opts: { detached?: boolean; onReport?: ((r: Report) => void) | undefined } & OutputOptions = {},
 ): RunningSandbox {
   if (plan.sandbox === "none") throw new VakError("internal", "launch() is for sandboxed plans");
   const fd = reportFile();
@@ -161,21 +200,24 @@ export function launch(
   let child;
   try {
     const fds = tokenFd === undefined ? [fd] : [fd, tokenFd];
-    child = spawn(launcherPath(), launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput }), { stdio: [...stdio, ...fds] as StdioOptions, env: plan.env, cwd: "/", detached: opts.detached ?? false });
+    child = spawn(launcherPath(), launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput, explain: opts.explain }), { stdio: [...stdio, ...fds] as StdioOptions, env: plan.env, cwd: "/", detached: opts.detached ?? false });
   } catch (e) {
     closeSync(fd);
     throw e;
   } finally {
     if (tokenFd !== undefined) closeSync(tokenFd);
   }
+  const watcher = opts.onReport ? watchReport(fd, opts.onReport) : undefined;
   const result = new Promise<LaunchResult>((resolve, reject) => {
     child.on("error", (e) => {
+      watcher?.stop();
       closeSync(fd);
       reject(new VakError("sandbox-setup", `cannot start the sandbox launcher: ${e.message}`));
     });
     child.on("close", (code, signal) => {
       // Every writer is gone by now: the monitor reaps init, whose exit takes
       // the namespace (and the guard) with it, before exiting itself.
+      watcher?.stop();
       const { reports, malformed } = readReport(fd);
       closeSync(fd);
       const setup = reports.find((r) => r.event === "setup-error");

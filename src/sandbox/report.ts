@@ -10,6 +10,10 @@ export type Report =
   | { event: "warning"; step: string; message: string }
   | { event: "exec-error"; errno: number; message: string }
   | { event: "denied"; op: string; path: string; reason: string; pid: number; more?: boolean }
+  /** A name looked up inside: the sandbox's resolver answered at once that there is no such name. */
+  | { event: "dns"; name: string; type: string; more?: boolean }
+  /** --explain: a path the command looked up (open, stat, execve) that is not in its view. */
+  | { event: "missing"; op: string; path: string; more?: boolean }
   | { event: "signaled"; signal: number }
   | { event: "guard-died"; signal?: number; status?: number }
   | { event: "timeout"; ms: number }
@@ -25,6 +29,8 @@ const SHAPES: Record<Report["event"], Record<string, FieldType>> = {
   warning: { step: "string", message: "string" },
   "exec-error": { errno: "number", message: "string" },
   denied: { op: "string", path: "string", reason: "string", pid: "number" },
+  dns: { name: "string", type: "string" },
+  missing: { op: "string", path: "string" },
   signaled: { signal: "number" },
   "guard-died": {},
   timeout: { ms: "number" },
@@ -33,6 +39,8 @@ const SHAPES: Record<Report["event"], Record<string, FieldType>> = {
 };
 const OPTIONAL: Partial<Record<Report["event"], Record<string, FieldType>>> = {
   denied: { more: "boolean" },
+  dns: { more: "boolean" },
+  missing: { more: "boolean" },
   "guard-died": { signal: "number", status: "number" },
 };
 

@@ -15,6 +15,10 @@ import type { Limits } from "../policy/limits.js";
 import { isWithin } from "../policy/paths.js";
 import { resolveExisting, vakStateDirs } from "../policy/state.js";
 import { isProblem, resolveCommand } from "./command-paths.js";
+import { compose } from "../policy/compose.js";
+import { loadPreset, presetNames } from "../policy/presets.js";
+import { PROFILE_NAME } from "../policy/profile.js";
+import { loadUserProfiles } from "../policy/profiles-file.js";
 
 /**
  * A workload spec: the harness (a model and its instructions, holding no
@@ -25,7 +29,7 @@ import { isProblem, resolveCommand } from "./command-paths.js";
  * file, line and field, before anything starts.
  */
 const BUILTINS = TOOLS.map((t) => t.name) as [string, ...string[]];
-const GRANT_KEYS = ["read", "write", "deny_read", "deny_write", "net", "deny_net", "env", "secrets", "stores", "builtin", "command", "mcp"];
+const GRANT_KEYS = ["read", "write", "deny_read", "deny_write", "net", "deny_net", "env", "secrets", "stores", "builtin", "command", "mcp", "profiles"];
 
 const Secret = z.union([
   z.object({ ref: z.string(), env: z.string() }).strict(),
@@ -44,6 +48,8 @@ const Component = z
     mcp: z.array(z.string().min(1)).min(1).optional(),
     /** JSON Schema of a command tool's input (an object). */
     input: z.record(z.string(), z.unknown()).optional(),
+    /** Profiles (yours, or presets) whose grants this component also gets: read, write, deny, net, env, secrets, limits. */
+    profiles: z.array(z.string().regex(PROFILE_NAME, "a profile name")).default([]),
     read: z.array(z.string()).default([]),
     write: z.array(z.string()).default([]),
     deny_read: z.array(z.string()).default([]),
@@ -196,8 +202,9 @@ export function checkSpec(
   if (Object.keys(spec.tools).length === 0) fail(where, ["tools"], "a workload needs at least one tool component");
 
   const components: ComponentPlan[] = [];
-  for (const [name, c] of Object.entries(spec.tools)) {
+  for (const [name, raw] of Object.entries(spec.tools)) {
     const at = (...p: (string | number)[]) => ["tools", name, ...p];
+    const c = raw.profiles.length ? withProfiles(raw, workspace, (m) => fail(where, at("profiles"), m)) : raw;
     if ([c.builtin, c.command, c.mcp].filter((x) => x !== undefined).length !== 1)
       fail(where, at(), "give exactly one of builtin (a list of built-in tools), command (an external command) or mcp (an MCP server's command)");
     if (c.mcp && c.secrets.some((s) => "header" in s)) fail(where, at("secrets"), "an MCP server gets its secrets in its environment; the header form is for command components");
@@ -310,6 +317,52 @@ export function checkSpec(
   };
 }
 
+type ComponentSpec = z.infer<typeof Component>;
+
+/**
+ * A component's grants with those of the profiles it names added (the user's
+ * own profiles and the presets; the user's config is the trusted tier, so a
+ * profile changed there is not asked about again). A profile's path that does
+ * not exist is skipped; what only `vak exec` can do (set_env, files,
+ * allow_read_redacted) is refused.
+ */
+function withProfiles(c: ComponentSpec, workspace: string, fail: (message: string) => never): ComponentSpec {
+  let comp;
+  try {
+    comp = compose({
+      flags: { profiles: c.profiles, lists: {}, limits: {} }, user: loadUserProfiles(), execDefaults: false, workspace, env: process.env, home: homedir(),
+      preset: (n) => loadPreset(n), presetNames: () => presetNames(),
+    });
+  } catch (e) {
+    if (e instanceof VakError) fail(e.message);
+    throw e;
+  }
+  const names = comp.applied.map((p) => p.name).join(", ");
+  if (comp.setEnv.size || comp.files.size || comp.lists.allow_read_redacted.length)
+    fail(`${names}: set_env, files and allow_read_redacted apply to \`vak exec\` only; a component takes a profile's read, write, deny, net, env, secrets and limits`);
+  if (comp.create.length) fail(`${names}: ${comp.create[0]!.path} does not exist yet; create it (a component's grants name paths that exist)`);
+  const L = comp.lists;
+  const v = (xs: { value: string }[]) => xs.map((x) => x.value);
+  const secrets = v(L.secrets).map((spec) => ({ ref: spec.slice(spec.indexOf("=") + 1), env: spec.slice(0, spec.indexOf("=")) }));
+  const lim = comp.limits;
+  return {
+    ...c,
+    read: [...c.read, ...v(L.allow_read)], write: [...c.write, ...v(L.allow_write)],
+    deny_read: [...c.deny_read, ...v(L.deny_read)], deny_write: [...c.deny_write, ...v(L.deny_write)],
+    net: [...c.net, ...v(L.allow_net)], deny_net: [...c.deny_net, ...v(L.deny_net)],
+    env: [...new Set([...c.env, ...v(L.allow_env)])],
+    secrets: [...c.secrets, ...secrets],
+    limits: {
+      ...(lim.timeout ? { timeout_seconds: lim.timeout.value } : {}),
+      ...(lim.max_output ? { max_output: lim.max_output.value } : {}),
+      ...(lim.max_procs ? { max_procs: lim.max_procs.value } : {}),
+      ...(lim.max_memory ? { max_memory: lim.max_memory.value } : {}),
+      ...(lim.max_file_size ? { max_file_size: lim.max_file_size.value } : {}),
+      ...c.limits,
+    },
+  };
+}
+
 function canonical(path: string, where: Where, at: (string | number)[], mustExist: boolean): string {
   try {
     const real = realpathSync(path);
@@ -317,8 +370,8 @@ function canonical(path: string, where: Where, at: (string | number)[], mustExis
     return real;
   } catch (e) {
     if (!mustExist && (e as NodeJS.ErrnoException).code === "ENOENT") {
-      // A deny rule for what does not exist yet: its existing parent, canonical, plus the rest.
-      const parent = canonical(dirname(path), where, at, true);
+      // A deny rule for what does not exist yet: its nearest existing ancestor, canonical, plus the rest.
+      const parent = canonical(dirname(path), where, at, false);
       return resolve(parent, path.slice(dirname(path).length + 1));
     }
     fail(where, at, `${path} cannot be resolved (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); grants name paths that exist`);

@@ -7,15 +7,15 @@ import { sandboxSh, spawnVak } from "../support/vak.js";
 
 /** Host pids of the launcher processes (monitor, init, guard) of the sandbox whose command line contains marker. */
 /** The processes whose command line names the marker and starts with prefix (the launcher's, by default). */
-function launcherTree(marker: string, prefix: string = LAUNCHER): { pid: number; ppid: number }[] {
-  const out: { pid: number; ppid: number }[] = [];
+function launcherTree(marker: string, prefix: string = LAUNCHER): { pid: number; ppid: number; comm: string }[] {
+  const out: { pid: number; ppid: number; comm: string }[] = [];
   for (const e of readdirSync("/proc")) {
     if (!/^\d+$/.test(e)) continue;
     try {
       const cmd = readFileSync(`/proc/${e}/cmdline`, "utf8");
       if (!cmd.startsWith(prefix) || !cmd.includes(marker)) continue;
       const stat = readFileSync(`/proc/${e}/stat`, "utf8");
-      out.push({ pid: Number(e), ppid: Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) });
+      out.push({ pid: Number(e), ppid: Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]), comm: readFileSync(`/proc/${e}/comm`, "utf8").trim() });
     } catch {
       // gone
     }
@@ -116,7 +116,8 @@ except OSError as e: print('refused', errno.errorcode[e.errno])
       // Until the command has been exec'd, init's child with the launcher's command line may be the
       // payload (or the short-lived process that forks the guard), not the guard.
       const execd = init !== undefined && launcherTree(marker, "/bin/sh").some((t) => t.ppid === init.pid);
-      if (execd) guard = tree.find((t) => t.ppid === init.pid)?.pid;
+      // init's children are also the resolver (and with a network grant the relay): the guard is named.
+      if (execd) guard = tree.find((t) => t.ppid === init.pid && t.comm === "vak-guard")?.pid;
     }
     expect(guard).toBeDefined();
     process.kill(guard!, "SIGKILL");

@@ -24,6 +24,15 @@ describe("kernel attack surface", () => {
     const r = await sandboxSh(s.ws, `unshare -Ur true && echo NESTED; ${raw(272, 0x10000000)}; ${raw(56, 0x10000000 | 17, 0, 0, 0, 0)}; true`);
     expect(r.stdout).not.toContain("NESTED");
     expect(r.stdout.trim().split("\n")).toEqual(["EPERM", "EPERM"]);
+    // Refused by the guard, which says why, so that a tool whose own sandbox failed is not a mystery.
+    expect(r.stderr).toMatch(/vak: refused (unshare|clone) \(a new user namespace\): a sandbox inside the sandbox/);
+    expect(r.stderr).toMatch(/… and \d+ more refused \((unshare|clone)\)/);
+  });
+
+  it("a nested namespace of every kind is refused, and each refusal names the namespaces asked for", async () => {
+    const r = await sandboxSh(s.ws, `${raw(272, 0x40000000 | 0x20000000)}; ${raw(56, 0x20000000 | 0x04000000 | 17, 0, 0, 0, 0)}; true`);
+    expect(r.stdout.trim().split("\n")).toEqual(["EPERM", "EPERM"]);
+    expect(r.stderr).toMatch(/refused (unshare|clone) \(a new (network, pid|mount, network)|refused (unshare|clone) \(a new (pid, uts|mount)/);
   });
 
   it("no mount, bind mount or pivot_root to rewrite a protected path (the sandbox-runtime escape)", async () => {

@@ -83,22 +83,53 @@ except OSError as e:
     }
   });
 
-  it("UDP to a loopback listener on the host", async () => {
-    const out = await probe(attempt(`s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"x", ("127.0.0.1", ${udpPort}))`));
-    expect(out).toMatch(/^refused/);
+  // UDP exists inside (for the sandbox's own resolver), in a namespace with nothing but its own loopback.
+  it("UDP to a loopback listener on the host reaches the sandbox's own loopback, not the host's", async () => {
+    const sent = await probe(attempt(`s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(20): s.sendto(b"x", ("127.0.0.1", ${udpPort}))
+s.connect(("127.0.0.1", ${udpPort})); s.send(b"x")`));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(hits).not.toContain("udp");
+    // What was sent went to a port nothing listens on in the sandbox's namespace.
+    expect(sent).toMatch(/^REACHED|^refused ECONNREFUSED/);
   });
 
-  it("DNS: no name resolves beyond /etc/hosts, and no resolver is reachable", async () => {
-    const out = await probe(`
-import socket
+  it("UDP to anywhere else has no route, by sendto and by connect", async () => {
+    const out = await probe(attempt(`s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"x", ("10.255.255.1", 53))`));
+    expect(out).toBe("refused ENETUNREACH");
+    const v6 = await probe(attempt(`s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); s.sendto(b"x", ("2001:db8::1", 53))`));
+    expect(v6).toBe("refused ENETUNREACH");
+    const connected = await probe(attempt(`s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(("10.255.255.1", 53))`));
+    expect(connected).toBe("refused ENETUNREACH");
+  });
+
+  it("DNS: no name resolves beyond /etc/hosts; the sandbox's resolver says so at once, and vak names the name", async () => {
+    const r = await sandboxSh(s.ws, `python3 -c '
+import socket, time
+t = time.monotonic()
 try:
     print(socket.getaddrinfo("example.com", 80))
 except OSError as e:
-    print("refused", type(e).__name__)
-`);
-    expect(out).toMatch(/^refused/);
-    const direct = await probe(attempt(`s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"x", ("127.0.0.53", 53))`));
+    print("refused", type(e).__name__, round(time.monotonic() - t, 2))
+'`);
+    expect(r.stdout).toMatch(/^refused gaierror (\d+\.\d+)/);
+    expect(Number(/gaierror (\S+)/.exec(r.stdout)![1])).toBeLessThan(1);
+    expect(r.stderr).toContain('vak: a lookup of example.com was answered "no such name": this sandbox has no network; --allow-net example.com would reach it');
+    // A resolver of the host's, at any address, is not reachable.
+    const direct = await probe(attempt(`s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"x", ("127.0.0.53", 53)); s.settimeout(1); s.recv(512)`));
     expect(direct).toMatch(/^refused/);
+  });
+
+  it("a TCP socket without a grant is refused with a line that says which grant would reach a host", async () => {
+    const r = await sandboxSh(s.ws, `python3 -c 'import socket; socket.socket()' 2>/dev/null || echo refused`);
+    expect(r.stdout.trim()).toBe("refused");
+    expect(r.stderr).toContain("vak: refused socket (a TCP socket): no network grant: --allow-net HOST reaches a host, through the egress gate");
+  });
+
+  it("a server cannot listen on TCP, even with a grant, and is told why", async () => {
+    const r = await sandboxSh(s.ws, `python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 8080))' 2>/dev/null || echo refused`, ["--allow-net", "127.0.0.1:9"]);
+    expect(r.stdout.trim()).toBe("refused");
+    expect(r.stderr).toContain("vak: refused bind 127.0.0.1:8080: listening for TCP connections: nothing can connect to a sandbox");
   });
 
   it("netlink sockets", async () => {

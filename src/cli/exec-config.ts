@@ -1,0 +1,9 @@
+/**
+ * What `vak exec` loads only when there is a config file or a profile to read:
+ * the TOML parser, the presets, the repository config and its trust records,
+ * the credential stripper. One chunk of the CLI bundle, loaded on demand.
+ */
+export { loadUserProfiles, readConfigText, shownPath } from "../policy/profiles-file.js";
+export { loadPreset, presetNames } from "../policy/presets.js";
+export { loadProject, readTrust } from "../policy/trust.js";
+export { stripCredentials } from "../policy/strip-credentials.js";

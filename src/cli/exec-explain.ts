@@ -1,0 +1,81 @@
+import { lstatSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import type { LaunchPlan } from "../policy/plan.js";
+import { inView, type PresetEntry, presetFor } from "./exec-hints.js";
+
+/**
+ * `vak exec --explain`: after the run, what the command tried to reach and
+ * could not, each with the flag or profile that would grant it: paths it
+ * looked up that are not in its view but are on the host (the guard reports
+ * lookups that missed, native/guard_explain.c; each is checked again here, on
+ * the host, since the command chose it), the refusals already printed, the
+ * PATH entries and variables left out. Never applies anything, never reads a
+ * file's contents; de-duplicated by directory and bounded.
+ */
+export const MAX_EXPLAIN_DIRS = 20;
+const MAX_NAMES_PER_DIR = 3;
+
+interface Place {
+  ops: Set<string>;
+  names: Set<string>;
+  more: boolean;
+}
+
+export class Explain {
+  private readonly dirs = new Map<string, Place>();
+  private overflow = 0;
+  /** The guard stopped reporting (its bound): more may have missed. */
+  private truncated = false;
+  /** Lines already said during the run (refusals), repeated in the summary. */
+  private readonly said: string[] = [];
+
+  constructor(private readonly plan: LaunchPlan) {}
+
+  /** A lookup that missed inside: kept when the path is on the host and outside the view. */
+  missing(op: string, path: string, more?: boolean): void {
+    if (more) this.truncated = true;
+    if (!path.startsWith("/")) return;
+    const abs = resolve(path);
+    if (inView(this.plan, abs) || abs.startsWith("/proc/") || abs.startsWith("/dev/")) return;
+    const st = lstatSync(abs, { throwIfNoEntry: false });
+    if (!st) return;
+    const dir = st.isDirectory() ? abs : dirname(abs);
+    let p = this.dirs.get(dir);
+    if (!p) {
+      if (this.dirs.size >= MAX_EXPLAIN_DIRS) return void (this.overflow += 1);
+      p = { ops: new Set(), names: new Set(), more: false };
+      this.dirs.set(dir, p);
+    }
+    p.ops.add(op);
+    if (abs === dir) return;
+    const name = abs.slice(dir.length + 1);
+    if (p.names.size < MAX_NAMES_PER_DIR) p.names.add(name);
+    else if (!p.names.has(name)) p.more = true;
+  }
+
+  alsoSaid(line: string): void {
+    if (this.said.length < MAX_EXPLAIN_DIRS) this.said.push(line);
+  }
+
+  /** The summary's lines, without the "vak: " prefix; the caller neutralises them. */
+  lines(presets: PresetEntry[], droppedEnv: readonly string[]): string[] {
+    const out: string[] = [];
+    for (const [dir, p] of this.dirs) {
+      const preset = presetFor(dir, presets);
+      const names = p.names.size ? ` (${[...p.names].join(", ")}${p.more ? ", …" : ""})` : "";
+      out.push(`  not in the view: ${dir}${names}, by ${[...p.ops].sort().join(", ")}: --allow-read ${dir}${preset ? `, or --profile ${preset}` : ""}`);
+    }
+    if (this.overflow) out.push(`  … and ${this.overflow} more paths outside the view in other directories`);
+    if (this.truncated) out.push("  … and the sandbox stopped reporting lookups that missed after its bound: there may be more");
+    for (const l of this.said) out.push(`  ${l}`);
+    for (const d of this.plan.pathDropped) {
+      const preset = presetFor(d, presets);
+      out.push(`  left out of PATH: ${d}: --allow-read ${d}${preset ? `, or --profile ${preset}` : ""}`);
+    }
+    for (const l of droppedEnv) out.push(`  ${l}`);
+    return [
+      out.length ? "--explain: what the command tried to reach and could not (nothing was granted):" : "--explain: the command reached for nothing outside its grants",
+      ...out,
+    ];
+  }
+}

@@ -1,0 +1,145 @@
+import { closeSync, constants, fsyncSync, mkdirSync, openSync, renameSync, unlinkSync, writeSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname } from "node:path";
+import { createInterface } from "node:readline";
+import { compose, describeSource, type Granted } from "../policy/compose.js";
+import { VakError } from "../policy/errors.js";
+import { canonicalDir } from "../policy/paths.js";
+import { loadPreset, presetNames } from "../policy/presets.js";
+import { LIMIT_KEYS } from "../policy/profile.js";
+import { shownPath } from "../policy/profiles-file.js";
+import { findProjectConfig, loadProject, MAX_TRUST_RECORDS, readTrust, trustFilePath, type TrustFile } from "../policy/trust.js";
+import { EXIT_REFUSED } from "./exit.js";
+import { visible } from "./visible.js";
+
+/**
+ * `vak trust [DIR]`: shows a repository's `.vak/config.toml` exactly as it is
+ * and what it would grant, and records the user's decision bound to the
+ * file's path and content hash (any change makes it untrusted again). Asks
+ * on a terminal; a script passes --yes. Nothing is ever trusted without one
+ * of the two: a headless `vak exec` only says what it ignored.
+ */
+export interface TrustOptions {
+  yes?: boolean;
+  revoke?: boolean;
+  list?: boolean;
+}
+
+/** Writes the trust records: a new file beside the old (0600, fsync'd), renamed over it. */
+export function writeTrust(t: TrustFile, path: string = trustFilePath()): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const tmp = `${path}.${process.pid}.${Date.now().toString(36)}.tmp`;
+  const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    writeSync(fd, JSON.stringify(t, null, 1) + "\n");
+    fsyncSync(fd);
+  } catch (e) {
+    closeSync(fd);
+    unlinkSync(tmp);
+    throw e;
+  }
+  closeSync(fd);
+  renameSync(tmp, path);
+}
+
+/** What the file would grant once trusted: its [exec] and each of its profiles, resolved here. */
+function wouldGrant(project: NonNullable<ReturnType<typeof loadProject>["config"]>, workspace: string): string[] {
+  const out: string[] = [];
+  const trusted = { ...project, trusted: true };
+  const describe = (title: string, c: ReturnType<typeof compose>) => {
+    const rows: string[] = [];
+    const L = c.lists;
+    const list = (label: string, xs: Granted[]) => xs.forEach((g) => rows.push(`    ${label} ${shownPath(g.value)}${g.written && g.written !== g.value ? `  (${g.written})` : ""}`));
+    list("read", L.allow_read);
+    list("write", L.allow_write);
+    list("read, credentials removed", L.allow_read_redacted);
+    list("deny read", L.deny_read);
+    list("deny write", L.deny_write);
+    list("network", L.allow_net);
+    list("deny network", L.deny_net);
+    list("pass variable", L.allow_env);
+    list("secret", L.secrets);
+    for (const [k, g] of c.setEnv) rows.push(`    set ${k}=${g.value}`);
+    for (const [p] of c.files) rows.push(`    write into the view ${p}`);
+    for (const x of c.create) rows.push(`    create on the host (${x.kind}) ${shownPath(x.path)}`);
+    if (c.modeSource.kind !== "default") rows.push(`    mode ${c.mode}`);
+    for (const k of LIMIT_KEYS) if (c.limits[k]) rows.push(`    ${k} ${c.limits[k]!.value}`);
+    for (const s of c.skipped) rows.push(`    (skipped: ${shownPath(s.value)}: ${s.why})`);
+    for (const p of c.applied) if (p.origin === "preset" || p.origin === "profile") rows.push(`    with ${describeSource({ kind: "profile", profile: p, key: "description" }).replace(/:\d+\)$/, ")")}`);
+    out.push(`  ${title}:`, ...(rows.length ? rows : ["    nothing"]));
+  };
+  const base = { user: undefined, workspace, env: process.env, home: homedir(), preset: (n: string) => loadPreset(n), presetNames: () => presetNames() };
+  if (project.file.exec) describe(`every \`vak exec\` here ([exec], line ${project.file.exec.line() ?? "?"})`, compose({ ...base, flags: { lists: {}, limits: {}, profiles: [] }, project: trusted, execDefaults: true }));
+  for (const [name, p] of project.file.profiles)
+    describe(`--profile ${name} (line ${p.line() ?? "?"})`, compose({ ...base, flags: { lists: {}, limits: {}, profiles: [name] }, project: trusted, execDefaults: false }));
+  for (const o of project.file.other) out.push(`  [${o.key}] (line ${o.line ?? "?"}): never applies, trusted or not: only your own config can say this`);
+  return out;
+}
+
+async function ask(question: string): Promise<boolean> {
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    const answer = await new Promise<string>((resolve) => rl.question(question, resolve));
+    return /^(y|yes)$/i.test(answer.trim());
+  } finally {
+    rl.close();
+  }
+}
+
+export async function trustCommand(dir: string | undefined, opts: TrustOptions): Promise<number> {
+  const out = process.stdout;
+  if (opts.list) {
+    const t = readTrust();
+    if (!t.trusted.length) out.write("no repository config is trusted\n");
+    for (const r of t.trusted) out.write(`${visible(shownPath(r.path))}  sha256 ${r.sha256.slice(0, 16)}…  trusted ${r.at}\n`);
+    return 0;
+  }
+  const workspace = canonicalDir(dir ?? process.cwd(), "vak trust");
+  const found = findProjectConfig(workspace, homedir());
+  if (!found) {
+    process.stderr.write(`vak: no .vak/config.toml in ${shownPath(workspace)} or above it in its repository\n`);
+    return EXIT_REFUSED;
+  }
+  const loaded = loadProject(found, undefined);
+  const t = readTrust();
+  if (opts.revoke) {
+    const kept = t.trusted.filter((r) => r.path !== loaded.path);
+    writeTrust({ version: 1, trusted: kept });
+    out.write(`${visible(shownPath(loaded.path))}: ${kept.length === t.trusted.length ? "was not trusted" : "no longer trusted"}\n`);
+    return 0;
+  }
+  if (loaded.broken || !loaded.config) throw new VakError("bad-input", `${shownPath(loaded.path)} cannot be trusted as it is: ${loaded.broken}`);
+  if (t.trusted.some((r) => r.path === loaded.path && r.sha256 === loaded.hash)) {
+    out.write(`${visible(shownPath(loaded.path))} is already trusted as it is now (sha256 ${loaded.hash.slice(0, 16)}…)\n`);
+    return 0;
+  }
+  const numbered = loaded.text.split("\n").map((l, i) => `${String(i + 1).padStart(4)} │ ${visible(l)}`);
+  if (numbered.at(-1)?.endsWith("│ ")) numbered.pop();
+  out.write([
+    `${visible(shownPath(loaded.path))} (sha256 ${loaded.hash}), exactly:`,
+    ...numbered,
+    "",
+    "Trusted, it would grant:",
+    ...wouldGrant(loaded.config, workspace).map(visible),
+    "",
+    "Until then only its deny rules, a read-only mode and its limits apply. Any change to the file makes it untrusted again.",
+    "",
+  ].join("\n"));
+  let yes = Boolean(opts.yes);
+  if (!yes) {
+    if (!process.stdin.isTTY || !process.stderr.isTTY) {
+      process.stderr.write("vak: not a terminal, so nothing was trusted; after reviewing the above, run `vak trust --yes` to trust this exact content\n");
+      return EXIT_REFUSED;
+    }
+    yes = await ask("Trust this exact file? [y/N] ");
+  }
+  if (!yes) {
+    out.write("not trusted\n");
+    return 1;
+  }
+  // A path has one trusted content at a time: the new hash replaces the old.
+  const trusted = [...t.trusted.filter((r) => r.path !== loaded.path), { path: loaded.path, sha256: loaded.hash, at: new Date().toISOString() }].slice(-MAX_TRUST_RECORDS);
+  writeTrust({ version: 1, trusted });
+  out.write(`trusted ${visible(shownPath(loaded.path))} (sha256 ${loaded.hash.slice(0, 16)}…)\n`);
+  return 0;
+}

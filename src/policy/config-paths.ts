@@ -1,0 +1,31 @@
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { vakDirs } from "./state.js";
+
+/**
+ * Where the files that carry grants are: the user's config (trusted), a
+ * repository's `.vak/config.toml` (untrusted until `vak trust`), and the trust
+ * records. Only paths and existence here, so that a `vak exec` with none of
+ * these files loads no TOML parser.
+ */
+export function userConfigPath(env: NodeJS.ProcessEnv = process.env): string {
+  return join(vakDirs(env).config, "config.toml");
+}
+
+export function trustFilePath(env: NodeJS.ProcessEnv = process.env): string {
+  return join(vakDirs(env).state, "trust.json");
+}
+
+/**
+ * The repository config that applies to a workspace: `.vak/config.toml` in it
+ * or in the nearest directory above, up to the repository's top (a directory
+ * with .git), never the home directory or above it.
+ */
+export function findProjectConfig(workspace: string, home: string): string | undefined {
+  for (let dir = workspace; ; dir = dirname(dir)) {
+    if (dir === home && dir !== workspace) return undefined;
+    const candidate = join(dir, ".vak", "config.toml");
+    if (existsSync(candidate)) return candidate;
+    if (existsSync(join(dir, ".git")) || dir === dirname(dir)) return undefined;
+  }
+}

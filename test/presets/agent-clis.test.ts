@@ -1,0 +1,100 @@
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { agentFake, PONG, type AgentFake } from "../support/agent-fakes.js";
+import { scratch, type Scratch } from "../support/fs.js";
+import { ROOT } from "../support/paths.js";
+import { baseEnv, runVak } from "../support/vak.js";
+
+// The agent CLIs' presets, with the real CLIs from npm (Codex 0.171, Claude
+// Code 2.1, Gemini CLI 0.61) against a loopback server that speaks each
+// provider's wire format. .ci/run installs them into .cache/agent-clis
+// (about 900 MB, so not as devDependencies); where they are not installed,
+// these tests are skipped, and say so.
+const WHERE = process.env.VAK_AGENT_CLIS ?? join(ROOT, ".cache/agent-clis");
+const installed = (cli: string) => existsSync(join(WHERE, "node_modules/.bin", cli));
+const CLIS = existsSync(WHERE) ? realpathSync(WHERE) : WHERE;
+const bin = (cli: string) => join(CLIS, "node_modules/.bin", cli);
+const KEY = "test-key-0123456789abcdef";
+
+// The model asks the CLI's own shell tool to run this: it must run (the CLI's nested sandbox is off and
+// Vak's holds it), write in the workspace, and fail to change the CLI's configuration on the host.
+const COMMAND = (config: string) => `echo made-by-the-agent > agent-was-here.txt; (echo '# tampered' >> "${config}") 2>/dev/null && echo CONFIG-CHANGED || echo config-is-read-only`;
+
+describe.skipIf(!installed("codex") || !installed("claude"))(`the agent CLI presets, with the real CLIs (from ${WHERE})`, () => {
+  let s: Scratch;
+  let home: string;
+  let fake: AgentFake;
+  beforeAll(() => {
+    s = scratch();
+    home = join(s.root, "home");
+    mkdirSync(home);
+  });
+  afterAll(async () => {
+    await fake?.close();
+    s.cleanup();
+  });
+
+  const vak = (args: string[], env: Record<string, string>) =>
+    runVak(["exec", "--allow-read", CLIS, "--allow-net", `127.0.0.1:${fake.port}`, ...args], { cwd: s.ws, env: baseEnv({ HOME: home, ...env }) });
+
+  it("codex: runs a command for the model with its own sandbox off, its config read-only, its session kept, nothing sent home", async () => {
+    const config = join(home, ".codex", "config.toml");
+    mkdirSync(join(home, ".codex"), { recursive: true });
+    writeFileSync(config, 'model = "gpt-test"\n');
+    fake = await agentFake({ command: COMMAND(config) });
+    const r = await vak(
+      ["--profile", "codex", "--", bin("codex"), "exec", "--skip-git-repo-check", "-c", `openai_base_url="${fake.url}/v1"`, "say pong"],
+      { CODEX_API_KEY: KEY },
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout + r.stderr).toContain("sandbox: danger-full-access");
+    expect(readFileSync(join(s.ws, "agent-was-here.txt"), "utf8")).toBe("made-by-the-agent\n");
+    expect(r.stdout).toContain("config-is-read-only");
+    expect(readFileSync(config, "utf8")).toBe('model = "gpt-test"\n');
+    expect(fake.seen.some((x) => x.headers.authorization === `Bearer ${KEY}`)).toBe(true);
+    const sessions = join(home, ".codex", "sessions");
+    expect(readdirSync(sessions, { recursive: true }).some((f) => String(f).endsWith(".jsonl"))).toBe(true);
+    // Telemetry, update checks and plugins off: nothing tried a host outside the grants.
+    expect(r.stderr).not.toMatch(/refused CONNECT/);
+    await fake.close();
+  }, 180_000);
+
+  it("claude: runs a command for the model, its settings read-only, its ~/.claude.json a copy without credentials", async () => {
+    const settings = join(home, ".claude", "settings.json");
+    mkdirSync(join(home, ".claude"), { recursive: true });
+    writeFileSync(settings, JSON.stringify({ sandbox: { enabled: true } }) + "\n");
+    writeFileSync(join(home, ".claude.json"), JSON.stringify({ numStartups: 1, primaryApiKey: "sk-ant-api03-in-the-file", hasCompletedOnboarding: true }));
+    fake = await agentFake({ command: `${COMMAND(settings)}; grep -c sk-ant-api03-in-the-file ~/.claude.json || echo no-key-in-the-copy` });
+    const r = await vak(["--profile", "claude", "--", bin("claude"), "-p", "say pong", "--allowedTools", "Bash"], { ANTHROPIC_API_KEY: KEY, ANTHROPIC_BASE_URL: fake.url });
+    expect(r.code, r.stderr).toBe(0);
+    expect(readFileSync(join(s.ws, "agent-was-here.txt"), "utf8")).toBe("made-by-the-agent\n");
+    const results = JSON.stringify(fake.seen.map((x) => x.body.messages));
+    expect(results).toContain("config-is-read-only");
+    expect(results).toContain("no-key-in-the-copy");
+    expect(readFileSync(settings, "utf8")).toBe(JSON.stringify({ sandbox: { enabled: true } }) + "\n");
+    expect(fake.seen.some((x) => x.headers["x-api-key"] === KEY)).toBe(true);
+    expect(r.stderr).not.toMatch(/refused CONNECT/);
+    await fake.close();
+  }, 180_000);
+
+  it.skipIf(!installed("gemini"))("gemini: answers with the key from the environment, its own sandbox and telemetry off", async () => {
+    fake = await agentFake();
+    const r = await vak(["--profile", "gemini", "--", bin("gemini"), "--skip-trust", "-p", "say pong"], { GEMINI_API_KEY: KEY, GOOGLE_GEMINI_BASE_URL: fake.url });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(PONG);
+    expect(fake.seen.some((x) => x.headers["x-goog-api-key"] === KEY)).toBe(true);
+    expect(r.stderr).not.toMatch(/refused CONNECT/);
+    await fake.close();
+  }, 180_000);
+
+  it("without the preset, the CLI is told which variables it lacks and where it lives", async () => {
+    fake = await agentFake();
+    const r = await runVak(["exec", "--", "codex", "--version"], { cwd: s.ws, env: baseEnv({ HOME: home, CODEX_API_KEY: KEY, PATH: `${join(CLIS, "node_modules/.bin")}:/usr/bin:/bin` }) });
+    expect(r.code).toBe(127);
+    expect(r.stderr).toMatch(/codex: not found in the sandbox; on the host it is .*node_modules\/\.bin\/codex.*--allow-read/);
+    expect(r.stderr).toMatch(/codex may read CODEX_API_KEY\b.*not passed.*--profile codex/);
+    expect(r.stderr).not.toContain(KEY);
+    await fake.close();
+  });
+});
