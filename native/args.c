@@ -95,12 +95,26 @@ void parse_args(struct plan *p, int argc, char **argv) {
     else if (!strcmp(a, "--cpu-seconds")) { NEED(1); p->cpu_seconds = number(a, argv[++i]); }
     else if (!strcmp(a, "--timeout-ms")) { NEED(1); p->timeout_ms = number(a, argv[++i]); }
     else if (!strcmp(a, "--max-output")) { NEED(1); p->max_output = number(a, argv[++i]); }
-    else if (!strcmp(a, "--report-fd")) { NEED(1); p->report_fd = (int)number(a, argv[++i]); report_init(p->report_fd); }
+    else if (!strcmp(a, "--host-dir")) {
+      NEED(1);
+      if (p->report_fd >= 0) die_step("args", "--host-dir and --report-fd exclude each other");
+      hostdir_open(p, abs_path(a, argv[++i]));
+    }
+    else if (!strcmp(a, "--report-fd")) {
+      if (p->host_dir) die_step("args", "--host-dir and --report-fd exclude each other");
+      NEED(1);
+      p->report_fd = (int)number(a, argv[++i]);
+      report_init(p->report_fd);
+    }
     else die_step("args", "unknown option '%s'", a);
   }
 #undef NEED
   if (i >= argc) die_step("args", "no command given after --");
   if (!p->cwd) die_step("args", "--cwd is required");
+  if (p->host_dir && p->net_gate) {
+    if (p->net_token[0]) die_step("args", "--host-dir carries the token: --net-token-fd is not used with it");
+    hostdir_token(p);
+  }
   if (p->net_gate && (p->net_port < 1 || p->net_port > 65535 || !p->net_token[0]))
     die_step("args", "--net-gate needs --net-port and --net-token-fd");
   if (p->net_gate && !p->use_ns) die_step("args", "reduced mode has no private network namespace: network grants are refused");

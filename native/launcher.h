@@ -66,6 +66,7 @@ struct plan {
   long long timeout_ms;  /* 0: none */
   long long max_output;  /* bytes of output through the monitor, 0: no limit */
   int report_fd;         /* JSON lines for the host; -1: none */
+  const char *host_dir;  /* --host-dir: report, token, env and lifeline by name (hostdir.c); NULL: fds */
   uid_t uid;
   gid_t gid;
   char **argv;
@@ -172,6 +173,15 @@ void drop_privileges(void);
 
 /* probe.c */
 int probe_main(void);
+
+/* seccomp.c: `--seccomp-table`, the table as JSON (the container backend's outer profile is made from it) */
+int seccomp_table_main(void);
+
+/* hostdir.c: --host-dir DIR, for a launcher that vak could not start itself (the container backend) */
+void hostdir_open(struct plan *p, const char *dir);
+void hostdir_token(struct plan *p);
+void hostdir_env(void);
+void hostdir_lifeline(void);
 
 /* util */
 int write_file(const char *path, const char *data);

@@ -436,11 +436,16 @@ static int run(const struct plan *p) {
 
 int main(int argc, char **argv) {
   if (argc == 2 && !strcmp(argv[1], "--probe")) return probe_main();
+  if (argc == 2 && !strcmp(argv[1], "--seccomp-table")) return seccomp_table_main();
   pid_t parent = getppid();
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != parent) return EXIT_SETUP;
   static struct plan plan;
   parse_args(&plan, argc, argv);
   if (plan.report_fd >= 0 && fcntl(plan.report_fd, F_SETFD, FD_CLOEXEC) != 0)
     die_step("args", "--report-fd %d is not open", plan.report_fd);
+  if (plan.host_dir) {
+    hostdir_env();
+    hostdir_lifeline();
+  }
   return run(&plan);
 }

@@ -18,6 +18,7 @@
 #include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -256,4 +257,28 @@ void install_guard_seccomp(const struct plan *pl) {
   struct sock_filter buf[SC_MAX_INSNS];
   struct sock_fprog fp = program(pl, 1, buf);
   if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fp) != 0) die_step("seccomp", "guard filter: %s", strerror(errno));
+}
+
+/* `vak-launcher --seccomp-table`: the table as one JSON object, for the
+ * container backend, which makes the engine's outer profile from it
+ * (src/sandbox/container-seccomp.ts). Actions are the kernel's values. */
+int seccomp_table_main(void) {
+  const struct sc_filter *f = &FILTER;
+  printf("{\"arch\":%u,\"bad_arch\":%u,\"first_unknown\":%d,\"unknown_action\":%u,\"default_action\":%u,\"rules\":[",
+         f->arch, f->bad_arch, f->first_unknown, f->unknown_action, f->default_action);
+  for (unsigned i = 0; i < f->nrules; i++) {
+    const struct sc_rule *r = &f->rules[i];
+    printf("%s{\"nr\":%d,\"name\":\"%s\",\"when\":%u,\"action\":%u,\"clauses\":[", i ? "," : "", r->nr, r->name, r->when, r->action);
+    for (unsigned k = 0; k < r->nclauses; k++) {
+      const struct sc_clause *c = &r->clause[k];
+      printf("%s{\"when\":%u,\"action\":%u,\"tests\":[", k ? "," : "", c->when, c->action);
+      for (unsigned t = 0; t < c->ntests; t++)
+        printf("%s{\"arg\":%u,\"op\":\"%s\",\"mask\":%u,\"value\":%u}", t ? "," : "", c->test[t].arg,
+               c->test[t].op == SC_ANY ? "any" : "eq", c->test[t].mask, c->test[t].value);
+      printf("]}");
+    }
+    printf("]}");
+  }
+  printf("]}\n");
+  return 0;
 }
