@@ -98,7 +98,7 @@ export function sessionOptions(flags: AgentFlags, open?: Journal): { options: Ag
       approvalRules,
       approvalTimeoutMs: config.approvals.timeout_seconds ? config.approvals.timeout_seconds * 1000 : undefined,
       maxTurns: flags.maxTurns,
-      sandbox: flags.sandbox === "reduced" ? "reduced" : "namespaces",
+      sandbox: flags.sandbox === "reduced" || flags.sandbox === "container" ? flags.sandbox : "namespaces",
       ...(mcp.length
         ? {
             mcp: {

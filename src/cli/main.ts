@@ -94,7 +94,7 @@ function grantFlags(c: Command): Command {
     .option("--allow-net <hosts>", "reachable through the egress gate: host, host:port, host:*, *.suffix, an IP; read:host for GET/HEAD/OPTIONS only", list)
     .option("--deny-net <hosts>", "never reachable, even if an --allow-net covers it", list)
     .option("--profile <names>", "apply a profile: yours ([profiles.NAME] in ~/.config/vak/config.toml) or a preset (git, npm, python, rust, codex, claude, …); repeat", list)
-    .addOption(new Option("--sandbox <kind>", "namespaces, or reduced where user namespaces are unavailable").choices(["namespaces", "reduced"]).default("namespaces"));
+    .addOption(new Option("--sandbox <kind>", "namespaces; reduced where user namespaces are unavailable; container to run the same sandbox inside Docker or Podman (after `vak container build-image`)").choices(["namespaces", "reduced", "container"]).default("namespaces"));
 }
 
 /** Vak's version, from its package.json (not read on `vak exec`'s path). */
@@ -292,6 +292,16 @@ export function program(onlyExec = false, escaped: { message?: string[] | undefi
     .option("--revoke", "stop trusting it")
     .option("--list", "the repository configs you trust")
     .action(async (dir: string | undefined, opts) => done(await (await import("./trust.js")).trustCommand(dir, opts)));
+
+  const container = p.command("container").description("the container backend (--sandbox container): Docker or Podman around the same sandbox");
+  container.command("build-image")
+    .description("build the sandbox image from this host's own files (no registry), tagged by its content, and the engine's seccomp profiles")
+    .addOption(new Option("--engine <engine>", "docker or podman (default: whichever is on PATH, docker first)").choices(["docker", "podman"]))
+    .option("--package <names>", "more Debian packages of this host to put in the image, with what they depend on", list)
+    .option("--json", "machine-readable")
+    .action(async (opts) => done(await (await import("./container.js")).containerBuildImage(opts)));
+  container.command("status").description("which image --sandbox container runs, or why none").option("--json", "machine-readable")
+    .action(async (opts) => done((await import("./container.js")).containerStatus(opts)));
 
   p.command("doctor")
     .description("report what this machine's kernel can enforce, and try the sandbox for real")

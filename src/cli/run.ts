@@ -285,7 +285,7 @@ async function runSpec(file: string, prompt: string, flags: AgentFlags & { json?
   try {
     session = new WorkloadSession(plan, {
       model: model.client, journal, mode, secrets: model.key ? [model.key] : [], secretCommands: config.secret_commands, caFiles: config.egress.ca_files,
-      sandbox: flags.sandbox === "reduced" ? "reduced" : "namespaces",
+      sandbox: flags.sandbox === "reduced" || flags.sandbox === "container" ? flags.sandbox : "namespaces",
       onEvent: transcriptPrinter(process.stdout, (t) => session!.redactor.text(t)), onApproval: approver?.request,
       onLog: (line) => void process.stderr.write(`${visible(session!.redactor.text(line))}\n`),
     });

@@ -16,8 +16,14 @@ import {
 } from "./runtime-set.js";
 
 /** How the sandbox is built: namespaces (the full view), reduced (Landlock and
- *  seccomp only, where user namespaces are unavailable), or none (full access). */
-export type SandboxKind = "namespaces" | "reduced" | "none";
+ *  seccomp only, where user namespaces are unavailable), container (the same
+ *  launcher and plan as namespaces, run inside a Docker or Podman container:
+ *  src/sandbox/container.ts), or none (full access). */
+export type SandboxKind = "namespaces" | "reduced" | "container" | "none";
+
+/** Why a mount is in the plan, where something else must tell them apart (the container backend takes these from its image). */
+export const RUNTIME_WHY = "runtime";
+export const NODE_RUNTIME_WHY = "the Node.js runtime Vak runs on";
 
 export type MountOp =
   | { kind: "ro" | "rw" | "mask" | "dir" | "dev"; path: string; why: string }
@@ -152,7 +158,7 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
   // The runtime set.
   for (const p of [...RUNTIME_DIRS, ...RUNTIME_ETC]) if (!covered(p)) addRuntime(p, mounts, reduced);
   if (host.nodePrefix && !RUNTIME_DIRS.some((d) => isWithin(host.nodePrefix, d)) && exists(host.nodePrefix))
-    mounts.push({ kind: "ro", path: host.nodePrefix, why: "the Node.js runtime Vak runs on" });
+    mounts.push({ kind: "ro", path: host.nodePrefix, why: NODE_RUNTIME_WHY });
   for (const d of RUNTIME_DEVICES) if (exists(d)) mounts.push({ kind: "dev", path: d, why: "device" });
   for (const r of input.runtime ?? []) if (!covered(r) && exists(r)) mounts.push({ kind: "ro", path: r, why: "Vak's worker code" });
 
@@ -295,10 +301,10 @@ function addRuntime(p: string, mounts: MountOp[], reduced: boolean): void {
   if (!st) return;
   if (st.isSymbolicLink()) {
     // In reduced mode there is no view to put a symlink in; its target is granted where it is.
-    if (!reduced) mounts.push({ kind: "symlink", path: p, target: readlinkSync(p), why: "runtime" });
+    if (!reduced) mounts.push({ kind: "symlink", path: p, target: readlinkSync(p), why: RUNTIME_WHY });
     return;
   }
-  mounts.push({ kind: "ro", path: p, why: "runtime" });
+  mounts.push({ kind: "ro", path: p, why: RUNTIME_WHY });
 }
 
 /**

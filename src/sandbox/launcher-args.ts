@@ -1,0 +1,67 @@
+/** The launch plan as the launcher's argv, and where the launcher is. */
+import { existsSync } from "node:fs";
+import { VakError } from "../policy/errors.js";
+import { installation } from "../policy/install.js";
+import { unhandled } from "../protocol/unhandled.js";
+import type { LaunchPlan } from "../policy/plan.js";
+
+/** The launcher binary built by node-gyp at install (build/Release/vak-launcher). */
+export function launcherPath(): string {
+  const p = installation().launcher;
+  if (!existsSync(p))
+    throw new VakError("unsupported", `the sandbox launcher is missing (${p}); run \`npm ci\` (or \`npx node-gyp rebuild\`) in the Vak package`);
+  return p;
+}
+
+/** How the launcher handles the command's output. */
+export interface OutputOptions {
+  /**
+   * Bytes of output the command may write (stdout, stderr, and its terminal), counted by the launcher's
+   * monitor, which stops the sandbox past them; for callers that give the launcher their own stdio.
+   */
+  maxOutput?: number | undefined;
+  /** --explain: the guard reports the paths the command looked up that are not in its view. */
+  explain?: boolean | undefined;
+}
+
+/** The launch plan as the launcher's argv. The launcher refuses anything it does not know. */
+export function launcherArgs(plan: LaunchPlan, io: number | { hostDir: string }, gate?: GateLink, output: OutputOptions = {}): string[] {
+  // A report fd (the token on the next one), or a directory of vak's holding both by name (the container backend).
+  const a = typeof io === "number" ? ["--report-fd", String(io)] : ["--host-dir", io.hostDir];
+  if (plan.network.kind === "gate") {
+    if (!gate) throw new VakError("internal", "a plan with a network grant needs a running egress gate");
+    a.push("--net-gate", gate.dir, "--net-port", String(plan.network.port));
+    if (typeof io === "number") a.push("--net-token-fd", String(io + 1));
+  }
+  if (plan.sandbox === "reduced") a.push("--reduced");
+  a.push("--guard");
+  for (const m of plan.mounts) {
+    switch (m.kind) {
+      case "tmpfs": a.push("--tmpfs", m.path, String(m.bytes)); break;
+      case "symlink": a.push("--symlink", m.path, m.target); break;
+      case "file": a.push("--file", m.path, m.content); break;
+      case "ro": case "rw": case "mask": case "dir": case "dev": a.push(`--${m.kind}`, m.path); break;
+      default: unhandled(m, "mount kind");
+    }
+  }
+  for (const r of plan.protect) a.push(`--protect-${r.kind}`, r.pattern);
+  a.push("--cwd", plan.cwd, "--hostname", "vak");
+  const l = plan.limits;
+  if (l.maxProcs) a.push("--max-procs", String(l.maxProcs));
+  else if (plan.defaultMaxProcs) a.push("--default-max-procs", String(plan.defaultMaxProcs));
+  if (l.maxMemoryBytes) a.push("--max-memory", String(l.maxMemoryBytes));
+  if (l.maxFileBytes) a.push("--max-fsize", String(l.maxFileBytes));
+  if (l.maxOpenFiles) a.push("--max-nofile", String(l.maxOpenFiles));
+  if (l.maxCpuSeconds) a.push("--cpu-seconds", String(l.maxCpuSeconds));
+  if (l.timeoutMs) a.push("--timeout-ms", String(l.timeoutMs));
+  if (output.maxOutput) a.push("--max-output", String(output.maxOutput));
+  if (output.explain) a.push("--explain");
+  a.push("--", ...plan.command);
+  return a;
+}
+
+/** Where the egress gate listens, and the token that names this worker to it. */
+export interface GateLink {
+  dir: string;
+  token: string;
+}
