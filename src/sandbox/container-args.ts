@@ -41,14 +41,16 @@ export interface ContainerRun {
   /** Attach stdin (the caller writes to the sandbox, or passes its own). */
   stdin: boolean;
   cpus: number;
+  /** The memory ceiling without --max-memory, bytes. */
+  memory: number;
   /** A label value naming this run, for finding what a killed vak left. */
   runId: string;
 }
 
 /** Processes of the launcher's own in the container (tini, monitor, lifeline watcher, init, guard, relay), over the plan's limit. */
 export const CONTAINER_OWN_PROCS = 8;
-/** The container's memory ceiling without --max-memory: the plan's tmpfs mounts live in it too. */
-export const DEFAULT_CONTAINER_MEMORY = 4 << 30;
+/** The container's memory ceiling without --max-memory (half the host's memory, at most this): the plan's tmpfs mounts live in it too. */
+export const DEFAULT_CONTAINER_MEMORY = 8 * 2 ** 30;
 /** Memory the launcher's own processes may use over --max-memory. */
 const OWN_MEMORY = 64 << 20;
 
@@ -83,7 +85,7 @@ export function containerArgs(plan: LaunchPlan, image: ContainerImage, run: Cont
       "--sandbox container: vak is running as root, and the container runs the sandbox as an unprivileged user with no capability, " +
       "where Linux refuses to map uid 0 into the launcher's user namespace (that needs CAP_SETFCAP); run vak as the user who owns the workspace");
   const procs = (plan.limits.maxProcs ?? plan.defaultMaxProcs) + CONTAINER_OWN_PROCS;
-  const memory = (plan.limits.maxMemoryBytes ?? DEFAULT_CONTAINER_MEMORY) + OWN_MEMORY;
+  const memory = (plan.limits.maxMemoryBytes ?? run.memory) + OWN_MEMORY;
   const a = [
     "run", "--rm", "--init", "--pull", "never",
     "--label", `dev.vak.sandbox=${run.runId}`,

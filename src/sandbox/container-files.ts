@@ -11,7 +11,7 @@
 export const DEFAULT_PACKAGES = [
   "base-files", "libc-bin", "bash", "dash", "coreutils", "findutils", "grep", "sed", "mawk", "gawk", "diffutils", "patch",
   "tar", "gzip", "xz-utils", "bzip2", "zstd", "unzip", "util-linux", "procps", "psmisc", "attr", "file", "less",
-  "ca-certificates", "tzdata", "git", "ripgrep", "python3", "perl", "make", "curl", "jq", "strace",
+  "ca-certificates", "tzdata", "hostname", "iproute2", "git", "ripgrep", "python3", "perl", "make", "curl", "jq", "strace",
 ] as const;
 
 /** Trees of a package that no command needs to run: documentation and translations. */

@@ -89,6 +89,9 @@ function imageFiles(packages: readonly string[], log: (s: string) => void): { pa
     if (recurse && st.isDirectory()) for (const e of readdirNames(p)) add(join(p, e), true);
   };
   for (const p of listed) add(canonicalParent(p), false);
+  // Byte code that packages compile after installing (Python's __pycache__): not in their file lists, and
+  // without it Python tries (and is refused) to write it into the read-only /usr on every start.
+  for (const p of [...out]) if (p.endsWith(".py")) add(join(dirname(p), "__pycache__"), true);
   // The top-level system directories as entries only (/usr's contents are the packages'); /etc entries, the launcher and a Node prefix whole.
   const topLevel = new Set<string>(RUNTIME_DIRS);
   for (const p of extra) add(topLevel.has(p) ? p : canonicalParent(p), !topLevel.has(p));

@@ -14,13 +14,13 @@ import { spawn, type StdioOptions } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { closeSync, existsSync, lstatSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer, type Socket } from "node:net";
-import { availableParallelism, tmpdir } from "node:os";
+import { availableParallelism, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { VakError } from "../policy/errors.js";
 import { installation } from "../policy/install.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { vakDirs } from "../policy/state.js";
-import { containerArgs, engineEnv, type ContainerImage } from "./container-args.js";
+import { containerArgs, DEFAULT_CONTAINER_MEMORY, engineEnv, type ContainerImage } from "./container-args.js";
 import { launcherArgs, type GateLink, type OutputOptions } from "./launcher-args.js";
 import { privateTmp, readReport, resultOf, type RunningSandbox } from "./launch-result.js";
 
@@ -109,7 +109,8 @@ export function launchInContainer(
     const argv = containerArgs(plan, image, {
       hostDir: dir, gateDir: plan.network.kind === "gate" ? gate?.dir : undefined,
       uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0, stdin: stdio[0] !== "ignore",
-      cpus: Math.max(1, Math.ceil(availableParallelism() / 2)), runId: randomBytes(8).toString("hex"),
+      cpus: Math.max(1, Math.ceil(availableParallelism() / 2)), memory: Math.min(DEFAULT_CONTAINER_MEMORY, Math.floor(totalmem() / 2)),
+      runId: randomBytes(8).toString("hex"),
     }, launcherArgs(plan, { hostDir: dir }, gate, { maxOutput: opts.maxOutput, explain: opts.explain }));
     child = spawn(image.engineBin, argv, { stdio: stdio as StdioOptions, env: engineEnv(process.env), cwd: "/", detached: opts.detached ?? false });
   } catch (e) {

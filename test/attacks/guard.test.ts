@@ -108,11 +108,14 @@ except OSError as e: print('refused', errno.errorcode[e.errno])
     child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()));
     const exited = new Promise<number | null>((r) => child.on("close", (c) => r(c)));
     let guard: number | undefined;
-    for (let i = 0; i < 100 && guard === undefined; i++) {
+    // A container takes a while to start on a loaded machine: look for up to 30 s.
+    for (let i = 0; i < 600 && guard === undefined; i++) {
       await new Promise((r) => setTimeout(r, 50));
       const tree = launcherTree(marker);
       const monitor = tree.find((t) => !tree.some((u) => u.pid === t.ppid));
-      const init = tree.find((t) => t.ppid === monitor?.pid);
+      // The monitor's child that has children of its own (on the container backend the monitor also has a
+      // childless lifeline watcher, native/hostdir.c).
+      const init = tree.find((t) => t.ppid === monitor?.pid && tree.some((u) => u.ppid === t.pid));
       // Until the command has been exec'd, init's child with the launcher's command line may be the
       // payload (or the short-lived process that forks the guard), not the guard.
       const execd = init !== undefined && launcherTree(marker, "/bin/sh").some((t) => t.ppid === init.pid);

@@ -3,7 +3,7 @@ import { copyFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
-import { sandboxSh } from "../support/vak.js";
+import { BACKEND, sandboxSh } from "../support/vak.js";
 
 // Every rule of the seccomp table (native/seccomp.c), checked against this
 // kernel by a real call inside the sandbox: see test/support/syscall-probe.c
@@ -128,9 +128,17 @@ function matches(expect: Expect, answer: string, control: string | undefined): b
   return answer === `errno ${expect.slice("errno:".length)}`;
 }
 
+/**
+ * On the container backend the engine's profile (made from this table) is a second filter around the
+ * launcher's. It refuses nothing the table allows to a named call; numbers that are no system call on
+ * x86-64 (335-423, "unnamed") it cannot name, and Docker 20.10 answers them EPERM (it ignores the
+ * profile's defaultErrnoRet; runc answers ENOSYS only above the highest number the profile names).
+ */
+const outerRefusal = (p: Probe, answer: string) => BACKEND === "container" && p.name === "unnamed" && p.expect === "allow" && answer === `errno ${EPERM}`;
+
 function mismatches(probes: Probe[], answers: string[]): string[] {
   const control = hostControl(probes);
-  return probes.flatMap((p, i) => (matches(p.expect, answers[i]!, control.get(probeLine(p))) ? [] : [`${p.name} (${p.arch} ${p.nr} ${p.args.join(" ")}): expected ${p.expect}, the kernel said ${answers[i]}`]));
+  return probes.flatMap((p, i) => (matches(p.expect, answers[i]!, control.get(probeLine(p))) || outerRefusal(p, answers[i]!) ? [] : [`${p.name} (${p.arch} ${p.nr} ${p.args.join(" ")}): expected ${p.expect}, the kernel said ${answers[i]}`]));
 }
 
 describe("the seccomp table against the kernel", () => {
@@ -153,7 +161,8 @@ describe("the seccomp table against the kernel", () => {
     expect(mismatches(probes, await runProbes(s, probes, ["--allow-net", "127.0.0.1:9"]))).toEqual([]);
   });
 
-  it("every table entry acts as declared, by a real call (reduced mode)", async () => {
+  // Reduced mode is its own backend; the container project does not run it (see vitest.config.ts).
+  it.skipIf(BACKEND === "container")("every table entry acts as declared, by a real call (reduced mode)", async () => {
     const probes = tableProbes("reduced");
     expect(mismatches(probes, await runProbes(s, probes, ["--sandbox", "reduced"], [inject("noUserns")]))).toEqual([]);
   });
@@ -172,7 +181,7 @@ describe("the seccomp table against the kernel", () => {
     expect(mismatches(probes, await runProbes(s, probes, ["--allow-net", "127.0.0.1:9"]))).toEqual([]);
   });
 
-  it("reduced mode also keeps the host's IPC and other processes' scheduling out of reach", async () => {
+  it.skipIf(BACKEND === "container")("reduced mode also keeps the host's IPC and other processes' scheduling out of reach", async () => {
     const probes = [
       ...NEEDED, ...DENIED,
       pin("shmget", 29, [0, 4096, 0o1600], `errno:${EPERM}`), pin("msgget", 68, [0, 0o1600], `errno:${EPERM}`),

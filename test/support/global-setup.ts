@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestProject } from "vitest/node";
@@ -10,6 +10,7 @@ export default function setup(project: TestProject): void {
   for (const f of ["build/Release/vak-launcher", "dist/cli/main.js"])
     if (!existsSync(join(ROOT, f))) throw new Error(`${f} is missing: run \`npm ci\` (it builds the launcher and the CLI)`);
   const out = mkdtempSync(join(tmpdir(), "vak-test-helpers-"));
+  chmodSync(out, 0o755); // the container project's tests run as an unprivileged user (container-setup.ts)
   const noUserns = join(out, "no-userns");
   execFileSync("cc", ["-O2", "-Wall", "-Werror", "-o", noUserns, join(ROOT, "test/support/no-userns.c")]);
   project.provide("noUserns", noUserns);

@@ -16,6 +16,13 @@ export interface RunResult {
   summary?: Record<string, unknown>;
 }
 
+/**
+ * The backend the attack tests run against: the namespace backend, or (in the
+ * vitest project "container", test/support/container-setup.ts) the container
+ * backend, which `vak exec` then gets as `--sandbox container`.
+ */
+export const BACKEND: "namespaces" | "container" = process.env.VAK_TEST_SANDBOX === "container" ? "container" : "namespaces";
+
 /** A clean environment for the vak process itself: no CA bundle override, no stray secrets. */
 export function baseEnv(extra: Record<string, string> = {}): Record<string, string> {
   const env: Record<string, string> = {
@@ -24,7 +31,16 @@ export function baseEnv(extra: Record<string, string> = {}): Record<string, stri
     LANG: "C.UTF-8",
     XDG_STATE_HOME: TEST_STATE,
   };
+  // The container backend's engine and the image record the run built (test/support/container-global.ts).
+  if (BACKEND === "container")
+    for (const k of ["DOCKER_HOST", "XDG_CACHE_HOME"]) if (process.env[k]) env[k] = process.env[k]!;
   return { ...env, ...extra };
+}
+
+/** `vak exec …` on the backend under test: the container project adds --sandbox container unless a test chose a sandbox itself. */
+export function onBackend(args: readonly string[]): string[] {
+  if (BACKEND !== "container" || args[0] !== "exec" || args.some((a) => a === "--sandbox" || a === "--full-access")) return [...args];
+  return ["exec", "--sandbox", "container", ...args.slice(1)];
 }
 
 export interface VakOptions {
@@ -37,7 +53,7 @@ export interface VakOptions {
 }
 
 export function spawnVak(args: string[], opts: VakOptions): ChildProcess {
-  const argv = [...(opts.wrapper ?? []), process.execPath, VAK_BIN, ...args];
+  const argv = [...(opts.wrapper ?? []), process.execPath, VAK_BIN, ...onBackend(args)];
   return spawn(argv[0]!, argv.slice(1), {
     cwd: opts.cwd,
     env: opts.env ?? baseEnv(),
