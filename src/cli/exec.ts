@@ -8,6 +8,7 @@ import type { Mode } from "../policy/grants.js";
 import { decide, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { vakDirs } from "../policy/state.js";
+import { containerPreflight } from "../sandbox/container.js";
 import { launch, type GateLink, type LaunchResult } from "../sandbox/launcher.js";
 import type { Report } from "../sandbox/report.js";
 import type { NetGrants } from "../policy/net-grants.js";
@@ -156,6 +157,8 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
     const used = secrets.filter((x) => !x.hosts).map((x) => ({ ref: x.ref, recipient: `env ${x.name}` }));
     for (const x of gateHeld) used.push({ ref: x.ref, recipient: `placeholder in env ${x.name}; the gate puts the value in request headers for ${x.hosts!.join(", ")}` });
     if (plan.sandbox === "none") return await runUnsandboxed(plan, opts, used);
+    // Refused before anything is recorded: root, no image, a stale one (the run would not start anyway).
+    if (plan.sandbox === "container") containerPreflight();
     // --explain's collector loads only when asked for.
     const explainer = opts.explain ? new (await import("./exec-explain.js")).Explain(plan) : undefined;
     return await runSandboxed(plan, opts, used, { r, presets, explain: explainer, envLines }, netx);
@@ -306,7 +309,10 @@ function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, own
     return EXIT_REFUSED;
   }
   if (r.setupError) {
-    const reduced = r.setupError.step === "namespaces" ? "; to run with Landlock, seccomp and the write guard only, pass --sandbox reduced" : "";
+    const inside = plan.sandbox === "container" && (r.setupError.step === "namespaces" || r.setupError.step === "view");
+    const reduced = inside
+      ? " (inside the container: does the host's AppArmor or SELinux policy refuse mounts or user namespaces there? see the README's container backend section)"
+      : r.setupError.step === "namespaces" ? "; to run with Landlock, seccomp and the write guard only, pass --sandbox reduced" : "";
     err(`could not set up the sandbox (${r.setupError.step}): ${r.setupError.message}${reduced}`);
     return EXIT_REFUSED;
   }

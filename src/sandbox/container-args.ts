@@ -78,12 +78,17 @@ export function containerBinds(plan: LaunchPlan, run: Pick<ContainerRun, "hostDi
   return [...binds].map(([path, readonly]) => ({ path, readonly }));
 }
 
-/** `ENGINE run …` for the plan, ending with the launcher's argv. */
-export function containerArgs(plan: LaunchPlan, image: ContainerImage, run: ContainerRun, launcherArgv: readonly string[]): string[] {
-  if (run.uid === 0)
+/** The container runs the sandbox as the caller's own uid, never root's. */
+export function refuseRoot(uid: number): void {
+  if (uid === 0)
     throw new VakError("unsupported",
       "--sandbox container: vak is running as root, and the container runs the sandbox as an unprivileged user with no capability, " +
       "where Linux refuses to map uid 0 into the launcher's user namespace (that needs CAP_SETFCAP); run vak as the user who owns the workspace");
+}
+
+/** `ENGINE run …` for the plan, ending with the launcher's argv. */
+export function containerArgs(plan: LaunchPlan, image: ContainerImage, run: ContainerRun, launcherArgv: readonly string[]): string[] {
+  refuseRoot(run.uid);
   const procs = (plan.limits.maxProcs ?? plan.defaultMaxProcs) + CONTAINER_OWN_PROCS;
   const memory = (plan.limits.maxMemoryBytes ?? run.memory) + OWN_MEMORY;
   const a = [

@@ -20,7 +20,7 @@ import { VakError } from "../policy/errors.js";
 import { installation } from "../policy/install.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { vakDirs } from "../policy/state.js";
-import { containerArgs, DEFAULT_CONTAINER_MEMORY, engineEnv, type ContainerImage } from "./container-args.js";
+import { containerArgs, DEFAULT_CONTAINER_MEMORY, engineEnv, refuseRoot, type ContainerImage } from "./container-args.js";
 import { launcherArgs, type GateLink, type OutputOptions } from "./launcher-args.js";
 import { privateTmp, readReport, resultOf, type RunningSandbox } from "./launch-result.js";
 
@@ -84,6 +84,12 @@ function envFile(env: Record<string, string>): string {
   return out;
 }
 
+/** What `--sandbox container` needs before anything is recorded or started: not root, and a current image. */
+export function containerPreflight(env: NodeJS.ProcessEnv = process.env): ContainerImage {
+  refuseRoot(process.getuid?.() ?? 0);
+  return loadContainerImage(env);
+}
+
 /** Starts the plan's launcher in a container; the same contract as launch(). */
 export function launchInContainer(
   plan: LaunchPlan,
@@ -91,7 +97,7 @@ export function launchInContainer(
   gate: GateLink | undefined,
   opts: { detached?: boolean } & OutputOptions,
 ): RunningSandbox {
-  const image = loadContainerImage();
+  const image = containerPreflight();
   const dir = runDir();
   const lifelines: Socket[] = [];
   const server = createServer((s) => {

@@ -13,7 +13,7 @@ const policy = (name: string) => all.find((m) => m.doc.kind === "ValidatingAdmis
   spec: { validations: { expression: string; message?: string; messageExpression?: string }[]; matchConditions?: { expression: string }[] };
 };
 const rules = policy("vak-workload-rules").spec.validations;
-const example = structuredClone(all.find((m) => m.doc.kind === "VakWorkload")!.doc) as { spec: Spec };
+const example = structuredClone(all.find((m) => m.doc.kind === "VakWorkload")!.doc) as unknown as { spec: Spec };
 
 type Component = Record<string, unknown> & { name: string };
 interface Spec { version: number; name: string; workspace?: string; harness?: object; tools: Component[] }
@@ -137,7 +137,7 @@ describe("admission of workload specs (ValidatingAdmissionPolicy, CEL)", () => {
 });
 
 describe("the VakWorkload resource and Vak's own workload spec", () => {
-  const crd = all.find((m) => m.doc.kind === "CustomResourceDefinition")!.doc as { spec: { versions: { schema: { openAPIV3Schema: Record<string, unknown> } }[] } };
+  const crd = all.find((m) => m.doc.kind === "CustomResourceDefinition")!.doc as unknown as { spec: { versions: { schema: { openAPIV3Schema: Record<string, unknown> } }[] } };
   const schema = crd.spec.versions[0]!.schema.openAPIV3Schema;
   /** The CRD's schema as JSON Schema (its x-kubernetes-* keywords are the API server's, not JSON Schema's). */
   const strip = (v: unknown): unknown =>
@@ -152,11 +152,13 @@ describe("the VakWorkload resource and Vak's own workload spec", () => {
   });
 
   it("a component's fields are exactly the workload spec's (src/workload/spec.ts), so the two cannot drift", () => {
-    const crdFields = Object.keys(((schema.properties as Record<string, { properties: Record<string, { items: { properties: object } }> }>).spec.properties.tools!.items.properties)).filter((k) => k !== "name").sort();
+    type Props = { properties: Record<string, { items: { properties: object } }> };
+    const spec = (schema.properties as Record<string, Props>).spec!;
+    const crdFields = Object.keys(spec.properties.tools!.items.properties).filter((k) => k !== "name").sort();
     const tools = WorkloadSpecSchema.shape.tools;
     const component = (tools.valueType as unknown as { shape: Record<string, unknown> }).shape;
     expect(crdFields).toEqual(Object.keys(component).sort());
-    const top = Object.keys((schema.properties as Record<string, { properties: object }>).spec.properties).sort();
+    const top = Object.keys(spec.properties).sort();
     expect(top).toEqual(Object.keys(WorkloadSpecSchema.shape).sort());
   });
 

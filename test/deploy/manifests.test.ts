@@ -57,7 +57,7 @@ describe("the Kubernetes manifests", () => {
   });
 
   it("kustomization lists every manifest of the deployment, and nothing that is not there", () => {
-    const k = one("Kustomization").doc as { resources: string[] };
+    const k = one("Kustomization").doc as unknown as { resources: string[] };
     const files = new Set(all.map((m) => m.file).filter((f) => !f.startsWith("examples/") && f !== "kustomization.yaml"));
     expect(new Set(k.resources)).toEqual(files);
   });
