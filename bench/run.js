@@ -106,6 +106,8 @@ try {
   await explainBench({ vak, env });
   const { tlsBench } = await import("./tls.js");
   await tlsBench({ vak, env });
+  const { containerBench } = await import("./container.js");
+  await containerBench({ vak, env, runs: RUNS });
 } finally {
   rmSync(ws, { recursive: true, force: true });
 }

@@ -1,4 +1,5 @@
 import { engineProblem } from "../net/engine.js";
+import { containerPreflight } from "../sandbox/container.js";
 import { bestSandbox, layers, probe, type Probe } from "../sandbox/probe.js";
 import { installCheck, smokeTest } from "../sandbox/self-test.js";
 
@@ -8,9 +9,10 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
   const smoke = best.kind === "unsupported" ? "not tried" : (await smokeTest(best.kind)) ?? "ok";
   const engine = engineProblem() ?? "ok";
   const install = installCheck();
+  const container = containerLine();
   const ok = best.kind === "namespaces" && smoke === "ok" && engine === "ok" && install.ok;
   if (opts.json) {
-    process.stdout.write(JSON.stringify({ ok, sandbox: best.kind, missing: best.missing, smokeTest: smoke, egressEngine: engine, install: { ok: install.ok, root: install.root, held: install.held, detail: install.line }, layers: layers(p), probe: p }) + "\n");
+    process.stdout.write(JSON.stringify({ ok, sandbox: best.kind, missing: best.missing, smokeTest: smoke, egressEngine: engine, container, install: { ok: install.ok, root: install.root, held: install.held, detail: install.line }, layers: layers(p), probe: p }) + "\n");
     return ok ? 0 : 1;
   }
   const out = (s: string) => process.stdout.write(s + "\n");
@@ -20,6 +22,7 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
   out(`  ok   memory limit: ${p.memory_limit === "cgroup" ? "memory cgroup" : "RLIMIT_DATA (approximate: no memory cgroup here)"}`);
   out(`  ${engine === "ok" ? "ok  " : "MISS"} egress gate engine: ${engine === "ok" ? "loaded (network grants work)" : engine}`);
   out(`  ${install.ok ? "ok  " : "MISS"} Vak's installation: ${install.line}`);
+  out(`  ${container.ready ? "ok  " : "note"} container backend (--sandbox container, opt-in): ${container.detail}`);
   if (p.tiocsti_legacy === 1) out("  note terminal injection (TIOCSTI) is enabled on this kernel; the seccomp filter blocks it");
   if (best.kind === "namespaces") out(`sandbox: full (namespaces, Landlock, seccomp, write guard); end-to-end test: ${smoke}`);
   else if (best.kind === "reduced") {
@@ -29,6 +32,16 @@ export async function doctorCommand(opts: { json?: boolean }): Promise<number> {
     out("  Use it explicitly with `vak exec --sandbox reduced`; it is never chosen for you.");
   } else out(`sandbox: unavailable (${best.missing.join("; ")}); vak exec refuses to run restricted commands here`);
   return ok ? 0 : 1;
+}
+
+/** Whether `--sandbox container` could run (it is opt-in: its absence never fails the doctor). */
+function containerLine(): { ready: boolean; detail: string } {
+  try {
+    const img = containerPreflight();
+    return { ready: true, detail: `${img.image} (${img.engine}); the engine itself is asked only when a run starts` };
+  } catch (e) {
+    return { ready: false, detail: e instanceof Error ? e.message.replace(/^--sandbox container: /, "") : String(e) };
+  }
 }
 
 function describeProcs(p: Probe): string {
