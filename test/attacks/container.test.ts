@@ -10,6 +10,7 @@ import { hostFacts } from "../../src/sandbox/host.js";
 import { launcherArgs } from "../../src/sandbox/launcher-args.js";
 import { testBroker } from "../support/broker.js";
 import { processesWith, scratch, type Scratch } from "../support/fs.js";
+import { testCa } from "../support/tls.js";
 import { baseEnv, runVak, sandboxSh, spawnVak } from "../support/vak.js";
 
 // The container backend's own boundary (run by the "container" project only, as an unprivileged user,
@@ -107,6 +108,19 @@ for name, nr in (('ptrace', 101), ('bpf', 321), ('keyctl', 250), ('perf_event_op
     await exited;
     expect(out).toContain(`TOKEN=${secret}`);
     expect(out).not.toMatch(/^(HOSTNAME|container)=/m);
+  });
+
+  it("TLS at the gate: the run's trust bundle is bound into the container, and the command cannot change it", async () => {
+    // The bundle lives in a directory of vak's on the host (tls-run.ts); inside the container it must be there,
+    // at the same path, read-only: a client that finds no bundle fails, and one that can write it trusts anyone.
+    const ca = await testCa("Vak container test CA");
+    const body = ca.certPem.trim().split("\n").slice(1, -1).join("\n");
+    const r = await runVak(["exec", "--allow-net", "granted.test", "--ca-file", ca.file, "--", "/bin/sh", "-c",
+      'echo "file=$SSL_CERT_FILE"; cat "$SSL_CERT_FILE"; (echo forged >> "$SSL_CERT_FILE") 2>/dev/null && echo WROTE; exit 0'], { cwd: s.ws });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^file=\/.+\/ca-bundle\.pem$/m);
+    expect(r.stdout).toContain(body);
+    expect(r.stdout).not.toContain("WROTE");
   });
 
   it("a broker's workers run on the container backend too", async () => {
