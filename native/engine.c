@@ -151,7 +151,7 @@ static void end_tunnel(struct engine *e, struct tunnel *t, const char *outcome) 
   /* Only a tunnel whose two sides both ended is closed cleanly. Any other end
    * (an error, a limit, idle, revoked, the gate closing) resets both, so that
    * neither peer takes a cut stream for a complete one. */
-  if (strcmp(outcome, "completed") != 0) reset_on_close(t);
+  if (strcmp(outcome, "completed") != 0 && !t->transfer) reset_on_close(t);
   struct event *ev = calloc(1, sizeof *ev);
   if (ev) {
     ev->kind = EV_END;
@@ -413,15 +413,27 @@ static char *copy_buffer(napi_env env, napi_value v, size_t *len) {
 }
 
 
-/* tunnel(engine, clientFd, upstreamFd, upPrefix, downPrefix, budget, idleMs): id.
- * Works on duplicates: the caller closes its own fds afterwards. */
+/* tunnel(engine, clientFd, upstreamFd, upPrefix, downPrefix, budget, idleMs[, length]): id.
+ * Works on duplicates: the caller closes its own fds afterwards. With a
+ * length, a transfer: upPrefix, then exactly length bytes clientFd ->
+ * upstreamFd (downPrefix must be empty), and the caller keeps its sockets. */
 static napi_value tunnel(napi_env env, napi_callback_info info) {
-  size_t argc = 7;
-  napi_value argv[7];
+  size_t argc = 8;
+  napi_value argv[8];
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 7) {
-    napi_throw_type_error(env, NULL, "vak engine: tunnel() takes 7 arguments");
+    napi_throw_type_error(env, NULL, "vak engine: tunnel() takes 7 or 8 arguments");
     return NULL;
+  }
+  double length = -1;
+  napi_valuetype lt = napi_undefined;
+  if (argc == 8) CHECK(napi_typeof(env, argv[7], &lt));
+  if (lt != napi_undefined) {
+    CHECK(napi_get_value_double(env, argv[7], &length));
+    if (!(length >= 0 && length <= 9007199254740991.0)) {
+      napi_throw_range_error(env, NULL, "vak engine: tunnel(): a transfer's length must be 0 to 2^53-1");
+      return NULL;
+    }
   }
   struct engine *e = engine_arg(env, argv[0]);
   if (!e) return NULL;
@@ -438,6 +450,7 @@ static napi_value tunnel(napi_env env, napi_callback_info info) {
   struct tunnel *t = calloc(1, sizeof *t);
   if (!t) return throw_errno(env, "calloc");
   t->fd[0] = t->fd[1] = t->up.pipe[0] = t->up.pipe[1] = t->down.pipe[0] = t->down.pipe[1] = -1;
+  t->up.left = t->down.left = -1;
   t->up.prefix = copy_buffer(env, argv[3], &t->up.plen);
   t->down.prefix = copy_buffer(env, argv[4], &t->down.plen);
   t->budget = budget;
@@ -445,7 +458,8 @@ static napi_value tunnel(napi_env env, napi_callback_info info) {
   t->last = now_ms();
   t->fd[0] = fcntl(cfd, F_DUPFD_CLOEXEC, 3);
   t->fd[1] = fcntl(ufd, F_DUPFD_CLOEXEC, 3);
-  if (!t->up.prefix || !t->down.prefix || t->fd[0] < 0 || t->fd[1] < 0 || not_a_tcp_connection(t->fd[0]) || not_a_tcp_connection(t->fd[1])) {
+  if (length >= 0) make_transfer(t, length);
+  if (!t->up.prefix || !t->down.prefix || (length >= 0 && t->down.plen) || t->fd[0] < 0 || t->fd[1] < 0 || not_a_tcp_connection(t->fd[0]) || not_a_tcp_connection(t->fd[1])) {
     int err = errno;
     free_tunnel(t);
     errno = err ? err : EINVAL;

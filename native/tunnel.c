@@ -56,25 +56,43 @@ void reset_on_close(struct tunnel *t) {
     if (t->fd[i] >= 0) setsockopt(t->fd[i], SOL_SOCKET, SO_LINGER, &abort_close, sizeof abort_close);
 }
 
+void make_transfer(struct tunnel *t, double length) {
+  t->transfer = 1;
+  t->up.left = length;
+  if (length <= 0) t->up.eof = 1;
+  t->down.eof = t->down.shut = 1;
+  t->down.left = -1;
+}
+
 /* Moves what one direction can without waiting. Returns 1 if anything moved,
- * 0 if not, -1 on an error (errno set), -2 past the byte budget, -3 at urgent data. */
+ * 0 if not, -1 on an error (errno set), -2 past the byte budget, -3 at urgent
+ * data, -4 at the end of a transfer's source before its length. */
 static int step(struct tunnel *t, struct dir *d) {
   int moved = 0;
+  if (t->transfer && d == &t->down) return 0;
   if (d->poff < d->plen) {
     ssize_t n = write(d->to, d->prefix + d->poff, d->plen - d->poff);
     if (n > 0) d->poff += (size_t)n, moved = 1;
-    else if (n < 0 && errno != EAGAIN && errno != EINTR) return -1;
+    else if (n < 0 && errno != EAGAIN && errno != EINTR) { t->failed = 2; return -1; }
   }
   if (!d->eof && !d->full && d->in_pipe < d->cap) {
-    ssize_t n = splice(d->from, NULL, d->pipe[1], NULL, d->cap - d->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    /* A counted transfer asks the kernel for no more than its length: what the
+     * peer sent after it (a pipelined request, more than a Content-Length)
+     * stays in the socket, for the gate to read and decide. */
+    size_t room = d->cap - d->in_pipe;
+    if (d->left >= 0 && (double)room > d->left) room = (size_t)d->left;
+    ssize_t n = splice(d->from, NULL, d->pipe[1], NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     int mark = 0;
     if (n > 0) {
       d->in_pipe += (size_t)n, d->moved += (double)n, t->received += (double)n, moved = 1;
       if (t->received > t->budget) return -2;
+      if (d->left >= 0 && (d->left -= (double)n) <= 0) d->eof = 1;
     } else if (n == 0 && ioctl(d->from, SIOCATMARK, &mark) == 0 && mark) {
       /* Splicing stops short of TCP urgent data and says 0, as at the end of
        * the stream. It is not the end: refuse it rather than fake a clean one. */
       return -3;
+    } else if (n == 0 && d->left > 0) {
+      return -4;
     } else if (n == 0) {
       d->eof = 1, moved = 1;
     } else if (errno == EAGAIN && d->in_pipe > 0) {
@@ -82,16 +100,16 @@ static int step(struct tunnel *t, struct dir *d) {
        * way, wait until some of the pipe has gone out. */
       d->full = 1;
     } else if (errno != EAGAIN && errno != EINTR) {
-      return -1;
+      { t->failed = 1; return -1; }
     }
   }
   if (d->poff == d->plen && d->in_pipe > 0) {
     ssize_t n = splice(d->pipe[0], NULL, d->to, NULL, d->in_pipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (n > 0) d->in_pipe -= (size_t)n, d->full = 0, moved = 1;
-    else if (n < 0 && errno != EAGAIN && errno != EINTR) return -1;
+    else if (n < 0 && errno != EAGAIN && errno != EINTR) { t->failed = 2; return -1; }
   }
   if (d->eof && d->in_pipe == 0 && d->poff == d->plen && !d->shut) {
-    shutdown(d->to, SHUT_WR);
+    if (!t->transfer) shutdown(d->to, SHUT_WR);
     d->shut = 1, moved = 1;
   }
   return moved;
@@ -116,7 +134,8 @@ const char *service(struct tunnel *t, short client_rev, short upstream_rev, char
     int err = 0;
     socklen_t len = sizeof err;
     if (((i ? upstream_rev : client_rev) & POLLERR) && getsockopt(t->fd[i], SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err) {
-      snprintf(why, cap, "error: %s", strerror(err));
+      if (t->transfer) snprintf(why, cap, "error: %s: %s", i ? "destination" : "source", strerror(err));
+      else snprintf(why, cap, "error: %s", strerror(err));
       return why;
     }
   }
@@ -129,7 +148,12 @@ const char *service(struct tunnel *t, short client_rev, short upstream_rev, char
     if (ra <= 0 && rb <= 0) break;
   }
   if (failed == -2) return "limit";
+  if (failed == -4) return "short";
   if (failed == -3) return "error: TCP urgent (out-of-band) data, which a tunnel does not carry";
+  if (failed == -1 && t->transfer) {
+    snprintf(why, cap, "error: %s: %s", t->failed == 1 ? "source" : "destination", strerror(errno));
+    return why;
+  }
   if (failed == -1) {
     snprintf(why, cap, "error: %s", strerror(errno));
     return why;

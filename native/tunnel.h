@@ -22,6 +22,9 @@ struct dir {
   double moved;
   int eof, shut;
   int full; /* a splice into the pipe found no room: its slots are used up by small pieces */
+  /* A transfer (one way, a counted length): bytes still to read from `from`;
+   * negative when the direction is not counted (a tunnel: until the end). */
+  double left;
 };
 
 struct tunnel {
@@ -32,6 +35,11 @@ struct tunnel {
   int64_t idle_ms, last;
   int cancelled;
   int hup[2]; /* poll has reported a hang-up or error on client, upstream */
+  /* A transfer, not a tunnel: exactly up.left bytes go fd[0] -> fd[1], then it
+   * ends without touching either socket (no shutdown, no reset), which stay
+   * the gate's; the down direction is unused. */
+  int transfer;
+  int failed; /* which socket an error came from: 1 the one read, 2 the one written */
 };
 
 int64_t now_ms(void);
@@ -43,6 +51,8 @@ int open_pipes(struct tunnel *t, int big);
 short wanted(const struct dir *in, const struct dir *out);
 /* Runs one tunnel after poll; returns the outcome that ends it, or NULL. */
 const char *service(struct tunnel *t, short client_rev, short upstream_rev, char *why, size_t cap);
+/* Makes t a transfer of length bytes (after its prefix), from fd[0] to fd[1]. */
+void make_transfer(struct tunnel *t, double length);
 /* Sets both sockets to reset, not close cleanly, when they are closed. */
 void reset_on_close(struct tunnel *t);
 void free_tunnel(struct tunnel *t);

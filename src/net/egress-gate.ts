@@ -257,11 +257,12 @@ export class EgressGate {
     socket.once("close", () => this.sockets.delete(socket));
     socket.on("error", () => socket.destroy());
     if (this.closing) return void socket.destroy();
-    let received = 0;
-    // Every byte taken from the client, or from an upstream for it, counts against one budget.
+    const budget = { received: 0, reserved: 0 };
+    // Every byte taken from the client, or from an upstream for it, counts against one budget; so does
+    // what a running transfer may still move (reserved), so that two transfers cannot share the rest twice.
     const take = (n: number) => {
-      received += n;
-      if (received > this.limits.bytesPerConnection) throw new LimitError(`the connection passed its limit of ${this.limits.bytesPerConnection} bytes`);
+      budget.received += n;
+      if (budget.received + budget.reserved > this.limits.bytesPerConnection) throw new LimitError(`the connection passed its limit of ${this.limits.bytesPerConnection} bytes`);
     };
     const token = message.startsWith(PREAMBLE) ? message.slice(PREAMBLE.length) : undefined;
     const worker = token ? this.workers.get(token) : undefined;
@@ -276,13 +277,29 @@ export class EgressGate {
     worker.open.add(socket);
     socket.once("close", () => worker.open.delete(socket));
     socket.setTimeout(this.limits.idleMs, () => socket.destroy());
-    await new ProxyConnection(socket, new SocketReader(socket, take), this.context(worker, take, () => received)).serve();
+    await new ProxyConnection(socket, new SocketReader(socket, take), this.context(worker, take, budget)).serve();
   }
 
-  private context(worker: Registered, take: (n: number) => void, received: () => number): ProxyContext {
+  private context(worker: Registered, take: (n: number) => void, budget: { received: number; reserved: number }): ProxyContext {
+    const received = () => budget.received + budget.reserved;
     return {
       limits: this.limits,
       take,
+      transfer: (from, to, prefix, length) => {
+        if (!this.engine || this.closing) throw new LimitError("the gate is closing", 503);
+        const t = this.engine.transfer(from, to, prefix, length, this.limits.bytesPerConnection - received(), this.limits.idleMs);
+        budget.reserved += length;
+        // Revoking the worker cancels it: its sockets are the caller's, but the engine holds their fds meanwhile.
+        const open = { destroy: () => this.engine?.cancel(t.id) };
+        worker.open.add(open);
+        const done = t.done.then((end) => {
+          worker.open.delete(open);
+          budget.reserved -= length;
+          budget.received += end.up;
+          return end.outcome === "cancelled" && worker.ended === "released" ? { ...end, outcome: "released" } : end;
+        });
+        return { done, cancel: () => this.engine?.cancel(t.id) };
+      },
       splice: (client, upstream, upPrefix, downPrefix) => {
         if (!this.engine || this.closing) throw new LimitError("the gate is closing", 503);
         const t = this.engine.tunnel(client, upstream, upPrefix, downPrefix, this.limits.bytesPerConnection - received(), this.limits.idleMs);

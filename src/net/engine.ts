@@ -12,7 +12,7 @@ export type EngineEvent =
 
 interface Addon {
   createEngine(socketPath: string, onEvent: (e: EngineEvent) => void): unknown;
-  tunnel(engine: unknown, clientFd: number, upstreamFd: number, upPrefix: Buffer, downPrefix: Buffer, budget: number, idleMs: number): number;
+  tunnel(engine: unknown, clientFd: number, upstreamFd: number, upPrefix: Buffer, downPrefix: Buffer, budget: number, idleMs: number, length?: number): number;
   cancel(engine: unknown, id: number): void;
   close(engine: unknown): void;
   sendClient(socketPath: string, message: string, fd: number): void;
@@ -88,6 +88,22 @@ export class GateEngine {
   tunnel(client: Socket, upstream: Socket, upPrefix: Buffer, downPrefix: Buffer, budget: number, idleMs: number): { id: number; done: Promise<TunnelEnd> } {
     if (this.closed) throw new VakError("internal", "the gate's engine is closed");
     const id = load().tunnel(this.handle, socketFd(client), socketFd(upstream), upPrefix, downPrefix, budget, idleMs);
+    const done = new Promise<TunnelEnd>((resolve) => this.ends.set(id, resolve));
+    return { id, done };
+  }
+
+  /**
+   * A transfer: the prefix, then exactly length bytes from -> to, off the
+   * event loop, counted against the budget (bytes read from `from`), ended
+   * by idleMs or cancel(). The kernel is asked for no byte past the length,
+   * so what `from` sent after it stays in its socket. Both sockets stay the
+   * caller's (nothing is shut down or reset), but the caller must neither
+   * read `from` nor write `to` until done settles. Outcomes: "completed",
+   * "short" (from ended before the length), and a tunnel's others.
+   */
+  transfer(from: Socket, to: Socket, prefix: Buffer, length: number, budget: number, idleMs: number): { id: number; done: Promise<TunnelEnd> } {
+    if (this.closed) throw new VakError("internal", "the gate's engine is closed");
+    const id = load().tunnel(this.handle, socketFd(from), socketFd(to), prefix, Buffer.alloc(0), budget, idleMs, length);
     const done = new Promise<TunnelEnd>((resolve) => this.ends.set(id, resolve));
     return { id, done };
   }

@@ -60,24 +60,70 @@ export function headEnd(buf: Buffer): number {
 
 /** Parses a request head, blank line included, as headEnd found it. */
 export function parseRequestHead(raw: Buffer): RequestHead {
-  const text = raw.toString("latin1");
-  if (!text.endsWith("\r\n\r\n")) throw bad("a line of the request head ends in a bare LF");
-  const lines = text.slice(0, -4).split("\r\n");
-  if (lines.some((l) => l.includes("\r") || l.includes("\n"))) throw bad("a bare CR or LF in the request head");
+  const lines = headLines(raw, bad, "request head");
   const m = /^([^ ]+) ([^ ]+) HTTP\/1\.([01])$/.exec(lines[0]!);
   if (!m || !METHOD.test(m[1]!) || !TARGET.test(m[2]!)) throw bad("a malformed request line");
+  return { method: m[1]!, target: m[2]!, version: m[3] === "1" ? "1.1" : "1.0", headers: fields(lines.slice(1), bad) };
+}
+
+/** The lines of a head (CRLF-terminated, no bare CR or LF), blank line removed. */
+function headLines(raw: Buffer, fail: (message: string) => HttpError, what: string): string[] {
+  const text = raw.toString("latin1");
+  if (!text.endsWith("\r\n\r\n")) throw fail(`a line of the ${what} ends in a bare LF`);
+  const lines = text.slice(0, -4).split("\r\n");
+  if (lines.some((l) => l.includes("\r") || l.includes("\n"))) throw fail(`a bare CR or LF in the ${what}`);
+  return lines;
+}
+
+function fields(lines: string[], fail: (message: string) => HttpError): HeaderList {
   const headers: HeaderList = [];
-  for (const line of lines.slice(1)) {
+  for (const line of lines) {
     const colon = line.indexOf(":");
     const name = line.slice(0, Math.max(colon, 0));
     // A leading space (obsolete folding) or a space before the colon fails the token test.
-    if (!TOKEN.test(name)) throw bad("a malformed header line");
+    if (!TOKEN.test(name)) throw fail("a malformed header line");
     const value = line.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, "");
-    if (!FIELD_VALUE.test(value)) throw bad(`control characters in the ${name} header`);
+    if (!FIELD_VALUE.test(value)) throw fail(`control characters in the ${name} header`);
     headers.push([name, value]);
   }
-  if (headers.length > MAX_HEADERS) throw new HttpError(431, "head-too-large", `more than ${MAX_HEADERS} header fields`);
-  return { method: m[1]!, target: m[2]!, version: m[3] === "1" ? "1.1" : "1.0", headers };
+  if (headers.length > MAX_HEADERS) throw fail === bad ? new HttpError(431, "head-too-large", `more than ${MAX_HEADERS} header fields`) : fail(`more than ${MAX_HEADERS} header fields`);
+  return headers;
+}
+
+export interface ResponseHead {
+  status: number;
+  reason: string;
+  headers: HeaderList;
+}
+
+const badUpstream = (message: string) => new HttpError(502, "bad-response", `the upstream's response: ${message}`);
+
+/**
+ * Parses a response head from an upstream, as strictly as a request: what two
+ * parsers could read differently (folding, bare CR or LF, a space before a
+ * colon) is refused, not repaired.
+ */
+export function parseResponseHead(raw: Buffer): ResponseHead {
+  const lines = headLines(raw, badUpstream, "response head");
+  const m = /^HTTP\/1\.[01] ([0-9]{3})(?: ([^]*))?$/.exec(lines[0]!);
+  if (!m) throw badUpstream("a malformed status line");
+  return { status: Number(m[1]), reason: m[2] ?? "", headers: fields(lines.slice(1), badUpstream) };
+}
+
+/** How a response's body is delimited (RFC 9112, 6.3); every ambiguous combination is refused. */
+export function responseFraming(head: ResponseHead, method: string): Framing | { kind: "close" } {
+  const te = headerValues(head.headers, "transfer-encoding");
+  const cl = headerValues(head.headers, "content-length");
+  if (te.length && cl.length) throw badUpstream("both Content-Length and Transfer-Encoding");
+  if (cl.length && (cl.length !== 1 || !/^[0-9]{1,15}$/.test(cl[0]!))) throw badUpstream("a malformed or repeated Content-Length");
+  if (te.length && (te.length !== 1 || te[0]!.toLowerCase() !== "chunked")) throw badUpstream("a transfer coding other than chunked");
+  if (method === "HEAD" || head.status === 204 || head.status === 304 || head.status < 200) return { kind: "none" };
+  if (te.length) return { kind: "chunked" };
+  if (cl.length) {
+    const length = Number(cl[0]);
+    return length === 0 ? { kind: "none" } : { kind: "length", length };
+  }
+  return { kind: "close" };
 }
 
 /** Every value of a header, matched without regard to case. */
@@ -146,6 +192,24 @@ export function chunk(data: Buffer): Buffer[] {
 export function responseHead(status: number, reason: string, headers: HeaderList): Buffer {
   return Buffer.from(`HTTP/1.1 ${status} ${reason}\r\n${headers.map(([n, v]) => `${n}: ${v}\r\n`).join("")}\r\n`, "latin1");
 }
+
+/**
+ * A request head as bytes, for an upstream. Every name must be a token and
+ * every value a field value: what the gate adds (a secret, a placeholder's
+ * value) can never start a header or a request of its own.
+ */
+export function requestHead(method: string, path: string, headers: HeaderList): Buffer {
+  if (!METHOD.test(method) || !TARGET.test(path)) throw new HttpError(400, "bad-request", "a request line the gate will not send");
+  for (const [n, v] of headers)
+    if (!TOKEN.test(n) || !FIELD_VALUE.test(v)) throw new HttpError(502, "bad-header", `the gate will not send the ${TOKEN.test(n) ? n : "(malformed)"} header: it holds a character a header cannot`);
+  return Buffer.from(`${method} ${path} HTTP/1.1\r\n${headers.map(([n, v]) => `${n}: ${v}\r\n`).join("")}\r\n`, "latin1");
+}
+
+/** Header fields that describe one connection, never passed on. */
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([
+  "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer",
+  "transfer-encoding", "upgrade",
+]);
 
 /** A reason phrase from an upstream, or none when it holds anything odd. */
 export function safeReason(text: string | undefined): string {

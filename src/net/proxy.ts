@@ -4,14 +4,18 @@ import { connect as tlsConnect, type SecureContext, type TLSSocket } from "node:
 import { type Host, hostText, parseAuthority } from "../policy/address.js";
 import type { EgressEvent } from "./egress-log.js";
 import {
-  bodyPieces, chunk, connectionTokens, type Framing, type HeaderList, headerValues, HttpError, parseRequestHead,
+  bodyPieces, chunk, connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, parseRequestHead,
   type RequestHead, requestFraming, responseHead, safeReason,
 } from "./http1.js";
 import type { TunnelEnd } from "./engine.js";
 import { forHost, type PlaceholderSecret, substitute } from "./placeholders.js";
 import { ClosedError, SocketReader } from "./reader.js";
+import { LimitError, outcomeOf, RecordError, TransferError, tunnelOutcome, UpstreamError } from "./outcome.js";
+
+export { LimitError } from "./outcome.js";
 import { terminate, TerminateError } from "./terminate.js";
 import { isUpgrade, carryUpgrade } from "./upgrade.js";
+import { type PlainRequest, type PlainState, sendPlain } from "./spliced.js";
 import { canonicalPath, PathError } from "../policy/url-path.js";
 import { type Endpoint, isRelay, matchEndpoint } from "./endpoint.js";
 
@@ -55,32 +59,17 @@ export interface ProxyContext {
    * handles. Settles when the tunnel ends.
    */
   splice(client: Socket, upstream: Socket, upPrefix: Buffer, downPrefix: Buffer): Promise<TunnelEnd>;
+  /**
+   * Hands the engine one counted body: the prefix, then exactly length bytes
+   * from -> to, counted against the connection's budget (and reserving it
+   * while it runs). The sockets stay the caller's, who must not read from or
+   * write to them until done settles; cancel() ends it early.
+   */
+  transfer(from: Socket, to: Socket, prefix: Buffer, length: number): { done: Promise<TunnelEnd>; cancel(): void };
 }
 
-/** A limit of the gate's stopped the request. With a status, the client is told (a cap on
- *  connections); without, the connection is cut (the byte budget: nothing more is taken from it). */
-export class LimitError extends Error {
-  constructor(
-    message: string,
-    readonly status?: number,
-  ) {
-    super(message);
-    this.name = "LimitError";
-  }
-}
 
-/** The upstream failed or answered something that cannot be passed on. */
-class UpstreamError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "UpstreamError";
-  }
-}
 
-const HOP_BY_HOP = new Set([
-  "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer",
-  "transfer-encoding", "upgrade",
-]);
 /** Methods for which Node's client would add its own framing if we gave none. */
 const NO_DEFAULT_BODY = new Set(["GET", "HEAD", "DELETE", "OPTIONS", "TRACE"]);
 
@@ -110,28 +99,8 @@ function hostHeaderProblem(headers: HeaderList, target: { host: Host; port: numb
   return undefined;
 }
 
-/** The record of an allowed request could not be made durable: nothing is sent, and the client is told nothing. */
-class RecordError extends Error {
-  constructor(cause: unknown) {
-    super(`its record could not be made durable: ${(cause as Error)?.message ?? String(cause)}`);
-    this.name = "RecordError";
-  }
-}
 
-/** OpenSSL's codes for a certificate that does not verify. */
-const CERT_CODES = /^(UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|CERT_|ERR_TLS_CERT_ALTNAME|HOSTNAME_MISMATCH|INVALID_CA|PATH_LENGTH|INVALID_PURPOSE)/;
 
-/** How an error ended an allowed request, for the record. */
-function outcomeOf(e: unknown): string {
-  if (e instanceof ClosedError) return "the client connection closed";
-  const code = (e as NodeJS.ErrnoException)?.code;
-  if (code && CERT_CODES.test(code))
-    return `refused: the upstream's certificate does not verify (${code}: ${(e as Error).message}); the gate sends nothing to a server it cannot verify. If your own CA signs it, trust that CA with --ca-file PATH or [egress] ca_files`;
-  if (e instanceof RecordError) return `not sent: ${e.message}`;
-  if (e instanceof LimitError) return `stopped: ${e.message}`;
-  if (e instanceof HttpError) return `bad request body: ${e.message}`;
-  return `upstream failed: ${(e as Error).message}`;
-}
 
 /**
  * The requests on one client connection, one at a time: the next request is
@@ -361,6 +330,13 @@ export class ProxyConnection {
     if (framing.kind === "chunked") headers.push(["Transfer-Encoding", "chunked"]);
     else if (framing.kind === "length") headers.push(["Content-Length", String(framing.length)]);
     else if (!NO_DEFAULT_BODY.has(method)) headers.push(["Content-Length", "0"]);
+    // Plain HTTP whose body has a length (or none): its bodies move in the kernel (spliced.ts).
+    if (!overTls && !upgrade && framing.kind !== "chunked") {
+      headers.push(["Connection", "close"]);
+      const expectContinue = head.version === "1.1" && headerValues(head.headers, "expect").some((v) => v.toLowerCase() === "100-continue");
+      const plain = { method, path, version: head.version, headers, length: framing.kind === "length" ? framing.length : 0, expectContinue, clientClose: listed.has("close"), address: c.address, port: target.port };
+      return this.plain(plain, allowed);
+    }
     // Inside a terminated tunnel one upstream connection is kept for the next request (pooled: below).
     const pooled = Boolean(origin) && !upgrade;
     if (upgrade) headers.push(["Connection", "Upgrade"], ["Upgrade", "websocket"]);
@@ -471,6 +447,27 @@ export class ProxyConnection {
       this.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }), bytesUp, bytesDown });
     }
     return keep;
+  }
+
+  /** A checked plain-HTTP request, its bodies spliced; on the record as forward()'s are. */
+  private async plain(req: PlainRequest, allowed: EgressFields): Promise<boolean> {
+    const st: PlainState = { bytesUp: 0, bytesDown: 0, outcome: "completed", keep: false };
+    try {
+      await this.durable();
+      if (this.socket.destroyed) throw new ClosedError();
+      await sendPlain(this.socket, this.reader, this.ctx, req, st);
+    } catch (e) {
+      st.keep = false;
+      st.outcome = outcomeOf(e);
+      if (st.status !== undefined || e instanceof ClosedError || e instanceof RecordError || e instanceof TransferError || (e instanceof LimitError && !e.status)) this.socket.destroy();
+      else {
+        st.status = e instanceof HttpError || e instanceof LimitError ? (e.status ?? 502) : 502;
+        this.reply(st.status, `vak egress gate: ${st.outcome}\n`);
+      }
+    } finally {
+      this.ctx.record({ ...allowed, outcome: st.outcome, ...(st.status === undefined ? {} : { status: st.status }), bytesUp: st.bytesUp, bytesDown: st.bytesDown });
+    }
+    return st.keep;
   }
 
   /**
@@ -587,18 +584,6 @@ function upstreamTls(s: Socket, host: Host, tls: ProxyContext["tls"]): TLSSocket
   return tlsConnect({ socket: s, host: name, ...(host.kind === "name" ? { servername: host.name } : {}), secureContext: tls.upstream(), ALPNProtocols: ["http/1.1"] });
 }
 
-/** The engine's word for how a tunnel ended, as the record says it. */
-function tunnelOutcome(engine: string, limits: ProxyContext["limits"]): string {
-  switch (engine) {
-    case "completed": return "completed";
-    case "limit": return `stopped: the connection passed its limit of ${limits.bytesPerConnection} bytes`;
-    case "idle": return `stopped: no data either way for ${limits.idleMs} ms`;
-    case "cancelled": return "stopped: the worker's grant was revoked";
-    case "released": return "stopped: the command that opened it has ended";
-    case "closed": return "stopped: the gate closed";
-    default: return `the tunnel failed: ${engine.replace(/^error: /, "")}`;
-  }
-}
 
 /** The response head's fields and how its body goes to the client: the gate frames it itself. */
 function responseFraming(res: IncomingMessage, method: string, version: "1.0" | "1.1"): { headers: HeaderList; mode: "none" | "length" | "chunked" | "close" } {
