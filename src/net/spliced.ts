@@ -125,11 +125,13 @@ const quiet = <T>(p: Promise<T>): Promise<T> => (p.catch(() => {}), p);
  */
 export async function sendPlain(socket: Socket, reader: SocketReader, ctx: ProxyContext, req: PlainRequest, st: PlainState): Promise<void> {
   const transfers: { done: Promise<TunnelEnd>; cancel(): void }[] = [];
+  // The client gone: its request is cut, and so is the upstream's.
   const abort = () => {
     for (const t of transfers) t.cancel();
-    up?.destroy();
+    up?.resetAndDestroy();
   };
   let up: Socket | undefined;
+  let failed = false;
   socket.once("close", abort);
   const idleMs = ctx.limits.idleMs;
   try {
@@ -234,6 +236,7 @@ export async function sendPlain(socket: Socket, reader: SocketReader, ctx: Proxy
       }
     } else if (sent && sent.outcome !== "completed") throw transferError(sent, ctx.limits, "request");
   } catch (e) {
+    failed = true;
     // Whatever failed once the client had gone (or the gate closed it), that is how the request ended.
     throw socket.destroyed && !(e instanceof LimitError) ? new ClosedError() : e;
   } finally {
@@ -241,7 +244,9 @@ export async function sendPlain(socket: Socket, reader: SocketReader, ctx: Proxy
     // The sockets are the engine's until every transfer has ended.
     for (const t of transfers) t.cancel();
     await Promise.all(transfers.map((t) => t.done));
-    up?.destroy();
+    // A request that did not complete is reset upstream: a cut body is never taken for a whole one.
+    if (failed) up?.resetAndDestroy();
+    else up?.destroy();
     if (!socket.destroyed) {
       socket.setTimeout(idleMs);
       resumeReads(socket);

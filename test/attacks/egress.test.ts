@@ -2,10 +2,12 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createServer, type Server } from "node:net";
+import { createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { testInternet, type TestInternet } from "../support/netns.js";
 import { runVak } from "../support/vak.js";
+import { collect, gateClient, rawGate, rawUpstream, statusOf, testGate, until } from "../support/net.js";
+import type { EgressEvent } from "../../src/net/egress-gate.js";
 
 // Real clients (curl, Node's fetch, git) inside `vak exec`, reaching a web
 // server in a network namespace the test made, through the egress gate. The
@@ -291,5 +293,250 @@ describe("the unspecified addresses are loopback to the gate", () => {
   it("without a deny rule, naming 0.0.0.0:Q is naming loopback:Q (what the kernel would connect to)", async () => {
     const r = await exec([`0.0.0.0:${port}`], [], [`http://0.0.0.0:${port}/`, `http://127.0.0.1:${port}/`]);
     expect(r.stdout.match(/REACHED status=200/g)?.length).toBe(2);
+  });
+});
+
+// Plain HTTP whose bodies the engine moves in the kernel (src/net/spliced.ts):
+// an in-process gate, real sockets on loopback, hostile clients and upstreams.
+// A body is spliced once its head has been decided and it has not all arrived
+// with the head: the tests send heads first, then the bodies, so that they are.
+describe("plain HTTP with its bodies spliced", () => {
+  const MiB = 1 << 20;
+  const sockets = new WeakSet<Socket>();
+  /** An upstream answer once the whole request (head and Content-Length body) has arrived, once per connection. */
+  const afterBody = (reply: string | ((soFar: string) => string)) => (soFar: string, s: Socket) => {
+    const end = soFar.indexOf("\r\n\r\n");
+    if (end < 0 || sockets.has(s)) return undefined;
+    const cl = Number(/\r\ncontent-length: *(\d+)/i.exec(soFar.slice(0, end + 2))?.[1] ?? 0);
+    if (soFar.length < end + 4 + cl) return undefined;
+    sockets.add(s);
+    return typeof reply === "string" ? reply : reply(soFar);
+  };
+  const ok = (text: string) => `HTTP/1.1 200 OK\r\nContent-Length: ${text.length}\r\n\r\n${text}`;
+  const post = (port: number, path: string, length: number, extra = "") => `POST http://127.0.0.1:${port}${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n${extra}Content-Length: ${length}\r\n\r\n`;
+  const ofAsked = (t: { events: EgressEvent[] }, suffix: string) => t.events.filter((e) => e.asked.endsWith(suffix));
+
+  it("a request pipelined after a spliced body never rides it: it is read, decided and refused for an ungranted host", async () => {
+    const granted = await rawUpstream({ answer: afterBody(ok("stored")) });
+    const other = await rawUpstream({ answer: () => ok("reached") });
+    const t = await testGate([`127.0.0.1:${granted.port}`]);
+    try {
+      const s = await gateClient(t.gate.socketPath, t.token);
+      const c = collect(s);
+      s.write(post(granted.port, "/upload", MiB));
+      await until(() => granted.received().includes("POST /upload"), "the upstream has the first head");
+      // The body, then in the same writes a second request to the granted host and a third to a host no grant names.
+      const second = `GET http://127.0.0.1:${granted.port}/second HTTP/1.1\r\nHost: 127.0.0.1:${granted.port}\r\n\r\n`;
+      const third = post(other.port, "/smuggled", 5) + "hello";
+      s.write(Buffer.concat([Buffer.alloc(MiB, "a"), Buffer.from(second + third)]));
+      await c.closed;
+      expect(other.connections).toBe(0);
+      const got = granted.received();
+      expect(got).not.toContain("smuggled");
+      // The first upstream connection got the head and exactly the body; the second came on its own connection.
+      expect(granted.connections).toBe(2);
+      const firstBody = got.slice(got.indexOf("\r\n\r\n") + 4, got.indexOf("GET /second"));
+      expect(firstBody).toBe("a".repeat(MiB));
+      expect(c.text()).toMatch(/^HTTP\/1\.1 200 OK\r\n[^]*stored[^]*HTTP\/1\.1 200 OK\r\n[^]*stored[^]*HTTP\/1\.1 403 /);
+      expect(ofAsked(t, "/upload").map((e) => e.outcome)).toEqual([undefined, "completed"]);
+      expect(ofAsked(t, "/second").map((e) => e.decision)).toEqual(["allowed", "allowed"]);
+      expect(ofAsked(t, "/smuggled").map((e) => [e.decision, e.status])).toEqual([["denied", 403]]);
+    } finally {
+      await t.close();
+      await granted.close();
+      await other.close();
+    }
+  });
+
+  it("bytes past a Content-Length that arrived with the head are the next request's head, decided as any other", async () => {
+    const granted = await rawUpstream({ answer: afterBody(ok("stored")) });
+    const other = await rawUpstream({ answer: () => ok("reached") });
+    const t = await testGate([`127.0.0.1:${granted.port}`]);
+    try {
+      const longer = `${post(granted.port, "/short", 10)}0123456789${post(other.port, "/after", 5)}hello`;
+      const r = await rawGate(t.gate.socketPath, t.token, longer, { waitMs: 3000 });
+      expect(statusOf(r)).toBe(200);
+      expect(r).toMatch(/HTTP\/1\.1 403 /);
+      expect(other.connections).toBe(0);
+      expect(granted.received()).toMatch(/\r\n\r\n0123456789$/);
+      const garbage = await rawGate(t.gate.socketPath, t.token, `${post(granted.port, "/short2", 10)}0123456789XXXX\r\n\r\n`, { waitMs: 3000 });
+      expect(garbage).toMatch(/HTTP\/1\.1 400 /);
+    } finally {
+      await t.close();
+      await granted.close();
+      await other.close();
+    }
+  });
+
+  it("request smuggling is refused before any body moves: CL+TE, a repeated or signed Content-Length, folding, bare LF", async () => {
+    const granted = await rawUpstream({ answer: afterBody(ok("stored")) });
+    const t = await testGate([`127.0.0.1:${granted.port}`]);
+    try {
+      const P = granted.port;
+      const line = `POST http://127.0.0.1:${P}/x HTTP/1.1\r\nHost: 127.0.0.1:${P}\r\n`;
+      const smuggled = `GET http://127.0.0.1:${P}/smuggled HTTP/1.1\r\nHost: 127.0.0.1:${P}\r\n\r\n`;
+      const attempts = [
+        `${line}Content-Length: ${smuggled.length}\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n${smuggled}`,
+        `${line}Content-Length: 0\r\nContent-Length: ${smuggled.length}\r\n\r\n${smuggled}`,
+        `${line}Content-Length: 0, ${smuggled.length}\r\n\r\n${smuggled}`,
+        `${line}Content-Length: +${smuggled.length}\r\n\r\n${smuggled}`,
+        `${line}Content-Length: 0\r\n ${smuggled.length}\r\n\r\n${smuggled}`,
+        `${line}X-A: b\r\n\tContent-Length: ${smuggled.length}\r\n\r\n${smuggled}`,
+        `${line}Content-Length : ${smuggled.length}\r\n\r\n${smuggled}`,
+        `${line}Content-Length: ${smuggled.length}\n\r\n${smuggled}`,
+        `${line}Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n${smuggled}`,
+      ];
+      for (const a of attempts) {
+        const r = await rawGate(t.gate.socketPath, t.token, a, { waitMs: 2000 });
+        expect([400, 501], a).toContain(statusOf(r));
+      }
+      expect(granted.connections).toBe(0);
+    } finally {
+      await t.close();
+      await granted.close();
+    }
+  });
+
+  it("a hostile upstream's ambiguous framing gets the client a 502 and none of its body: CL+TE, repeated CL, folding, bare LF", async () => {
+    const answers = [
+      "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\nevil!",
+      "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 50\r\n\r\nevil!",
+      "HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\nevil!",
+      "HTTP/1.1 200 OK\r\nX-A: b\r\n Content-Length: 5\r\n\r\nevil!",
+      "HTTP/1.1 200 OK\nContent-Length: 5\r\n\r\nevil!",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nevil!",
+    ];
+    for (const answer of answers) {
+      const up = await rawUpstream({ answer: afterBody(answer) });
+      const t = await testGate([`127.0.0.1:${up.port}`]);
+      try {
+        const r = await rawGate(t.gate.socketPath, t.token, `GET http://127.0.0.1:${up.port}/x HTTP/1.1\r\nHost: 127.0.0.1:${up.port}\r\n\r\n`, { waitMs: 2000 });
+        expect(statusOf(r), answer).toBe(502);
+        expect(r).not.toContain("evil");
+        expect(ofAsked(t, "/x").at(-1)?.outcome).toMatch(/^upstream failed: /);
+      } finally {
+        await t.close();
+        await up.close();
+      }
+    }
+  });
+
+  it("a request body shorter than its Content-Length never completes upstream: the client's leaving is on the record", async () => {
+    const up = await rawUpstream({ answer: afterBody(ok("stored")) });
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    try {
+      const s = await gateClient(t.gate.socketPath, t.token);
+      const c = collect(s);
+      s.write(post(up.port, "/cut", 4 * MiB));
+      await until(() => up.received().includes("POST /cut"), "the upstream has the head");
+      s.end(Buffer.alloc(MiB, "a"));
+      await until(() => ofAsked(t, "/cut").length === 2, "the end is on the record");
+      expect(ofAsked(t, "/cut")[1]!.outcome).toBe("bad request body: the client closed the connection in the middle of a request body");
+      await until(() => up.open === 0, "the upstream connection is closed");
+      expect(c.text()).not.toContain("stored");
+      s.destroy();
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("an upstream body shorter than its Content-Length is cut at the client, and one longer never reaches it", async () => {
+    const short = await rawUpstream({ answer: (soFar, s) => (soFar.includes("\r\n\r\n") ? void s.end(`HTTP/1.1 200 OK\r\nContent-Length: ${4 * MiB}\r\n\r\n${"b".repeat(MiB)}`) : undefined) });
+    // Past its Content-Length, a second response: on a kept connection it would answer the client's next request.
+    const evil = `HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nevil`;
+    const long = await rawUpstream({ answer: (soFar, s) => (soFar.includes("\r\n\r\n") && !sockets.has(s) ? (sockets.add(s), `HTTP/1.1 200 OK\r\nContent-Length: ${MiB}\r\n\r\n${"c".repeat(MiB)}${evil}`) : undefined) });
+    const t = await testGate([`127.0.0.1:${short.port}`, `127.0.0.1:${long.port}`]);
+    try {
+      const a = await gateClient(t.gate.socketPath, t.token);
+      const ca = collect(a);
+      a.write(`GET http://127.0.0.1:${short.port}/short HTTP/1.1\r\nHost: 127.0.0.1:${short.port}\r\n\r\n`);
+      await ca.closed;
+      expect(ca.text().length).toBeLessThan(4 * MiB);
+      await until(() => ofAsked(t, "/short").length === 2, "its end is on the record");
+      expect(ofAsked(t, "/short")[1]!.outcome).toBe("upstream failed: it closed the connection before the end of the body its Content-Length announced");
+
+      const b = await gateClient(t.gate.socketPath, t.token);
+      const cb = collect(b);
+      const get = (path: string) => `GET http://127.0.0.1:${long.port}${path} HTTP/1.1\r\nHost: 127.0.0.1:${long.port}\r\n\r\n`;
+      b.write(get("/long"));
+      await until(() => cb.text().length >= MiB, "the first body arrives");
+      b.end(get("/next"));
+      await cb.closed;
+      expect(cb.text()).not.toContain("evil");
+      expect(cb.text().match(/HTTP\/1\.1 200 OK/g)?.length).toBe(2);
+      expect(long.connections).toBe(2);
+    } finally {
+      await t.close();
+      await short.close();
+      await long.close();
+    }
+  });
+
+  it("the byte budget stops a spliced upload, a spliced download, and both together, mid-body", async () => {
+    const budget = 256 * 1024;
+    const up = await rawUpstream({ answer: afterBody((soFar) => (soFar.includes("/down") ? `HTTP/1.1 200 OK\r\nContent-Length: ${4 * MiB}\r\n\r\n${"d".repeat(4 * MiB)}` : soFar.includes("/both") ? `HTTP/1.1 200 OK\r\nContent-Length: ${200 * 1024}\r\n\r\n${"e".repeat(200 * 1024)}` : ok("stored"))) });
+    const t = await testGate([`127.0.0.1:${up.port}`], { limits: { bytesPerConnection: budget } });
+    try {
+      const stopped = `stopped: the connection passed its limit of ${budget} bytes`;
+      // An upload past the budget.
+      const s = await gateClient(t.gate.socketPath, t.token);
+      const c = collect(s);
+      s.on("error", () => {});
+      s.write(post(up.port, "/up", 4 * MiB));
+      await until(() => up.received().includes("POST /up"), "the upstream has the head");
+      s.write(Buffer.alloc(4 * MiB, "u"));
+      await c.closed;
+      await until(() => ofAsked(t, "/up").length === 2, "its end is on the record");
+      expect(ofAsked(t, "/up")[1]!.outcome).toBe(stopped);
+      expect((up.received().match(/u/g) ?? []).length).toBeLessThanOrEqual(budget);
+      expect(c.text()).not.toContain("stored");
+      // A download past the budget.
+      const d = await gateClient(t.gate.socketPath, t.token);
+      const cd = collect(d);
+      d.on("error", () => {});
+      d.write(`GET http://127.0.0.1:${up.port}/down HTTP/1.1\r\nHost: 127.0.0.1:${up.port}\r\n\r\n`);
+      await cd.closed;
+      expect(cd.text().length).toBeLessThanOrEqual(budget + 200);
+      await until(() => ofAsked(t, "/down").length === 2, "its end is on the record");
+      expect(ofAsked(t, "/down")[1]!.outcome).toBe(stopped);
+      // 150 KiB up and 200 KiB down: each under the budget, together over it.
+      const before = up.received().length;
+      const b = await gateClient(t.gate.socketPath, t.token);
+      const cboth = collect(b);
+      b.on("error", () => {});
+      b.write(post(up.port, "/both", 150 * 1024));
+      await until(() => up.received().includes("POST /both"), "the upstream has the head");
+      b.write(Buffer.alloc(150 * 1024, "v"));
+      await cboth.closed;
+      await until(() => ofAsked(t, "/both").length === 2, "its end is on the record");
+      expect(ofAsked(t, "/both")[1]!.outcome).toBe(stopped);
+      expect(up.received().length - before + cboth.text().length).toBeLessThanOrEqual(budget + 400);
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("revoking the worker ends a spliced body at once, on the record", async () => {
+    const up = await rawUpstream({ answer: afterBody(ok("stored")) });
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    try {
+      const s = await gateClient(t.gate.socketPath, t.token);
+      const c = collect(s);
+      s.on("error", () => {});
+      s.write(post(up.port, "/revoked", 64 * MiB));
+      await until(() => up.received().includes("POST /revoked"), "the upstream has the head");
+      s.write(Buffer.alloc(MiB, "r"));
+      await until(() => up.received().length > MiB / 2, "the body is moving");
+      t.gate.unregister(t.token);
+      await c.closed;
+      await until(() => ofAsked(t, "/revoked").length === 2, "its end is on the record");
+      expect(ofAsked(t, "/revoked")[1]!.outcome).toBe("stopped: the worker's grant was revoked");
+      await until(() => up.open === 0, "the upstream connection is closed");
+    } finally {
+      await t.close();
+      await up.close();
+    }
   });
 });
