@@ -1,22 +1,31 @@
 // Egress gate: throughput through the whole path (a client in the sandbox, the
-// gate, the upstream) against the same client fetching directly on loopback,
+// gate, the upstream), down and up, over CONNECT and over plain HTTP (its
+// bodies spliced: src/net/spliced.ts), against the same client directly on loopback,
 // and through a minimal one-hop splice forwarder (bench/forwarder.c: the floor
 // for any proxy here), and the time to open 200 concurrent CONNECT tunnels
 // from inside.
 import { spawn, execFileSync } from "node:child_process";
 import { createServer } from "node:http";
 import { createServer as createNetServer } from "node:net";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const MB = Number(process.env.BENCH_EGRESS_MB ?? 512);
+const UP_MB = Number(process.env.BENCH_EGRESS_UP_MB ?? 256);
+const ROUNDS = Number(process.env.BENCH_EGRESS_ROUNDS ?? 3);
 
 function serve() {
   const chunk = Buffer.alloc(1 << 20, 120);
   const server = createServer((req, res) => {
     if (req.url === "/small") return res.end("ok");
+    if (req.method === "PUT") {
+      // An upload: taken and dropped, then a short answer.
+      req.on("data", () => {});
+      req.on("end", () => res.end("ok"));
+      return;
+    }
     res.writeHead(200, { "content-length": MB << 20 });
     let i = 0;
     const write = () => {
@@ -77,19 +86,33 @@ export async function egressBench({ vak, env }) {
     const forwarded = [];
     const gated = [];
     const plain = [];
-    for (let i = 0; i < 3; i++) {
+    const upload = join(ws, "upload.bin");
+    truncateSync((writeFileSync(upload, ""), upload), UP_MB << 20); // sparse: reading it costs nothing
+    const put = ["-s", "-o", "/dev/null", "-w", "%{speed_upload}", "-T", upload];
+    const upDirect = [];
+    const upGated = [];
+    const upPlain = [];
+    const exec = (args) => run(process.execPath, [vak, "exec", "--allow-net", `127.0.0.1:${port}`, "--", "curl", ...args], { env, cwd: ws });
+    for (let i = 0; i < ROUNDS; i++) {
       direct.push(Number(await run("curl", [...curl, url], { env })));
       forwarded.push(Number(await run("curl", [...curl, `http://127.0.0.1:${floor.port}/`], { env })));
-      gated.push(Number(await run(process.execPath, [vak, "exec", "--allow-net", `127.0.0.1:${port}`, "--", "curl", ...curl, "--proxytunnel", url], { env, cwd: ws })));
-      plain.push(Number(await run(process.execPath, [vak, "exec", "--allow-net", `127.0.0.1:${port}`, "--", "curl", ...curl, url], { env, cwd: ws })));
+      gated.push(Number(await exec([...curl, "--proxytunnel", url])));
+      plain.push(Number(await exec([...curl, url])));
+      upDirect.push(Number(await run("curl", [...put, url], { env })));
+      upGated.push(Number(await exec([...put, "--proxytunnel", url])));
+      upPlain.push(Number(await exec([...put, url])));
     }
     const best = (xs) => Math.max(...xs) / 1e6;
-    console.log(`\negress gate: throughput, ${MB} MiB over loopback (best of 3, interleaved)`);
-    console.log(`  direct curl                                  ${best(direct).toFixed(0).padStart(6)} MB/s   (baseline)`);
-    const pct = (xs) => `${((100 * best(xs)) / best(direct)).toFixed(0)}% of direct`;
-    console.log(`  curl through a minimal splice forwarder      ${best(forwarded).toFixed(0).padStart(6)} MB/s   ${pct(forwarded)} (one hop, no checks: the floor)`);
-    console.log(`  curl in vak exec, CONNECT through the gate   ${best(gated).toFixed(0).padStart(6)} MB/s   ${pct(gated)}, ${((100 * best(gated)) / best(forwarded)).toFixed(0)}% of the forwarder`);
-    console.log(`  curl in vak exec, plain HTTP through the gate ${best(plain).toFixed(0).padStart(6)} MB/s   ${pct(plain)} (each request parsed and re-framed)`);
+    const share = (xs, of) => `${((100 * best(xs)) / best(of)).toFixed(0)}%`;
+    const mbs = (xs) => `${best(xs).toFixed(0).padStart(6)} MB/s`;
+    console.log(`\negress gate: throughput over loopback (best of ${ROUNDS}, interleaved): ${MB} MiB down, ${UP_MB} MiB up`);
+    console.log(`  download, direct curl                        ${mbs(direct)}   (baseline)`);
+    console.log(`  download, a minimal splice forwarder         ${mbs(forwarded)}   ${share(forwarded, direct)} of direct (one hop, no checks: the floor)`);
+    console.log(`  download in vak exec, CONNECT                ${mbs(gated)}   ${share(gated, direct)} of direct, ${share(gated, forwarded)} of the forwarder`);
+    console.log(`  download in vak exec, plain HTTP             ${mbs(plain)}   ${share(plain, direct)} of direct, ${share(plain, gated)} of CONNECT (target: at least 80% of CONNECT)`);
+    console.log(`  upload, direct curl -T                       ${mbs(upDirect)}   (baseline)`);
+    console.log(`  upload in vak exec, CONNECT                  ${mbs(upGated)}   ${share(upGated, upDirect)} of direct`);
+    console.log(`  upload in vak exec, plain HTTP               ${mbs(upPlain)}   ${share(upPlain, upDirect)} of direct, ${share(upPlain, upGated)} of CONNECT (target: at least 80% of CONNECT)`);
     console.log("  target: at least 80% of direct");
 
     const script = join(ws, "tunnels.mjs");
