@@ -521,6 +521,22 @@ static napi_value close_engine(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* resetOnClose(fd): the socket is reset, not closed cleanly, when its last fd is closed
+ * (Node's own resetAndDestroy sends a FIN when writes are pending). */
+static napi_value reset_on_close_js(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  int32_t fd;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 1 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || not_a_tcp_connection(fd)) {
+    napi_throw_type_error(env, NULL, "vak engine: resetOnClose(fd) takes a connected TCP socket");
+    return NULL;
+  }
+  struct linger abort_close = {.l_onoff = 1, .l_linger = 0};
+  if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_close, sizeof abort_close) != 0) return throw_errno(env, "resetOnClose");
+  return NULL;
+}
+
 /* sendClient(socketPath, message, fd): what a relay does, for tests. */
 static napi_value send_client(napi_env env, napi_callback_info info) {
   size_t argc = 3;
@@ -567,7 +583,7 @@ static napi_value init(napi_env env, napi_value exports) {
   const struct {
     const char *name;
     napi_callback fn;
-  } fns[] = {{"createEngine", create_engine}, {"tunnel", tunnel}, {"cancel", cancel}, {"close", close_engine}, {"sendClient", send_client}};
+  } fns[] = {{"createEngine", create_engine}, {"tunnel", tunnel}, {"cancel", cancel}, {"close", close_engine}, {"sendClient", send_client}, {"resetOnClose", reset_on_close_js}};
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
     napi_value f;
     if (napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &f) != napi_ok) return NULL;

@@ -317,6 +317,7 @@ export class EgressGate {
           return end.outcome === "cancelled" && worker.ended === "released" ? { ...end, outcome: "released" } : end;
         });
       },
+      ended: () => worker.ended,
       record: (e) => this.record(worker, e),
       durable: () => this.durable(),
       check: (method, host, port, hasBody, path, pinned) => this.check(worker, method, host, port, hasBody, path, pinned),

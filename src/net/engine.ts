@@ -16,6 +16,7 @@ interface Addon {
   cancel(engine: unknown, id: number): void;
   close(engine: unknown): void;
   sendClient(socketPath: string, message: string, fd: number): void;
+  resetOnClose(fd: number): void;
 }
 
 let addon: Addon | undefined;
@@ -129,4 +130,18 @@ export class GateEngine {
 /** What a relay does: hands a connected socket to the gate with a message (tests use it to play the relay). */
 export function sendClient(socketPath: string, message: string, fd: number): void {
   load().sendClient(socketPath, message, fd);
+}
+
+/**
+ * Destroys a socket so that its peer sees a reset, never a clean end: a cut
+ * body is not taken for a whole one. (Node's resetAndDestroy sends a FIN when
+ * writes are pending.)
+ */
+export function resetSocket(s: Socket): void {
+  try {
+    load().resetOnClose(socketFd(s));
+  } catch {
+    // already closed, or not a TCP socket: destroyed all the same
+  }
+  s.destroy();
 }

@@ -66,6 +66,8 @@ export interface ProxyContext {
    * write to them until done settles; cancel() ends it early.
    */
   transfer(from: Socket, to: Socket, prefix: Buffer, length: number): { done: Promise<TunnelEnd>; cancel(): void };
+  /** Why this worker's connections are being closed, once they are: its grant revoked, or its command ended. */
+  ended(): "revoked" | "released" | undefined;
 }
 
 

@@ -1,6 +1,6 @@
 import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
-import type { TunnelEnd } from "./engine.js";
+import { resetSocket, type TunnelEnd } from "./engine.js";
 import {
   bodyPieces, chunk, connectionTokens, type HeaderList, headerValues, HOP_BY_HOP, HttpError, parseResponseHead,
   requestHead, type ResponseHead, responseFraming, responseHead, safeReason,
@@ -128,7 +128,7 @@ export async function sendPlain(socket: Socket, reader: SocketReader, ctx: Proxy
   // The client gone: its request is cut, and so is the upstream's.
   const abort = () => {
     for (const t of transfers) t.cancel();
-    up?.resetAndDestroy();
+    if (up) resetSocket(up);
   };
   let up: Socket | undefined;
   let failed = false;
@@ -237,6 +237,9 @@ export async function sendPlain(socket: Socket, reader: SocketReader, ctx: Proxy
     } else if (sent && sent.outcome !== "completed") throw transferError(sent, ctx.limits, "request");
   } catch (e) {
     failed = true;
+    // The gate closing a worker's connections ends its request however it was interrupted.
+    const ended = ctx.ended();
+    if (ended) throw new LimitError(ended === "revoked" ? "the worker's grant was revoked" : "the command that opened it has ended");
     // Whatever failed once the client had gone (or the gate closed it), that is how the request ended.
     throw socket.destroyed && !(e instanceof LimitError) ? new ClosedError() : e;
   } finally {
@@ -245,8 +248,7 @@ export async function sendPlain(socket: Socket, reader: SocketReader, ctx: Proxy
     for (const t of transfers) t.cancel();
     await Promise.all(transfers.map((t) => t.done));
     // A request that did not complete is reset upstream: a cut body is never taken for a whole one.
-    if (failed) up?.resetAndDestroy();
-    else up?.destroy();
+    if (up) (failed ? resetSocket(up) : up.destroy());
     if (!socket.destroyed) {
       socket.setTimeout(idleMs);
       resumeReads(socket);

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createServer, type Server, type Socket } from "node:net";
@@ -315,6 +315,11 @@ describe("plain HTTP with its bodies spliced", () => {
   const ok = (text: string) => `HTTP/1.1 200 OK\r\nContent-Length: ${text.length}\r\n\r\n${text}`;
   const post = (port: number, path: string, length: number, extra = "") => `POST http://127.0.0.1:${port}${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n${extra}Content-Length: ${length}\r\n\r\n`;
   const ofAsked = (t: { events: EgressEvent[] }, suffix: string) => t.events.filter((e) => e.asked.endsWith(suffix));
+  /** TCP connections (not listeners) on this port, as the kernel has them (/proc/net/tcp). */
+  const connectionsTo = (port: number) => {
+    const hex = port.toString(16).toUpperCase().padStart(4, "0");
+    return readFileSync("/proc/net/tcp", "utf8").split("\n").slice(1).map((l) => l.trim().split(/\s+/)).filter((f) => f.length > 3 && f[3] !== "0A" && f[3] !== "07" && (f[1]!.endsWith(`:${hex}`) || f[2]!.endsWith(`:${hex}`))).length;
+  };
 
   it("a request pipelined after a spliced body never rides it: it is read, decided and refused for an ungranted host", async () => {
     const granted = await rawUpstream({ answer: afterBody(ok("stored")) });
@@ -527,13 +532,21 @@ describe("plain HTTP with its bodies spliced", () => {
       s.on("error", () => {});
       s.write(post(up.port, "/revoked", 64 * MiB));
       await until(() => up.received().includes("POST /revoked"), "the upstream has the head");
-      s.write(Buffer.alloc(MiB, "r"));
-      await until(() => up.received().length > MiB / 2, "the body is moving");
+      // The client keeps sending for as long as it can.
+      const block = Buffer.alloc(256 * 1024, "r");
+      const pump = () => {
+        while (!s.destroyed && s.write(block));
+      };
+      s.on("drain", pump);
+      pump();
+      await until(() => up.received().length > MiB, "the body is moving");
       t.gate.unregister(t.token);
       await c.closed;
       await until(() => ofAsked(t, "/revoked").length === 2, "its end is on the record");
       expect(ofAsked(t, "/revoked")[1]!.outcome).toBe("stopped: the worker's grant was revoked");
-      await until(() => up.open === 0, "the upstream connection is closed");
+      // The upstream sees a reset, not a clean end, and nothing after it.
+      await until(() => connectionsTo(up.port) === 0, "no TCP connection to the upstream is left in the kernel");
+      expect(up.received().length).toBeLessThan(64 * MiB);
     } finally {
       await t.close();
       await up.close();
