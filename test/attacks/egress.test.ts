@@ -523,6 +523,41 @@ describe("plain HTTP with its bodies spliced", () => {
     }
   });
 
+  it("a body that stalls mid-splice ends at the idle time, on the record", async () => {
+    const up = await rawUpstream({ answer: afterBody(ok("stored")) });
+    const t = await testGate([`127.0.0.1:${up.port}`], { limits: { idleMs: 400 } });
+    try {
+      const s = await gateClient(t.gate.socketPath, t.token);
+      const c = collect(s);
+      s.on("error", () => {});
+      s.write(post(up.port, "/stalled", MiB));
+      await until(() => up.received().includes("POST /stalled"), "the upstream has the head");
+      s.write(Buffer.alloc(64 * 1024, "s")); // then nothing
+      await c.closed;
+      await until(() => ofAsked(t, "/stalled").length === 2, "its end is on the record");
+      expect(ofAsked(t, "/stalled")[1]!.outcome).toBe("stopped: no data either way for 400 ms");
+      await until(() => connectionsTo(up.port) === 0, "no TCP connection to the upstream is left in the kernel");
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("a secret header whose value holds CR LF cannot add a header or a request to what the gate sends", async () => {
+    const up = await rawUpstream({ answer: afterBody(ok("stored")) });
+    const header = { ref: "k", header: "X-Key", value: "v\r\nX-Injected: 1\r\n\r\nGET /smuggled HTTP/1.1", hosts: ["127.0.0.1"] };
+    const t = await testGate([`127.0.0.1:${up.port}`], { worker: { headers: [header] } });
+    try {
+      const r = await rawGate(t.gate.socketPath, t.token, `GET http://127.0.0.1:${up.port}/x HTTP/1.1\r\nHost: 127.0.0.1:${up.port}\r\n\r\n`, { waitMs: 2000 });
+      expect(statusOf(r)).toBe(502);
+      expect(up.received()).not.toContain("X-Injected");
+      expect(up.received()).not.toContain("smuggled");
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
   it("revoking the worker ends a spliced body at once, on the record", async () => {
     const up = await rawUpstream({ answer: afterBody(ok("stored")) });
     const t = await testGate([`127.0.0.1:${up.port}`]);
