@@ -6,7 +6,6 @@ import {
   requestHead, type ResponseHead, responseFraming, responseHead, safeReason,
 } from "./http1.js";
 import { LimitError, TransferError, tunnelOutcome, UpstreamError } from "./outcome.js";
-import type { ProxyContext } from "./proxy.js";
 import { ClosedError, SocketReader } from "./reader.js";
 
 /**
@@ -20,6 +19,16 @@ import { ClosedError, SocketReader } from "./reader.js";
  * is closed after each request). A chunked or close-delimited response is
  * decoded and re-framed here, as on the other paths.
  */
+
+/** What a plain request needs of its connection's context (proxy.ts's ProxyContext has it all). */
+export interface PlainContext {
+  limits: { headerBytes: number; bytesPerConnection: number; idleMs: number };
+  take(n: number): void;
+  openUpstream(address: string, port: number): Socket;
+  upstreamReady(s: Socket, address: string, port: number): Promise<void>;
+  transfer(from: Socket, to: Socket, prefix: Buffer, length: number): { done: Promise<TunnelEnd>; cancel(): void };
+  ended(): "revoked" | "released" | undefined;
+}
 
 /** A checked request, as the gate will send it. */
 export interface PlainRequest {
@@ -79,7 +88,7 @@ function written(s: Socket, data: Buffer | Buffer[]): Promise<void> {
 }
 
 /** Why a transfer that did not complete ended, as the error that ends the request. */
-function transferError(end: TunnelEnd, limits: ProxyContext["limits"], body: "request" | "response"): Error {
+function transferError(end: TunnelEnd, limits: PlainContext["limits"], body: "request" | "response"): Error {
   if (end.outcome === "short")
     return body === "request"
       ? new HttpError(400, "incomplete", "the client closed the connection in the middle of a request body")
@@ -123,7 +132,7 @@ const quiet = <T>(p: Promise<T>): Promise<T> => (p.catch(() => {}), p);
  * with st saying how far it got; every transfer has ended, and both sockets
  * are the caller's again, by the time it returns or throws.
  */
-export async function sendPlain(socket: Socket, reader: SocketReader, ctx: ProxyContext, req: PlainRequest, st: PlainState): Promise<void> {
+export async function sendPlain(socket: Socket, reader: SocketReader, ctx: PlainContext, req: PlainRequest, st: PlainState): Promise<void> {
   const transfers: { done: Promise<TunnelEnd>; cancel(): void }[] = [];
   // The client gone: its request is cut, and so is the upstream's.
   const abort = () => {
