@@ -8,7 +8,7 @@
 
 /** Bottom first. Each entry is one rank; a rank may hold several peer folders. */
 const LAYERS = [
-  ["protocol"],
+  ["protocol", "text"],
   ["policy"],
   ["secrets", "sandbox", "net", "stores", "model"],
   ["journal"],

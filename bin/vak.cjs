@@ -22,12 +22,9 @@ Module._extensions[".cjs"] = function compileCached(module, filename) {
   script.runInThisContext()(module.exports, Module.createRequire(filename), module, filename, dirname(filename));
 };
 
-require(join(BUNDLE, "vak.cjs"))
-  .main(process.argv.slice(2))
-  .then(
-    (code) => process.exit(code),
-    (err) => {
-      process.stderr.write(`vak: internal error: ${err instanceof Error ? err.stack : String(err)}\n`);
-      process.exit(125);
-    },
-  );
+const cli = require(join(BUNDLE, "vak.cjs"));
+// main() prints its own errors; the exit waits until stdout and stderr are flushed (a pipe to a slow reader gets everything).
+cli.main(process.argv.slice(2)).then(
+  (code) => cli.exitWhenFlushed(code),
+  () => cli.exitWhenFlushed(125),
+);

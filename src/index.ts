@@ -1,5 +1,7 @@
 // Vak as a library: build agents whose every effect goes through the host.
-export { createHost, type Host, type HostEvent, type HostOptions, type WorkloadSessionHandle } from "./workload/host.js";
+export { createHost, type Host, type HostApprovalRequest, type HostEvent, type HostOptions, type WorkloadSessionHandle } from "./workload/host.js";
+/** The neutraliser Vak shows hostile text through: use it before printing what a model or a tool chose (events carry it raw). */
+export { visible } from "./text/visible.js";
 /** @deprecated the same type as WorkloadSessionHandle, under its first name; kept so that code written against it still builds. */
 export type { WorkloadSessionHandle as AgentSessionHandle } from "./workload/host.js";
 export { checkSpec, loadSpec, type WorkloadPlan, type WorkloadSpecInput, type ComponentPlan } from "./workload/spec.js";

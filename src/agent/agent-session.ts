@@ -134,6 +134,8 @@ export class AgentSession {
       approvals: { gate: this.approvals, rules: this.opts.approvalRules ?? DEFAULT_APPROVAL_RULES },
       // Only the main agent's broker calls MCP tools, through whichever servers run now.
       mcp: component === "agent" && this.opts.mcp ? { call: async (op, signal) => (await this.mcpHub()).call(op, signal) } : undefined,
+      // The provider key (and every value redacted everywhere) never enters a sandbox's environment.
+      withheld: this.opts.secrets,
     });
     if (poolSize > 0) b.prewarm();
     return b;
@@ -148,7 +150,7 @@ export class AgentSession {
   private mcpHub(): Promise<McpHub> {
     const o = this.opts.mcp;
     if (!o || !this.opts.journal) return Promise.reject(new Error("this session has no MCP servers"));
-    this.hub ??= McpHub.start({ ...o, workspace: this.opts.workspace, mode: this.mode, journal: this.opts.journal });
+    this.hub ??= McpHub.start({ ...o, workspace: this.opts.workspace, mode: this.mode, journal: this.opts.journal, withheld: this.opts.secrets });
     return this.hub;
   }
 
@@ -195,8 +197,8 @@ export class AgentSession {
       {
         component, model: this.opts.model, router: brokerRouter(broker), journal: this.journalSession, generation: () => this.generationNow,
         redactor: this.redactor, maxTurns: this.opts.maxTurns ?? 50, onEvent: this.opts.onEvent, role: this.role(broker),
-        // The task's instruction was written by the parent's model: untrusted, and recorded as such.
-        promptProvenance: { from: "agent", tool: "task", description: args.description, mode, untrusted: true },
+        // The task's instruction was written by the parent's model: sent fenced as model-written, and recorded as such.
+        delegatedBy: { from: "agent", tool: "task", description: args.description, untrusted: true },
       },
       [], args.prompt, ac.signal,
     );

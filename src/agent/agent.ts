@@ -4,7 +4,8 @@ import { TOOLS, toolCallToOp, toolJsonSchema } from "../broker/registry.js";
 import { type Op, traitsOf } from "../protocol/ops.js";
 import type { SessionWriter } from "../journal/session-writer.js";
 import type { Redactor } from "../secrets/redact.js";
-import { ModelError, type Message, type ModelClient, type ToolCallRequest, type ToolSpec } from "../model/types.js";
+import { ModelError, type DelegatedFrom, type Message, type ModelClient, type ToolCallRequest, type ToolSpec } from "../model/types.js";
+import { checkTurn } from "../model/reply-bounds.js";
 import { UNTRUSTED_RULE } from "../model/untrusted.js";
 import { TASK_TOOL, type TaskArgs, TaskArgsSchema } from "./task.js";
 
@@ -26,12 +27,35 @@ export interface RunResult {
   turns: number;
   toolCalls: number;
   refused: Refusal[];
-  outcome: "done" | "cancelled" | "max-turns" | "model-error";
+  /** too-large: the conversation grew past what a session holds (MAX_CONVERSATION_BYTES). */
+  outcome: "done" | "cancelled" | "max-turns" | "model-error" | "too-large";
   error?: string | undefined;
 }
 
 /** Arguments nested deeper than this are refused before anything (the record, the transcript, a parser) walks them. */
 const MAX_ARGS_DEPTH = 32;
+/** What one turn's tool results may bring back to the model together; later calls of that turn are refused without running. */
+const MAX_TURN_RESULT_BYTES = 8 * 1024 * 1024;
+/** What a conversation may hold in all (it is sent again every turn); past it the run ends, saying so. */
+const MAX_CONVERSATION_BYTES = 64 * 1024 * 1024;
+/** The record keeps a model's text up to this, and each call's arguments up to RECORD_ARGS_BYTES; past them, their size, digest and start. */
+const RECORD_TEXT_BYTES = 64 * 1024;
+const RECORD_ARGS_BYTES = 4 * 1024;
+
+/** A value for the record: as it is when small, else its size, its digest and its start. */
+function recorded(v: unknown, max: number): unknown {
+  const s = typeof v === "string" ? v : (JSON.stringify(v) ?? "null");
+  const bytes = Buffer.byteLength(s);
+  if (bytes <= max) return v;
+  return { bytes, sha256: createHash("sha256").update(s).digest("hex"), head: s.slice(0, 1024), cut: `the record keeps the first 1024 characters of ${bytes} bytes` };
+}
+
+function messageBytes(m: Message): number {
+  switch (m.role) {
+    case "user": case "delegated": case "tool": return Buffer.byteLength(m.text);
+    case "assistant": return Buffer.byteLength(m.text) + m.toolCalls.reduce((a, c) => a + Buffer.byteLength(typeof c.args === "string" ? c.args : (JSON.stringify(c.args) ?? "")), 0);
+  }
+}
 
 /** How deep a JSON-like value nests, counted without recursion. */
 function depthOf(v: unknown): number {
@@ -74,8 +98,8 @@ export interface AgentContext {
   maxTurns: number;
   /** Who this agent is and what it may do, for the system prompt. */
   role: string;
-  /** Where the instruction came from: the user (default), or for a sub-agent, the model that started it. */
-  promptProvenance?: unknown;
+  /** For a sub-agent: its instruction was written by the model that started it, and is sent fenced as such, never as the user's words. */
+  delegatedBy?: DelegatedFrom | undefined;
   onEvent?: ((e: AgentEvent) => void) | undefined;
 }
 
@@ -145,50 +169,69 @@ export async function runAgent(ctx: AgentContext, messages: Message[], prompt: s
   const record = (kind: "message" | "model.call", payload: Record<string, unknown>) =>
     ctx.journal?.append(kind, actor, ctx.generation(), payload).catch(() => undefined);
   const result: RunResult = { text: "", turns: 0, toolCalls: 0, refused: [], outcome: "done" };
-  messages.push({ role: "user", text: prompt });
-  await record("message", { role: "user", provenance: ctx.promptProvenance ?? "user", text: prompt });
+  if (ctx.delegatedBy) {
+    messages.push({ role: "delegated", text: prompt, provenance: ctx.delegatedBy });
+    await record("message", { role: "delegated", provenance: ctx.delegatedBy, text: recorded(prompt, RECORD_TEXT_BYTES) });
+  } else {
+    messages.push({ role: "user", text: prompt });
+    await record("message", { role: "user", provenance: "user", text: recorded(prompt, RECORD_TEXT_BYTES) });
+  }
+  const redact = (t: string) => ctx.redactor.text(t);
   const tools = ctx.router.specs;
   const system = systemPrompt(ctx);
 
   for (;;) {
     if (signal.aborted) return { ...result, outcome: "cancelled" };
     if (result.turns >= ctx.maxTurns) return { ...result, outcome: "max-turns" };
+    const held = messages.reduce((a, m) => a + messageBytes(m), 0);
+    if (held > MAX_CONVERSATION_BYTES)
+      return { ...result, outcome: "too-large", error: `the conversation holds ${held} bytes, more than ${MAX_CONVERSATION_BYTES}; start a new session` };
     result.turns += 1;
     const started = Date.now();
     let turn;
     try {
-      turn = await ctx.model.complete({ system, messages, tools, signal, onText: (delta) => ctx.onEvent?.({ type: "text", component: ctx.component, delta }) });
+      turn = await ctx.model.complete({ system, messages, tools, signal, redact, onText: (delta) => ctx.onEvent?.({ type: "text", component: ctx.component, delta }) });
       // A model's arguments nested absurdly deep are replaced before anything walks them.
       for (const c of turn.toolCalls) if (depthOf(c.args) > MAX_ARGS_DEPTH) c.args = { refused: `arguments nested deeper than ${MAX_ARGS_DEPTH} levels` };
+      // The same bounds whatever the client (the built-in ones stop reading there already).
+      checkTurn(turn);
     } catch (e) {
       const cancelled = signal.aborted || (e instanceof ModelError && e.kind === "cancelled");
-      await record("model.call", { provider: ctx.model.provider, model: ctx.model.model, ms: Date.now() - started, ok: false, error: (e as Error).message });
+      await record("model.call", { provider: ctx.model.provider, model: ctx.model.model, ms: Date.now() - started, ok: false, error: recorded((e as Error).message, RECORD_ARGS_BYTES) });
       return { ...result, outcome: cancelled ? "cancelled" : "model-error", error: cancelled ? undefined : ctx.redactor.text((e as Error).message) };
     }
     await record("model.call", { provider: ctx.model.provider, model: ctx.model.model, ms: Date.now() - started, ok: true, stop: turn.stop, toolCalls: turn.toolCalls.length, usage: turn.usage ?? null });
-    messages.push({ role: "assistant", text: turn.text, toolCalls: turn.toolCalls });
-    await record("message", { role: "assistant", provenance: "model", text: turn.text, toolCalls: turn.toolCalls.map((c) => ({ name: c.name, args: c.args })) });
+    // The conversation sent back to the provider is redacted too (the calls run with what the model sent).
+    messages.push({ role: "assistant", text: redact(turn.text), toolCalls: turn.toolCalls.map((c) => ({ ...c, name: redact(c.name), args: ctx.redactor.value(c.args) })) });
+    await record("message", { role: "assistant", provenance: "model", text: recorded(turn.text, RECORD_TEXT_BYTES), toolCalls: turn.toolCalls.map((c) => ({ name: c.name, args: recorded(c.args, RECORD_ARGS_BYTES) })) });
     if (turn.text) result.text = turn.text;
     if (turn.toolCalls.length === 0) return result;
 
+    let turnBytes = 0;
     for (const call of turn.toolCalls) {
       // Every call gets an answer, even after a cancel, so that the conversation stays well-formed.
       let answer: ToolAnswer;
       if (signal.aborted) answer = { text: "refused (cancelled): the run was cancelled", ok: false, code: "cancelled" };
+      else if (turnBytes > MAX_TURN_RESULT_BYTES)
+        answer = { text: `refused (too-large): this turn's tool results already hold more than ${MAX_TURN_RESULT_BYTES} bytes; it did not run: ask for less at once`, ok: false, code: "too-large" };
       else {
         ctx.onEvent?.({ type: "tool-call", component: ctx.component, name: call.name, args: call.args });
         answer = await ctx.router.call(call, signal);
       }
       result.toolCalls += 1;
-      if (!answer.ok) result.refused.push({ component: ctx.component, tool: call.name, code: answer.code ?? "refused", message: answer.text });
-      if (answer.refused) result.refused.push(...answer.refused);
       const text = ctx.redactor.text(answer.text);
-      messages.push({ role: "tool", callId: call.id, name: call.name, text, isError: !answer.ok, provenance: { tool: call.name, target: answer.target, untrusted: true } });
+      turnBytes += Buffer.byteLength(text);
+      // Redacted here too: the summary and --json print what was refused.
+      if (!answer.ok) result.refused.push({ component: ctx.component, tool: ctx.redactor.text(call.name), code: answer.code ?? "refused", message: text });
+      // A sub-agent's own refusals (a task's), redacted like this call's.
+      if (answer.refused) result.refused.push(...answer.refused.map((r) => ({ ...r, component: redact(r.component), tool: redact(r.tool), code: redact(r.code), message: redact(r.message) })));
+      const target = answer.target === undefined ? undefined : ctx.redactor.text(answer.target);
+      messages.push({ role: "tool", callId: call.id, name: call.name, text, isError: !answer.ok, provenance: { tool: call.name, target, untrusted: true } });
       await record("message", {
-        role: "tool", provenance: { tool: call.name, target: answer.target ?? null, untrusted: true },
+        role: "tool", provenance: { tool: call.name, target: target ?? null, untrusted: true },
         ok: answer.ok, bytes: Buffer.byteLength(text), sha256: createHash("sha256").update(text).digest("hex"),
       });
-      ctx.onEvent?.({ type: "tool-result", component: ctx.component, name: call.name, ok: answer.ok, code: answer.code, text, target: answer.target });
+      ctx.onEvent?.({ type: "tool-result", component: ctx.component, name: call.name, ok: answer.ok, code: answer.code, text, target });
     }
   }
 }

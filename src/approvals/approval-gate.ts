@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { Actor } from "../journal/events.js";
 import type { Op } from "../protocol/ops.js";
 import type { SessionWriter } from "../journal/session-writer.js";
+import type { ApprovalView } from "./approval-view.js";
 
 /**
  * Host-owned approval gates. A request is bound to the op's digest, the
@@ -18,12 +19,18 @@ export interface ApprovalRequest {
   digest: string;
   generation: number;
   component: string;
-  /** What the op does, for the person deciding. */
+  /** What the op does, in one line, for the record and a list of requests (raw: show it through the neutraliser). */
   summary: string;
   op: string;
   target?: string | undefined;
   /** The whole op the digest covers (resolved target included), for an approver that shows all of it (a diff, the full command). */
   detail?: Op | undefined;
+  /** What "allow for this session" would let run later without asking, said exactly. */
+  scope: string;
+  /** The whole op, for the person deciding (approval-view.ts): never clipped. */
+  view: ApprovalView;
+  /** Facts about the view for the record (the digest of the file content it was compared with). */
+  shown?: Record<string, unknown> | undefined;
 }
 
 export interface ApprovalAnswer {
@@ -89,7 +96,7 @@ export class ApprovalGate {
     const nonce = randomBytes(16).toString("hex");
     const request: ApprovalRequest = { ...req, nonce };
     try {
-      await this.record("approval.asked", req.component, { op: req.op, digest: req.digest, nonce, target: req.target ?? null, summary: req.summary, generation: req.generation });
+      await this.record("approval.asked", req.component, { op: req.op, digest: req.digest, nonce, target: req.target ?? null, summary: req.summary, scope: req.scope, generation: req.generation, ...(req.shown ? { shown: req.shown } : {}) });
     } catch (e) {
       // Nothing is approved off the record.
       this.closed.add(nonce);

@@ -1,3 +1,4 @@
+import { canonicalJson, sha256 } from "./digest.js";
 import { type Effect, type Op, traitsOf } from "../protocol/ops.js";
 import { unhandled } from "../protocol/unhandled.js";
 
@@ -31,30 +32,59 @@ export function needsApproval(rules: ApprovalRules, op: { kind: string }): boole
   }
 }
 
-/** The exact capability an "allow for this session" answer covers: this op kind on this target, or this exact command. */
+/**
+ * The exact capability an "allow for this session" answer covers, and no
+ * more: a command tool with exactly this input (its digest), exactly this
+ * shell command, writes and edits of exactly this file (whatever they write:
+ * scopeOf() says so in the prompt).
+ */
 export function capabilityOf(op: Op, target: string | undefined): string {
   switch (op.kind) {
-    case "tool": return "tool";
+    case "tool": return `tool\0${target ?? ""}\0${sha256(op.input)}`;
     case "exec": return `exec\0${op.command}`;
-    // "For this session" covers this one tool of this one server, with any arguments.
-    case "mcp": return `mcp\0${op.server}\0${op.tool}`;
+    // An MCP tool is a command of the server's: "for this session" covers it with exactly these arguments.
+    case "mcp": return `mcp\0${op.server}\0${op.tool}\0${sha256(canonicalJson(op.arguments))}`;
     case "fetch": return `fetch\0${op.url}`;
-    case "read": case "list": case "glob": case "grep": case "write": case "edit": return `${op.kind}\0${target ?? ""}`;
+    case "write": case "edit": return `modify\0${target ?? ""}`;
+    case "read": case "list": case "glob": case "grep": return `${op.kind}\0${target ?? ""}`;
     default: return unhandled(op, "op kind");
   }
 }
 
-/** What the op does, in a line, for the person deciding. */
-export function summarizeOp(op: Op, target: string | undefined): string {
-  const clip = (s: string, n = 120) => (s.length > n ? `${s.slice(0, n)}…` : s).replace(/\n/g, "⏎");
+/** What "allow for this session" would let run later without asking, said exactly, for the prompt. */
+export function scopeOf(op: Op, target: string | undefined): string {
   switch (op.kind) {
-    case "write": return `write ${Buffer.byteLength(op.content)} bytes to ${target}, beginning "${clip(op.content, 300)}"`;
-    case "edit": return `edit ${target}: replace "${clip(op.old, 300)}" with "${clip(op.new, 300)}"${op.replaceAll ? " (every occurrence)" : ""}`;
-    case "exec": return `run: ${clip(op.command, 2000)}`;
-    case "tool": return `run ${target ?? "the component's command"} with input ${clip(op.input, 200)}`;
-    case "mcp": return `call ${op.tool} of the MCP server ${op.server} with ${clip(JSON.stringify(op.arguments), 300)}`;
-    case "fetch": return `fetch ${clip(op.url, 500)}`;
+    case "tool": return `${target ?? "this component's command"} again with exactly this input (sha256 ${sha256(op.input).slice(0, 16)}…); any other input asks again`;
+    case "exec": return `this exact command again (${op.command.length} characters, byte for byte); any other command asks again`;
+    case "write": case "edit": return `every later write or edit of ${target ?? "this file"} in this session, whatever it writes; other files ask`;
+    case "mcp": return `the tool ${op.tool} of the MCP server ${op.server} again with exactly these arguments (sha256 ${sha256(canonicalJson(op.arguments)).slice(0, 16)}…); any other arguments ask again`;
+    case "fetch": return `a fetch of exactly this URL in this session`;
+    case "read": case "list": case "glob": case "grep": return `${op.kind} of ${target ?? "this path"} in this session`;
+    default: return unhandled(op, "op kind");
+  }
+}
+
+/** Text for a one-line summary: the start of it, and how much more there is. Nothing is cut silently. */
+function head(s: string, n = 200): string {
+  const one = s.replace(/\n/g, "⏎");
+  return one.length > n ? `${one.slice(0, n)}… (+${one.length - n} more characters)` : one;
+}
+
+/** What the op does, in a line, for the record and a list of requests; the whole op is the request's view. */
+export function summarizeOp(op: Op, target: string | undefined): string {
+  switch (op.kind) {
+    case "write": return `write ${Buffer.byteLength(op.content)} bytes to ${target}`;
+    case "edit": return `edit ${target}: replace ${Buffer.byteLength(op.old)} bytes with ${Buffer.byteLength(op.new)} bytes${op.replaceAll ? " at every occurrence" : ""}`;
+    case "exec": return `run: ${head(op.command)}`;
+    case "tool": return `run ${target ?? "the component's command"} with input ${head(op.input)}`;
+    case "mcp": return `call ${op.tool} of the MCP server ${op.server} with ${head(JSON.stringify(op.arguments) ?? "")}`;
+    case "fetch": return `fetch ${head(op.url, 500)}`;
     case "read": case "list": case "glob": case "grep": return `${op.kind} ${target ?? ""}`;
     default: return unhandled(op, "op kind");
   }
+}
+
+/** The digest an approval is bound to: the op exactly as it will run, for this component and generation. */
+export function opDigest(component: string, generation: number, op: Op): string {
+  return sha256(canonicalJson({ component, generation, op }));
 }

@@ -5,14 +5,16 @@ import { dirname, join } from "node:path";
 import type { Actor } from "../journal/events.js";
 import type { SessionWriter } from "../journal/session-writer.js";
 import type { Grants, Mode } from "../policy/grants.js";
-import type { Limits } from "../policy/limits.js";
+import { DEFAULT_COMMAND_LIMITS, type Limits } from "../policy/limits.js";
+import { VakError } from "../policy/errors.js";
+import { MAX_EDIT_FILE_BYTES } from "../protocol/edit-op.js";
 import { decide, type HostFacts, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { installation } from "../policy/install.js";
 import { isWithin } from "../policy/paths.js";
 import { hostFacts } from "../sandbox/host.js";
 import type { ApprovalGate } from "../approvals/approval-gate.js";
-import { canonicalJson, sha256 } from "../approvals/digest.js";
-import { type ApprovalRules, capabilityOf, needsApproval, summarizeOp } from "../approvals/approval-rules.js";
+import { type ApprovalRules, needsApproval } from "../approvals/approval-rules.js";
+import { OpApprovals } from "./approval-request.js";
 import { needsInspection, type NetGrants } from "../policy/net-grants.js";
 import type { RunTls } from "../net/tls-run.js";
 import type { InjectedSecret } from "../secrets/grant.js";
@@ -23,7 +25,7 @@ import { OP_TRAITS, type Op, OpSchema } from "../protocol/ops.js";
 import { unhandled } from "../protocol/unhandled.js";
 import { PROTOCOL_VERSION } from "../protocol/worker-protocol.js";
 import { type GrantView, resolveTarget } from "./path-rules.js";
-import { injectSecrets } from "./secret-injection.js";
+import { injectSecrets, withheldIn } from "./secret-injection.js";
 import { type PlanKey, WarmPool } from "./warm-pool.js";
 import { type WorkerOutcome, WorkerProcess } from "./worker-process.js";
 
@@ -62,6 +64,12 @@ export interface BrokerOptions {
   mcp?: McpCaller | undefined;
   /** CA files trusted for upstream servers, besides the system store, when the gate terminates TLS. */
   caFiles?: readonly string[] | undefined;
+  /**
+   * Values no sandbox's environment may hold: the host's model provider keys.
+   * A broker whose commands would get one (an env grant, a secret) refuses to
+   * start, naming the grant.
+   */
+  withheld?: readonly string[] | undefined;
 }
 
 /** Makes one MCP tool call on the host, for an op the broker has admitted, checked and had approved. */
@@ -87,6 +95,14 @@ export interface InteractiveSandbox {
   exited(code: number, denied: string[]): void;
 }
 
+/** The limits given, without keys set to undefined (which would hide a default). */
+function definedOnly(l: Limits): Limits {
+  return Object.fromEntries(Object.entries(l).filter(([, v]) => v !== undefined)) as Limits;
+}
+
+/** The largest file a worker may write: what an edit may make, with room. */
+const WORKER_MAX_FILE_BYTES = 2 * MAX_EDIT_FILE_BYTES;
+
 /** How long a command may run when its component sets no limit. */
 const COMMAND_TIMEOUT_MS = 10 * 60_000;
 
@@ -102,8 +118,8 @@ export class Broker {
   private grants: GrantView;
   private mode: Exclude<Mode, "full-access">;
   private grantInput: Partial<Grants>;
-  /** "Allow for this session" answers: exact capabilities, forgotten on a policy change. */
-  private readonly allowances = new Set<string>();
+  /** Asks about allowed ops, and remembers "for this session" answers (exact capabilities) until a policy change. */
+  private readonly asker: OpApprovals | undefined;
   private readonly egress: BrokerEgress;
   /** TLS at this broker's gate (its own CA and trust bundle), made on the first command that needs it. */
   private tls: Promise<RunTls | undefined> | undefined;
@@ -129,6 +145,9 @@ export class Broker {
     this.actor = { component: opts.component ?? "tools" };
     // A grant that must see inside HTTPS, or a secret the gate puts in headers, needs the gate to terminate TLS.
     this.needsTls = Boolean(opts.net) && (needsInspection(opts.net!) || (opts.secrets ?? []).some((s) => s.recipient.kind !== "env"));
+    this.asker = opts.approvals
+      ? new OpApprovals(opts.approvals.gate, this.actor.component, () => this.generationNow, (kind, payload) => this.record(kind, payload), (path, s) => this.readCurrent(path, s))
+      : undefined;
     this.egress = recordedEgress(this.actor, this.opts.journal, this.opts.secrets ?? [], async () => ({ tls: (await this.sessionTls())?.gate }));
     if (opts.sandbox === "reduced") {
       const root = mkdtempSync(join(tmpdir(), "vak-scratch-"));
@@ -138,6 +157,9 @@ export class Broker {
     }
     const write = this.plan("write");
     this.grants = { ...write.grants, stateDirs: this.host.stateDirs, held: write.held };
+    // A component whose commands would get a provider key in their environment does not start.
+    const leak = withheldIn(this.plan("write", ["/bin/true"]).env, this.opts.secrets ?? [], this.opts.withheld ?? [], this.actor.component);
+    if (leak) throw new VakError("bad-input", leak);
   }
 
   get generation(): number {
@@ -175,7 +197,9 @@ export class Broker {
           write: readOnly ? [] : [...(g.write ?? [])],
           denyRead: g.denyRead ?? [], denyWrite: g.denyWrite ?? [], env: g.env ?? [],
         },
-        limits: command ? (this.opts.limits ?? {}) : { timeoutMs: this.opts.opTimeoutMs ?? 120_000 },
+        // A model-written command gets a file-size ceiling even when its component sets none (a sparse file cannot fill a disk's worth of offsets);
+        // a worker can write at most what an edit may make.
+        limits: command ? { ...DEFAULT_COMMAND_LIMITS, ...definedOnly(this.opts.limits ?? {}) } : { timeoutMs: this.opts.opTimeoutMs ?? 120_000, maxFileBytes: WORKER_MAX_FILE_BYTES },
         command: command ?? [process.execPath, join(this.runtime, "worker-boot.cjs")],
         runtime: command ? [...extra] : [this.runtime],
         scratch: this.scratch,
@@ -251,7 +275,7 @@ export class Broker {
     const { resolved, target } = checked;
 
     if (this.opts.approvals && needsApproval(this.opts.approvals.rules, resolved)) {
-      const refused = await this.approve(resolved, target, generation, opts.signal);
+      const refused = await this.asker!.approve(resolved, target, generation, opts.signal);
       if (refused) return refuse(refused, target);
     }
 
@@ -492,19 +516,16 @@ export class Broker {
     };
   }
 
-  /** Asks the host's approvers about an allowed op; returns the refusal, if it is not approved. */
-  private async approve(op: Op, target: string | undefined, generation: number, signal?: AbortSignal): Promise<Refusal | undefined> {
-    const capability = capabilityOf(op, target);
-    if (!this.allowances.has(capability)) {
-      const digest = sha256(canonicalJson({ component: this.actor.component, generation, op }));
-      const summary = summarizeOp(op, target);
-      const outcome = await this.opts.approvals!.gate.ask({ digest, generation, component: this.actor.component, summary, op: op.kind, target, detail: op }, signal);
-      if (outcome.answer === "deny")
-        return { ok: false, code: "not-approved", message: `not approved (${"reason" in outcome ? outcome.reason : `denied by ${outcome.by}`}): ${summary}` };
-      if (outcome.answer === "allow-session" && generation === this.generationNow) this.allowances.add(capability);
-    } else await this.record("decision", { op: op.kind, allowed: true, reason: "approved earlier for this session (this exact capability)", target });
-    if (generation !== this.generationNow) return revoked(this.generationNow);
-    return undefined;
+  /** The file a write or edit would change, as it is now, read by a read-only worker (for the approval's diff). */
+  private async readCurrent(path: string, signal?: AbortSignal): Promise<WorkerOutcome> {
+    const { worker, fromPool } = this.pool.take("read");
+    this.inflight.add(worker);
+    try {
+      return await worker.run({ v: PROTOCOL_VERSION, id: randomBytes(8).toString("hex"), op: { kind: "read", path, limit: 100_000 } }, signal);
+    } finally {
+      this.inflight.delete(worker);
+      if (fromPool) setImmediate(() => this.pool.refill("read"));
+    }
   }
 
   private background(p: Promise<unknown>): void {
@@ -526,7 +547,7 @@ export class Broker {
     if (change.mode) this.mode = change.mode;
     if (change.grants) this.grantInput = change.grants;
     this.plans.clear();
-    this.allowances.clear();
+    this.asker?.forget();
     await this.egress.setGeneration(generation);
     const write = this.plan("write");
     this.grants = { ...write.grants, stateDirs: this.host.stateDirs, held: write.held };

@@ -47,3 +47,22 @@ export function injectSecrets(env: Record<string, string>, secrets: readonly Inj
   }
   return { headers, placeholders, envUses };
 }
+
+/**
+ * Why a component's commands would get a withheld value (a provider key of
+ * the host's) in their environment, through an env grant or a secret, if they
+ * would: the environment a command gets, with its secrets put in, is searched
+ * for each value.
+ */
+export function withheldIn(planEnv: Readonly<Record<string, string>>, secrets: readonly InjectedSecret[], withheld: readonly string[], component: string): string | undefined {
+  const values = withheld.filter((w) => w.length >= 8);
+  if (!values.length) return undefined;
+  const env = { ...planEnv };
+  const { envUses } = injectSecrets(env, secrets, component);
+  for (const [name, value] of Object.entries(env)) {
+    if (!values.some((w) => value.includes(w))) continue;
+    const secret = envUses.find((u) => u.recipient === `env ${name}`);
+    return `${component}: ${secret ? `the secret ${secret.name} (for ${name})` : `the environment grant ${name}`} would give its commands the value of a model provider's key; the key stays with the host: grant another variable, or give the component its own key`;
+  }
+  return undefined;
+}

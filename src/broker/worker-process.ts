@@ -1,6 +1,6 @@
 import type { LaunchPlan } from "../policy/plan.js";
 import { type GateLink, launch, type LaunchResult, type RunningSandbox } from "../sandbox/launcher.js";
-import { MAX_RESPONSE_BYTES, MAX_RESULT_BYTES, parseMessage, ProtocolError, type Request, type Response, ResponseSchema, TRUNCATED } from "../protocol/worker-protocol.js";
+import { MAX_REQUEST_BYTES, MAX_RESPONSE_BYTES, MAX_RESULT_BYTES, parseMessage, ProtocolError, type Request, type Response, ResponseSchema, TRUNCATED } from "../protocol/worker-protocol.js";
 
 /** How one op ended, as the broker reports it. */
 export type WorkerOutcome =
@@ -75,6 +75,12 @@ export class WorkerProcess {
   async run(req: Request, signal?: AbortSignal): Promise<WorkerOutcome> {
     if (this.used) throw new Error("a worker runs exactly one op");
     this.used = true;
+    const text = JSON.stringify(req) + "\n";
+    // Refused here with its size, before the worker would refuse it without being able to name the request.
+    if (Buffer.byteLength(text) > MAX_REQUEST_BYTES) {
+      this.sb.cancel();
+      return { ok: false, code: "too-large", message: `the ${req.op.kind} op is ${Buffer.byteLength(text)} bytes as sent to its worker, more than ${MAX_REQUEST_BYTES}; send less at once` };
+    }
     const err = collect(this.sb.stderr, MAX_STDERR, () => {});
     const line = new Promise<{ text: string; extra: boolean } | "overflow" | "eof">((resolve) => {
       const chunks: Buffer[] = [];
@@ -101,7 +107,7 @@ export class WorkerProcess {
       signal?.addEventListener("abort", () => resolve("aborted"), { once: true });
       void this.sb.result.then(() => this.stopped && resolve("aborted"));
     });
-    this.sb.stdin?.end(JSON.stringify(req) + "\n");
+    this.sb.stdin?.end(text);
     const got = await Promise.race([line, aborted]);
     // Whatever happened, the worker's life is over now (this is not a cancel of the op).
     this.sb.cancel();
@@ -124,6 +130,8 @@ export class WorkerProcess {
     } catch (e) {
       return { ok: false, code: "worker-failed", message: `${(e as ProtocolError).message}${stderrNote(err.text())}` };
     }
+    // A request the worker could not read is answered with id "?": its error says why.
+    if (resp.id === "?" && !resp.ok) return { ok: false, code: resp.error.code === "bad-request" ? "bad-request" : "worker-failed", message: `the worker could not read the request: ${resp.error.message}` };
     if (resp.id !== req.id) return { ok: false, code: "worker-failed", message: "the worker answered another request" };
     if (!resp.ok) return { ok: false, code: resp.error.code, message: resp.error.message };
     if (Buffer.byteLength(resp.output) > MAX_RESULT_BYTES) return { ok: false, code: "worker-failed", message: `the worker's result is larger than ${MAX_RESULT_BYTES} bytes` };

@@ -2,6 +2,7 @@ import { realpathSync } from "node:fs";
 import type { ApprovalRules } from "../approvals/approval-rules.js";
 import type { AgentSessionOptions, SessionMode } from "../agent/agent-session.js";
 import { Journal } from "../journal/journal.js";
+import { providerKeys } from "../model/provider-keys.js";
 import { resolveModel } from "../model/providers.js";
 import { parseNetGrants, RuleError } from "../policy/net-grants.js";
 import { loadUserConfig, type UserConfig } from "../policy/config.js";
@@ -9,7 +10,8 @@ import type { HubServer } from "../mcp/hub.js";
 import { findProposals, ProposalApprovals } from "../mcp/proposals.js";
 import { hostFacts } from "../sandbox/host.js";
 import { parseRef, resolveRef } from "../secrets/store.js";
-import { visible } from "./visible.js";
+import { visible } from "../text/visible.js";
+import { fmt, processOutput } from "./output.js";
 import { VakError } from "../policy/errors.js";
 import { checkEnvRecipient } from "../secrets/grant.js";
 import * as configFiles from "./exec-config.js";
@@ -64,7 +66,7 @@ export function sessionOptions(flags: AgentFlags, open?: Journal): { options: Ag
   const execOnly = [c.setEnv.size && "set_env", c.files.size && "files", c.lists.allow_read_redacted.length && "allow_read_redacted", Object.keys(c.limits).length && "limits"].filter(Boolean);
   if (execOnly.length)
     throw new VakError("bad-input", `${execOnly.join(", ")} (from ${c.applied.map((p) => `profile ${p.name}`).join(", ") || "the flags"}) apply to \`vak exec\` only; an agent session takes a profile's read, write, deny, net, env and secrets`);
-  for (const n of r.notes) process.stderr.write(`vak: ${n}\n`);
+  for (const n of r.notes) processOutput().err.line(fmt`vak: ${n}`);
   createStatePaths(c.create);
   let net;
   if (r.allowNet.length) {
@@ -93,7 +95,8 @@ export function sessionOptions(flags: AgentFlags, open?: Journal): { options: Ag
       net,
       model: model.client,
       journal,
-      secrets: [...(model.key ? [model.key] : []), ...inject.map((x) => x.value)],
+      // Every provider key the host holds is redacted everywhere and withheld from every sandbox, not only the one in use.
+      secrets: [...new Set([...(model.key ? [model.key] : []), ...providerKeys(config, process.env).values, ...inject.map((x) => x.value)])],
       inject,
       approvalRules,
       approvalTimeoutMs: config.approvals.timeout_seconds ? config.approvals.timeout_seconds * 1000 : undefined,
@@ -104,7 +107,8 @@ export function sessionOptions(flags: AgentFlags, open?: Journal): { options: Ag
             mcp: {
               servers: mcp, host: hostFacts(),
               secret: (ref: string) => resolveRef(parseRef(ref), { commands: config.secret_commands }),
-              log: (line: string) => void process.stderr.write(`${visible(line)}\n`), neutralise: visible,
+              // An MCP server's stderr and Vak's warnings about it, made safe and labelled by src/mcp/: printed as they are.
+              log: (line: string) => processOutput().err.relayed(line), neutralise: visible,
             },
           }
         : {}),
@@ -124,11 +128,11 @@ function mcpServers(config: UserConfig, workspace: string): HubServer[] {
   for (const p of findProposals(workspace)) {
     if (out.some((s) => s.name === p.name)) continue; // your config's server of that name wins
     if (p.problem || !p.def) {
-      process.stderr.write(`vak: ${p.source} proposes the MCP server ${visible(p.name)}, which cannot start: ${visible(p.problem ?? "")}\n`);
+      processOutput().err.line(fmt`vak: ${p.source} proposes the MCP server ${p.name}, which cannot start: ${p.problem ?? ""}`);
       continue;
     }
     if (!approvals.isApproved(workspace, p)) {
-      process.stderr.write(`vak: ${p.source} proposes the MCP server ${visible(p.name)}; it was not started (review and approve it with \`vak mcp approve ${visible(p.name)}\`)\n`);
+      processOutput().err.line(fmt`vak: ${p.source} proposes the MCP server ${p.name}; it was not started (review and approve it with \`vak mcp approve ${p.name}\`)`);
       continue;
     }
     out.push({ name: p.name, def: p.def, source: p.source });

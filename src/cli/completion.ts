@@ -1,3 +1,4 @@
+import { own, processOutput } from "./output.js";
 import type { Command } from "commander";
 import { VakError } from "../policy/errors.js";
 
@@ -344,6 +345,7 @@ export function completionScript(shell: Shell, program: Command): string {
 }
 
 export function completionCommand(shell: Shell, program: Command): number {
-  process.stdout.write(completionScript(shell, program));
+  // A script Vak wrote from its own commands and options, for a shell to read.
+  processOutput().out.line(own(completionScript(shell, program).replace(/\n$/, "")));
   return 0;
 }

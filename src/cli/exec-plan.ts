@@ -5,7 +5,8 @@ import type { LaunchPlan } from "../policy/plan.js";
 import { shownPath } from "../policy/profiles-file.js";
 import { Redactor } from "../secrets/redact.js";
 import type { ResolvedGrants } from "./exec-grants.js";
-import { visible } from "./visible.js";
+import { visible } from "../text/visible.js";
+import { type Output } from "./output.js";
 
 /**
  * `vak exec --print-plan` (or --dry-run): the whole resolved plan and where
@@ -101,7 +102,7 @@ export function planView(plan: LaunchPlan, r: ResolvedGrants): PlanView {
 }
 
 /** The plan for a person: one section per kind of grant, each line with where it came from. */
-export function printPlan(v: PlanView, out: NodeJS.WritableStream): void {
+export function printPlan(v: PlanView, out: Output): void {
   const redactor = new Redactor();
   const t = (s: string) => visible(redactor.text(s));
   const lines: string[] = [];
@@ -138,5 +139,6 @@ export function printPlan(v: PlanView, out: NodeJS.WritableStream): void {
   if (v.held.length) section(`held read-only inside writable grants (${v.held.length}: what the host runs or reads)`, v.held.slice(0, 8).map((h): [string, string] => [shownPath(h.path), h.why]).concat(v.held.length > 8 ? [[`… and ${v.held.length - 8} more`, "--print-plan --json lists them all"]] : []));
   if (v.runtime.length) section("runtime (read-only)", [[v.runtime.join(" "), "what programs need to start"]]);
   if (v.project) section("repository config", [[shownPath(v.project.path), v.project.trusted ? `trusted (sha256 ${v.project.sha256.slice(0, 12)}…)` : "NOT trusted: only its deny rules, read-only mode and limits apply (vak trust)"], ...v.project.notes.map((n): [string, string] => ["", n])]);
-  out.write(lines.join("\n") + "\n");
+  // Each line is Vak's own words with every value already redacted and neutralised (t() above).
+  for (const l of lines) out.relayed(l);
 }

@@ -5,7 +5,7 @@ import { PROTECTED_PATHS } from "../policy/protected.js";
 import type { EgressEvent } from "../net/egress-gate.js";
 import { type PresetEntry, presetFor } from "./exec-hints.js";
 import type { ResolvedGrants } from "./exec-grants.js";
-import { visible } from "./visible.js";
+import { visible } from "../text/visible.js";
 
 /**
  * What the sandbox refused, printed as it happens (a command that hangs

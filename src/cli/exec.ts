@@ -24,7 +24,7 @@ import type { Explain } from "./exec-explain.js";
 import { Refusals } from "./exec-refusals.js";
 import { OwnLines } from "./line-start.js";
 import { limitLine, limitsHit, type LimitHit } from "./limit-lines.js";
-import { visible } from "./visible.js";
+import { fmt, own, processOutput, type Text } from "./output.js";
 
 export interface ExecOptions extends GrantFlags {
   allowEnv?: string[];
@@ -80,12 +80,29 @@ function egressConfigured(): boolean {
   }
 }
 
+/**
+ * --allow-env does not pass a model provider's key (by its variable, or by a
+ * variable that holds its value): a key goes to a command only as a declared
+ * secret, which is recorded by reference and redacted (--secret NAME=env:NAME).
+ * Loaded only when --allow-env is given (the user's config needs zod).
+ */
+export async function refuseProviderKeys(names: readonly string[]): Promise<void> {
+  const { providerKeyProblem, providerKeys } = await import("../model/provider-keys.js");
+  const { loadUserConfig } = await import("../policy/config.js");
+  const keys = providerKeys(loadUserConfig(), process.env);
+  for (const name of names) {
+    const problem = providerKeyProblem(name, process.env[name], keys);
+    if (problem) throw new VakError("bad-input", `--allow-env ${name} is refused, since ${problem}; a key goes to a command only as a secret, on the record and redacted: --secret ${name}=env:${name}`);
+  }
+}
+
 export async function execCommand(command: string[], opts: ExecOptions): Promise<number> {
   const fullAccess = fullAccessOf(opts);
   const r = await resolveGrants(opts, { execDefaults: true });
   const mode: Mode = fullAccess ? "full-access" : r.mode;
   for (const name of r.grants.env)
     if (!ENV_NAME.test(name)) throw new VakError("bad-input", `--allow-env ${name}: not an environment variable name (letters, digits and _)`);
+  if (r.grants.env.length) await refuseProviderKeys(r.grants.env);
   const sandbox: SandboxKind = mode === "full-access" ? "none" : (opts.sandbox as SandboxKind);
   let net: NetGrants | undefined;
   if (r.allowNet.length || r.denyNet.length) {
@@ -134,11 +151,11 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
     if (dryRun) {
       const { planView, printPlan } = await import("./exec-plan.js");
       const view = planView(plan, r);
-      if (opts.json) process.stdout.write(JSON.stringify(view) + "\n");
-      else printPlan(view, process.stdout);
+      if (opts.json) processOutput().out.json(view);
+      else printPlan(view, processOutput().out);
       return 0;
     }
-    for (const n of r.notes) process.stderr.write(`vak: ${visible(n)}\n`);
+    for (const n of r.notes) processOutput().err.line(fmt`vak: ${n}`);
     const hints = await import("./exec-hints.js");
     let index: PresetEntry[] | undefined;
     const presets = () => (index ??= hints.presetIndex());
@@ -147,7 +164,7 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
       const applied = r.composition.applied.map((p) => p.name);
       const program = hints.programHints(plan, process.env, presets);
       envLines = hints.droppedEnvHints(plan, applied, process.env, presets());
-      for (const line of [...envLines, ...(program.before ? [program.before] : [])]) process.stderr.write(`vak: ${visible(line)}\n`);
+      for (const line of [...envLines, ...(program.before ? [program.before] : [])]) processOutput().err.line(fmt`vak: ${line}`);
     }
     if (netx && plan.sandbox === "none")
       throw new VakError("bad-input", "--full-access has no egress gate: a secret held by the gate, --endpoint and --ca-file need the sandbox");
@@ -170,18 +187,19 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
 
 async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[]): Promise<number> {
   const record = ExecRecord.start(plan, secrets);
-  process.stderr.write("vak: --full-access: running WITHOUT a sandbox, by your explicit decision\n");
+  const { err } = processOutput();
+  err.line(own("vak: --full-access: running WITHOUT a sandbox, by your explicit decision"));
   const [cmd, ...args] = plan.command;
   const child = spawn(cmd!, args, { stdio: "inherit", cwd: plan.cwd, env: plan.env });
   const code = await new Promise<number>((resolve) => {
     child.on("error", (e) => {
-      process.stderr.write(`vak: ${cmd}: ${e.message}\n`);
+      err.line(fmt`vak: ${cmd}: ${e.message}`);
       resolve((e as NodeJS.ErrnoException).code === "ENOENT" ? 127 : 126);
     });
     child.on("close", (c, s) => resolve(c ?? 128 + (s ? 9 : 0)));
   });
   record.finish(undefined, code);
-  if (opts.json) new OwnLines(undefined).line(JSON.stringify({ exit: code, mode: plan.mode, sandbox: "none" }));
+  if (opts.json) new OwnLines(undefined).json({ exit: code, mode: plan.mode, sandbox: "none" });
   return code;
 }
 
@@ -202,7 +220,7 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secret
   // Refusals print as they happen, each on a line of its own.
   const refusals = new Refusals(plan, sources.r, sources.presets, (line) => {
     sources.explain?.alsoSaid(line);
-    new OwnLines(undefined).line(`vak: ${line}`);
+    new OwnLines(undefined).line(fmt`vak: ${line}`);
   });
   let gate: { link: GateLink; close(): Promise<void> } | undefined;
   try {
@@ -271,15 +289,15 @@ async function runWithGate(
     procsHit: result.limits?.procs_hit ?? 0, oomKills: result.limits?.oom_kills ?? 0, memoryCgroup: result.limits?.memory_cgroup ?? false,
   });
   let code = explain(plan, result, outputExceeded, own, refusals, sources, hits);
-  if (sources.explain) for (const l of sources.explain.lines(sources.presets(), sources.envLines)) own.line(`vak: ${visible(l)}`);
+  if (sources.explain) for (const l of sources.explain.lines(sources.presets(), sources.envLines)) own.line(fmt`vak: ${l}`);
   if (record.failed) {
-    own.line(`vak: ${record.failed.message}; the sandbox was stopped`);
+    own.line(fmt`vak: ${record.failed.message}; the sandbox was stopped`);
     code = EXIT_REFUSED;
   }
   record.finish(result, code, { outputExceeded, limitsHit: hits.map(({ limit, flag, value, ended, what }) => ({ limit, flag, value, ended, what })) });
   if (opts.json) {
-    own.line(
-      JSON.stringify({
+    own.json(
+      {
         exit: code,
         mode: plan.mode,
         sandbox: plan.sandbox,
@@ -295,17 +313,18 @@ async function runWithGate(
         network: plan.network.kind === "gate" ? { allow: plan.network.grants.allow.map((r) => r.text), deny: plan.network.grants.deny.map((r) => r.text) } : null,
         egress: egress.kept,
         egressOmitted: egress.omitted,
-      }),
+      },
     );
   }
   return code;
 }
 
 /** Prints what the sandbox refused and why the run ended, and picks the exit status. */
-function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, own: OwnLines, refusals: Refusals, sources: HintSources, hits: LimitHit[]): number {
-  const err = (s: string) => own.line(`vak: ${s}`);
+function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, lines: OwnLines, refusals: Refusals, sources: HintSources, hits: LimitHit[]): number {
+  // What the command chose (its paths, its hosts) and what the launcher reports are shown neutralised.
+  const err = (t: Text) => lines.line(fmt`vak: ${t}`);
   if (r.malformed.length) {
-    err(`the sandbox launcher sent ${r.malformed.length} unreadable report line(s); treating the run as failed`);
+    err(fmt`the sandbox launcher sent ${r.malformed.length} unreadable report line(s); treating the run as failed`);
     return EXIT_REFUSED;
   }
   if (r.setupError) {
@@ -313,29 +332,29 @@ function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, own
     const reduced = inside
       ? " (inside the container: does the host's AppArmor or SELinux policy refuse mounts or user namespaces there? see the README's container backend section)"
       : r.setupError.step === "namespaces" ? "; to run with Landlock, seccomp and the write guard only, pass --sandbox reduced" : "";
-    err(`could not set up the sandbox (${r.setupError.step}): ${r.setupError.message}${reduced}`);
+    err(fmt`could not set up the sandbox (${r.setupError.step}): ${r.setupError.message}${reduced}`);
     return EXIT_REFUSED;
   }
   if (r.guardDied) {
-    err("the write guard died while the command ran; the sandbox was stopped, and the run is not to be trusted");
+    err(own("the write guard died while the command ran; the sandbox was stopped, and the run is not to be trusted"));
     return EXIT_REFUSED;
   }
   refusals.finish();
   if (r.execError) {
-    err(visible(r.execError.message));
+    err(fmt`${r.execError.message}`);
     // A program outside the view: which grant would show it.
     if (r.execError.errno === 2) {
       const h = programHints(plan, process.env, sources.presets).notFound;
-      if (h) err(visible(h));
+      if (h) err(fmt`${h}`);
     }
     return r.code;
   }
   if (r.code === 127) {
     const h = droppedPathHint(plan, sources.presets());
-    if (h) err(visible(h));
+    if (h) err(fmt`${h}`);
   }
   // Every limit that ended the command, or refused something while it ran, has its line: which, its value, how to raise it.
-  for (const h of hits) err(limitLine(h, plan.limits, plan.defaultMaxProcs));
+  for (const h of hits) err(fmt`${limitLine(h, plan.limits, plan.defaultMaxProcs)}`);
   if (outputExceeded) return EXIT_REFUSED;
   if (r.timedOut) return EXIT_TIMEOUT;
   return r.code;

@@ -6,7 +6,7 @@ import { DONE_SUFFIX, OPEN_SUFFIX, spoolDir, type SpoolHeader, type SpoolLine } 
 import { VakError } from "../policy/errors.js";
 import { Redactor } from "../secrets/redact.js";
 import { describe, open, sessionOf } from "./journal.js";
-import { visible } from "./visible.js";
+import { fmt, own, processOutput } from "./output.js";
 
 /**
  * `vak journal tail [ID | --all]`: the journal as it is written. Two sources,
@@ -36,8 +36,9 @@ interface SpoolCursor {
 
 export async function journalTail(id: string | undefined, opts: { all?: boolean }): Promise<number> {
   if (id && opts.all) throw new VakError("bad-input", "give a session id or --all, not both");
-  const redactor = new Redactor();
-  const show = (s: string) => void process.stdout.write(`${visible(redactor.text(s))}\n`);
+  // Events are printed through the output (redacted, neutralised, hostile text after its margin); notes are Vak's own.
+  const { out } = processOutput(new Redactor());
+  const show = (s: string) => out.line(own(s));
   const j = open();
   const dir = spoolDir();
   // One session: everything it has, then what comes. All: what comes from now on (and runs spooling now, from their start).
@@ -50,7 +51,9 @@ export async function journalTail(id: string | undefined, opts: { all?: boolean 
   let ended = false;
 
   const print = (e: StoredEvent) => {
-    show(only ? describe(e) : `${e.session}  ${describe(e)}`);
+    // A session id Vak made starts its line as Vak's own; a spool file's name that is not one is hostile text.
+    const sid = /^[0-9a-z-]+$/.test(e.session) ? own(e.session) : e.session;
+    out.line(only ? describe(e) : fmt`${sid}  ${describe(e)}`);
     if (only && e.kind === "session.ended") ended = true;
   };
 

@@ -4,14 +4,27 @@ import type { SessionFilter, SessionInfo } from "../journal/search.js";
 import { VakError } from "../policy/errors.js";
 import { parseDuration, UnitError } from "../policy/units.js";
 import { Redactor } from "../secrets/redact.js";
+import { visible } from "../text/visible.js";
 import { isConversation, transcript } from "./journal-transcript.js";
-import { visible } from "./visible.js";
+import { fmt, own, padded, processOutput, type Text } from "./output.js";
 
-const out = (s: string) => process.stdout.write(`${s}\n`);
+// What the journal holds was chosen by models, files, commands and servers: every value is printed through the output's neutraliser.
+const out = (t: Text) => processOutput().out.line(t);
+const json = (v: unknown) => processOutput().out.json(v);
 /** Shapes of credentials a record may still hold from before they were known (a spooled run's, a command's output). */
 const redactor = new Redactor();
-/** A line for a person: payloads hold what models, commands and servers chose, so it is redacted and control and invisible characters are shown as escapes. */
-const show = (s: string) => out(visible(redactor.text(s)));
+/**
+ * A line journal-transcript.ts made (its labels Vak's, hostile text after
+ * them or under its margin): redacted and neutralised here, then printed as
+ * a line another module made safe (Output.relayed).
+ */
+export const relay = (l: string) => processOutput().out.relayed(visible(redactor.text(l)));
+
+/** At most n characters of a record's JSON, saying how many more there are. */
+function clipped(v: unknown, n = 200): Text {
+  const s = JSON.stringify(v) ?? "";
+  return s.length > n ? fmt`${s.slice(0, n)}${own(`… (+${s.length - n} characters)`)}` : fmt`${s}`;
+}
 
 export function open(): Journal {
   return Journal.open({ path: process.env.VAK_JOURNAL || undefined });
@@ -81,13 +94,14 @@ export function journalList(opts: ListOptions): number {
   const j = open();
   try {
     const sessions = j.sessions(filter);
-    if (opts.json) return out(JSON.stringify(sessions)), 0;
+    if (opts.json) return json(sessions), 0;
     const filtered = Boolean(filter.kind || filter.since || filter.until);
-    if (!sessions.length) return show(filtered ? "no session in the journal matches" : "the journal holds no sessions yet"), 0;
-    for (const s of sessions) show(listLine(s));
+    if (!sessions.length) return out(own(filtered ? "no session in the journal matches" : "the journal holds no sessions yet")), 0;
+    for (const s of sessions)
+      out(fmt`${own(s.id)}  ${s.started.replace("T", " ").slice(0, 19)}  ${padded(s.kind, 7)} ${own(String(s.events).padStart(5))} events  ${padded(s.outcome ?? "(not ended)", 10)} ${s.title}`);
     if (opts.limit && sessions.length === opts.limit) {
       const all = j.sessions({ ...filter, limit: undefined }).length;
-      if (all > sessions.length) show(`(the newest ${sessions.length} of ${all}; --limit ${all} shows them all)`);
+      if (all > sessions.length) out(own(`(the newest ${sessions.length} of ${all}; --limit ${all} shows them all)`));
     }
     return 0;
   } finally {
@@ -101,37 +115,37 @@ function limitsText(hits: unknown): string {
   return hits.map((h: { flag?: unknown; value?: unknown; ended?: unknown; what?: unknown }) => `; ${h.ended ? "stopped by" : "hit"} ${String(h.flag)} ${String(h.value)}: ${String(h.what)}`).join("");
 }
 
-/** One line per event, for people. */
-export function describe(e: StoredEvent): string {
+/** One line per event, for people; every value in it is hostile until printed through the output. */
+export function describe(e: StoredEvent): Text {
   const p = e.payload as Record<string, unknown>;
   const who = e.actor.component + (e.generation ? `@g${e.generation}` : "");
   const time = e.time.slice(11, 23);
   const detail = (() => {
     const kind = e.kind;
     switch (kind) {
-      case "session.started": return `${p.kind}: ${p.title}`;
-      case "session.ended": return `${p.outcome}`;
-      case "decision": return `${p.allowed ? "allowed" : "DENIED"} ${p.op} ${p.path ?? p.target ?? ""}: ${p.reason}`;
-      case "egress": return `${p.decision === "denied" ? "DENIED" : "allowed"} ${p.method} ${p.asked}${p.address ? ` → ${p.address}` : ""}: ${p.reason}`;
-      case "worker.spawned": return `${p.sandbox} ${Array.isArray(p.command) ? (p.command as string[]).join(" ") : ""}`;
-      case "worker.exited": return `exit ${p.code}${p.timedOut ? " (timed out)" : ""}${p.error ? `: ${p.error}` : ""}${limitsText(p.limitsHit)}`;
-      case "policy.generation": return `generation ${p.generation}: ${p.mode ?? ""}`;
+      case "session.started": return fmt`${p.kind}: ${p.title}`;
+      case "session.ended": return fmt`${p.outcome}`;
+      case "decision": return fmt`${own(p.allowed ? "allowed" : "DENIED")} ${p.op} ${p.path ?? p.target ?? ""}: ${p.reason}`;
+      case "egress": return fmt`${own(p.decision === "denied" ? "DENIED" : "allowed")} ${p.method} ${p.asked}${p.address ? fmt` → ${p.address}` : ""}: ${p.reason}`;
+      case "worker.spawned": return fmt`${p.sandbox} ${Array.isArray(p.command) ? (p.command as string[]).join(" ") : ""}`;
+      case "worker.exited": return fmt`exit ${p.code}${own(p.timedOut ? " (timed out)" : "")}${p.error ? fmt`: ${p.error}` : ""}${limitsText(p.limitsHit)}`;
+      case "policy.generation": return fmt`generation ${p.generation}: ${p.mode ?? ""}`;
       case "run.cancelled": case "op.requested": case "target.resolved": case "approval.asked": case "approval.answered": case "approval.voided":
       case "model.call": case "secret.used": case "tool.result": case "message": case "journal.pruned": case "mcp.initialized":
-        return JSON.stringify(p).slice(0, 200);
-      case "mcp.call": return `${p.decision === "denied" ? "DENIED" : "allowed"} #${p.call} ${p.tool} ${JSON.stringify(p.arguments).slice(0, 120)}${p.reason ? `: ${p.reason}` : ""}`;
-      case "mcp.result": return `#${p.call} ${p.tool} ${p.ok ? "ok" : `error${p.error ? `: ${p.error}` : ""}`}${p.bytes !== undefined ? `, ${p.bytes} bytes in ${p.durationMs} ms` : ""}`;
-      case "mcp.tools": return `listed ${(p.listed as unknown[]).length}; withheld ${(p.withheld as { tool: string; why: string }[]).map((w) => `${w.tool} (${w.why})`).join(", ") || "none"}`;
-      case "mcp.dropped": return `from the ${p.from}: ${p.problem}`;
-      case "audit.fixed": return `${p.check}: ${p.path} ${p.from} → ${p.to}`;
+        return clipped(p);
+      case "mcp.call": return fmt`${own(p.decision === "denied" ? "DENIED" : "allowed")} #${p.call} ${p.tool} ${clipped(p.arguments, 120)}${p.reason ? fmt`: ${p.reason}` : ""}`;
+      case "mcp.result": return fmt`#${p.call} ${p.tool} ${p.ok ? "ok" : fmt`error${p.error ? fmt`: ${p.error}` : ""}`}${p.bytes !== undefined ? fmt`, ${p.bytes} bytes in ${p.durationMs} ms` : ""}`;
+      case "mcp.tools": return fmt`listed ${(p.listed as unknown[]).length}; withheld ${(p.withheld as { tool: string; why: string }[]).map((w) => `${w.tool} (${w.why})`).join(", ") || "none"}`;
+      case "mcp.dropped": return fmt`from the ${p.from}: ${p.problem}`;
+      case "audit.fixed": return fmt`${p.check}: ${p.path} ${p.from} → ${p.to}`;
       default: {
         // Every kind is named above, so a new kind does not compile until it has its line; a row from a newer Vak still shows.
         const unnamed: never = kind;
-        return JSON.stringify(p ?? unnamed).slice(0, 200);
+        return clipped(p ?? unnamed);
       }
     }
   })();
-  return `${String(e.sessionSeq).padStart(4)} ${time} ${e.kind.padEnd(17)} ${who.padEnd(12)} ${detail}`;
+  return fmt`${own(String(e.sessionSeq).padStart(4))} ${time} ${padded(e.kind, 17)} ${padded(who, 12)} ${detail}`;
 }
 
 export function journalShow(id: string, opts: { json?: boolean; events?: boolean }): number {
@@ -139,12 +153,12 @@ export function journalShow(id: string, opts: { json?: boolean; events?: boolean
   try {
     const s = sessionOf(j, id);
     const events = j.events(s.id);
-    if (opts.json) return out(JSON.stringify({ session: s, events })), 0;
-    show(`session ${s.id} (${s.kind}) started ${s.started}${s.workspace ? ` in ${s.workspace}` : ""}: ${s.title}`);
+    if (opts.json) return json({ session: s, events }), 0;
+    out(fmt`session ${own(s.id)} (${s.kind}) started ${s.started}${s.workspace ? fmt` in ${s.workspace}` : ""}: ${s.title}`);
     if (isConversation(s.kind) && !opts.events) {
-      for (const l of transcript(events)) show(l);
-      show(`(every event: vak journal show ${s.id} --events)`);
-    } else for (const e of events) show(describe(e));
+      for (const l of transcript(events)) relay(l);
+      out(own(`(every event: vak journal show ${s.id} --events)`));
+    } else for (const e of events) out(describe(e));
     return 0;
   } finally {
     j.close();
@@ -154,7 +168,7 @@ export function journalShow(id: string, opts: { json?: boolean; events?: boolean
 export function journalExport(id: string): number {
   const j = open();
   try {
-    for (const e of j.events(sessionOf(j, id).id)) out(JSON.stringify(e));
+    for (const e of j.events(sessionOf(j, id).id)) json(e);
     return 0;
   } finally {
     j.close();
@@ -165,9 +179,9 @@ export function journalSearch(query: string, opts: { json?: boolean; session?: s
   const j = open();
   try {
     const hits = j.search(query, opts.session ? { session: sessionOf(j, opts.session).id } : {});
-    if (opts.json) return out(JSON.stringify(hits)), 0;
-    if (!hits.length) show(`nothing in the journal matches ${JSON.stringify(query)}`);
-    for (const e of hits) show(`${e.session}  ${describe(e)}`);
+    if (opts.json) return json(hits), 0;
+    if (!hits.length) out(fmt`nothing in the journal matches ${JSON.stringify(query)}`);
+    for (const e of hits) out(fmt`${own(e.session)}  ${describe(e)}`);
     return 0;
   } finally {
     j.close();
@@ -184,9 +198,9 @@ export function journalVerify(opts: { json?: boolean }): number {
   const j = open();
   try {
     const v = j.verify();
-    if (opts.json) out(JSON.stringify(v));
-    else if (v.ok) show(`the journal verifies: ${v.events} events, head ${v.head}`);
-    else show(`the journal is BROKEN at event ${v.seq}${v.session ? ` (session ${v.session}, #${v.sessionSeq})` : ""}: ${v.problem}`);
+    if (opts.json) json(v);
+    else if (v.ok) out(fmt`the journal verifies: ${v.events} events, head ${v.head}`);
+    else out(fmt`the journal is BROKEN at event ${v.seq}${v.session ? fmt` (session ${v.session}, #${v.sessionSeq})` : ""}: ${v.problem}`);
     return v.ok ? 0 : 1;
   } finally {
     j.close();
@@ -205,7 +219,7 @@ export async function journalPrune(opts: { before?: string }): Promise<number> {
   const j = open();
   try {
     const r = j.prune(before);
-    show(r.events ? `pruned ${r.events} events (${r.sessions} whole sessions) older than ${before.toISOString()}; recorded in the journal` : `nothing is older than ${before.toISOString()}`);
+    out(own(r.events ? `pruned ${r.events} events (${r.sessions} whole sessions) older than ${before.toISOString()}; recorded in the journal` : `nothing is older than ${before.toISOString()}`));
     return 0;
   } finally {
     j.close();

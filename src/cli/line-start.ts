@@ -1,4 +1,5 @@
 import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
+import { fmt, own, type Output, processOutput, type Text } from "./output.js";
 
 /**
  * Vak's own lines after a command ran (its refusals, the --json summary) must
@@ -15,13 +16,23 @@ export class OwnLines {
   private atLineStart: boolean;
 
   /** lastByte: the last byte the command wrote where vak's lines go, when vak relayed it (undefined: nothing, or unknown). */
-  constructor(relayed: { wrote: boolean; lastByte: number | undefined } | undefined, fd = 2) {
+  constructor(
+    relayed: { wrote: boolean; lastByte: number | undefined } | undefined,
+    fd = 2,
+    private readonly err: Output = processOutput().err,
+  ) {
     this.atLineStart = relayed ? !relayed.wrote || relayed.lastByte === 0x0a : endsLine(fd);
   }
 
-  /** Writes one line of vak's own to stderr, after a newline if the command left one open. */
-  line(text: string): void {
-    process.stderr.write((this.atLineStart ? "" : "\n") + text + "\n");
+  /** Writes one line of vak's own to stderr (through the output module), after a newline if the command left one open. */
+  line(t: Text): void {
+    this.err.line(this.atLineStart ? t : fmt`${own("\n")}${t}`);
+    this.atLineStart = true;
+  }
+
+  /** The same for one JSON line (the --json summary). */
+  json(value: unknown): void {
+    this.err.json(value, this.atLineStart ? "" : "\n");
     this.atLineStart = true;
   }
 }

@@ -11,6 +11,9 @@ import { likelyCommand, routeArgv } from "./argv.js";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { packageRoot } from "../policy/install.js";
+import { exitWhenFlushed, fmt, own, processOutput } from "./output.js";
+
+export { exitWhenFlushed };
 
 /** List flags repeat or take commas: --allow-read a,b --allow-read c. */
 const list = (value: string, previous: string[] = []) => previous.concat(value.split(",").filter((s) => s !== ""));
@@ -132,7 +135,12 @@ export function program(onlyExec = false, escaped: { message?: string[] | undefi
   const p = new Command("vak")
     .description("Run AI agents and their tools with deny-by-default grants, on the record.")
     .exitOverride()
-    .configureOutput({ outputError: (s, write) => write(`vak: ${s.replace(/^error: /, "")}`) })
+    // Help is Vak's own text; an error quotes what was typed, which is shown neutralised.
+    .configureOutput({
+      writeOut: (s) => processOutput().out.prompt(own(s)),
+      writeErr: (s) => processOutput().err.prompt(own(s)),
+      outputError: (s) => processOutput().err.line(fmt`vak: ${s.replace(/^error: /, "").replace(/\n$/, "")}`),
+    })
     .showSuggestionAfterError(true)
     .enablePositionalOptions();
 
@@ -336,7 +344,7 @@ export async function warmUp(dir: string): Promise<void> {
   await resolveGrants({ workspace: dir, profile: ["warm", "python"], allowRead: [dir] }, { execDefaults: true, env: { ...process.env, XDG_CONFIG_HOME: join(dir, "xdg-config") }, home: dir });
 }
 
-/** Runs the CLI; resolves to the process exit status. */
+/** Runs the CLI; resolves to the process exit status (bin/vak.cjs exits with it once output is flushed: exitWhenFlushed). */
 export async function main(argv: string[]): Promise<number> {
   const escaped: { message?: string[] | undefined } = {};
   const p = program(argv[0] === "exec", escaped);
@@ -353,11 +361,10 @@ export async function main(argv: string[]): Promise<number> {
       if (e.code === "commander.helpDisplayed" || e.code === "commander.version" || e.code === "commander.help") return 0;
       return EXIT_REFUSED;
     }
-    if (isVakError(e)) {
-      process.stderr.write(`vak: ${e.message}\n`);
-      return EXIT_REFUSED;
-    }
-    throw e;
+    // Errors may quote what a model, a file or a server chose: they are shown neutralised and redacted, like everything else.
+    if (isVakError(e)) processOutput().err.line(fmt`vak: ${e.message}`);
+    else processOutput().err.line(fmt`vak: internal error: ${e instanceof Error ? e.stack : String(e)}`);
+    return EXIT_REFUSED;
   }
   const code = p.getOptionValue("exitCode");
   return typeof code === "number" ? code : 0;

@@ -3,7 +3,7 @@ import { createInterface } from "node:readline/promises";
 import { pretty } from "../mcp/diff.js";
 import { findProposals, ProposalApprovals } from "../mcp/proposals.js";
 import { VakError } from "../policy/errors.js";
-import { visible } from "./visible.js";
+import { fmt, own, processOutput } from "./output.js";
 
 /** `vak mcp proposals` and `vak mcp approve NAME`: servers a repository proposes, and the user's approval of one exact definition. */
 function workspaceOf(dir?: string): string {
@@ -18,38 +18,43 @@ export function mcpProposals(opts: { workspace?: string; json?: boolean }): numb
   const ws = workspaceOf(opts.workspace);
   const approvals = new ProposalApprovals();
   const list = findProposals(ws).map((p) => ({ ...p, approved: !p.problem && approvals.isApproved(ws, p) }));
+  // Names and definitions are the repository's: every value is printed through the output's neutraliser.
+  const { out } = processOutput();
   if (opts.json) {
-    process.stdout.write(`${JSON.stringify(list.map(({ source, name, hash, approved, problem }) => ({ source, name, hash, approved, problem: problem ?? null })))}\n`);
+    out.json(list.map(({ source, name, hash, approved, problem }) => ({ source, name, hash, approved, problem: problem ?? null })));
     return 0;
   }
-  if (list.length === 0) process.stdout.write(`${visible(ws)} proposes no MCP servers\n`);
+  if (list.length === 0) out.line(fmt`${ws} proposes no MCP servers`);
   for (const p of list)
-    process.stdout.write(`${visible(p.name)} (${p.source}): ${p.problem ? `cannot start: ${visible(p.problem)}` : p.approved ? "approved" : `not approved; nothing starts until \`vak mcp approve ${visible(p.name)}\``}\n`);
+    out.line(fmt`${p.name} (${p.source}): ${p.problem ? fmt`cannot start: ${p.problem}` : p.approved ? own("approved") : fmt`not approved; nothing starts until \`vak mcp approve ${p.name}\``}`);
   return 0;
 }
 
 export async function mcpApprove(name: string, opts: { workspace?: string; yes?: boolean }): Promise<number> {
   const ws = workspaceOf(opts.workspace);
   const found = findProposals(ws).filter((p) => p.name === name);
-  if (found.length === 0) throw new VakError("bad-input", `${visible(ws)} proposes no MCP server named ${visible(name)} (see vak mcp proposals)`);
-  if (found.length > 1) throw new VakError("bad-input", `${found.map((p) => p.source).join(" and ")} both propose ${visible(name)}; remove one`);
+  // (Errors are printed through the output by main(), neutralised.)
+  if (found.length === 0) throw new VakError("bad-input", `${ws} proposes no MCP server named ${name} (see vak mcp proposals)`);
+  if (found.length > 1) throw new VakError("bad-input", `${found.map((p) => p.source).join(" and ")} both propose ${name}; remove one`);
   const p = found[0]!;
-  if (p.problem) throw new VakError("bad-input", `${p.source}: ${visible(name)} cannot be started: ${visible(p.problem)}`);
-  process.stdout.write(`${p.source} proposes the MCP server ${visible(name)}:\n`);
-  for (const l of pretty(p.def)) process.stdout.write(`  ${visible(l)}\n`);
-  process.stdout.write(`sha256 ${p.hash}\n`);
+  if (p.problem) throw new VakError("bad-input", `${p.source}: ${name} cannot be started: ${p.problem}`);
+  const { out, err } = processOutput();
+  out.line(fmt`${p.source} proposes the MCP server ${name}:`);
+  for (const l of pretty(p.def)) out.line(fmt`  ${l}`);
+  out.line(fmt`sha256 ${p.hash}`);
   let yes = opts.yes === true;
   if (!yes) {
     if (!process.stdin.isTTY) {
-      process.stderr.write("vak: not approved: pass --yes to approve without a terminal\n");
+      err.line(own("vak: not approved: pass --yes to approve without a terminal"));
       return 1;
     }
-    const rl = createInterface({ input: process.stdin, output: process.stderr });
-    yes = /^y(es)?$/i.test((await rl.question(`Approve exactly this definition for ${visible(ws)}? [y/N] `)).trim());
+    const rl = createInterface({ input: process.stdin, output: err.stream as NodeJS.WritableStream });
+    err.prompt(fmt`Approve exactly this definition for ${ws}? [y/N] `);
+    yes = /^y(es)?$/i.test((await rl.question("")).trim());
     rl.close();
   }
   if (!yes) return 1;
   new ProposalApprovals().approve(ws, p);
-  process.stdout.write(`approved ${visible(name)} (a change to its definition will need a new approval)\n`);
+  out.line(fmt`approved ${name} (a change to its definition will need a new approval)`);
   return 0;
 }

@@ -2,7 +2,7 @@ import { createInterface } from "node:readline/promises";
 import { definitionDiff } from "../mcp/diff.js";
 import { acceptPending, PinStore } from "../mcp/pins.js";
 import { VakError } from "../policy/errors.js";
-import { visible } from "./visible.js";
+import { fmt, own, processOutput } from "./output.js";
 
 /**
  * `vak mcp trust [NAME]`: shows each withheld definition of a server against
@@ -11,55 +11,57 @@ import { visible } from "./visible.js";
  */
 export async function mcpTrust(name: string | undefined, opts: { yes?: boolean; json?: boolean }): Promise<number> {
   const store = new PinStore();
-  const out = (s: string) => process.stdout.write(s);
+  // A server's names and descriptions are its own text: every value goes through the output's neutraliser.
+  const { out, err } = processOutput();
   if (name === undefined) {
     const all = store.list();
-    if (opts.json) out(`${JSON.stringify(all.map((f) => ({ server: f.server, pinned: Object.keys(f.tools).length, waiting: Object.keys(f.pending) })))}\n`);
-    else if (all.length === 0) out("no MCP server has connected through vak mcp yet\n");
-    else for (const f of all) out(`${visible(f.server)}: ${Object.keys(f.tools).length} tool(s) pinned${Object.keys(f.pending).length ? `, ${Object.keys(f.pending).length} waiting for review: ${Object.keys(f.pending).map(visible).join(", ")}` : ""}\n`);
+    if (opts.json) out.json(all.map((f) => ({ server: f.server, pinned: Object.keys(f.tools).length, waiting: Object.keys(f.pending) })));
+    else if (all.length === 0) out.line(own("no MCP server has connected through vak mcp yet"));
+    else for (const f of all) out.line(fmt`${f.server}: ${Object.keys(f.tools).length} tool(s) pinned${Object.keys(f.pending).length ? fmt`, ${Object.keys(f.pending).length} waiting for review: ${Object.keys(f.pending).join(", ")}` : ""}`);
     return 0;
   }
   const f = store.load(name);
   if (!f) {
     const known = store.list().map((x) => x.server);
-    throw new VakError("bad-input", `no MCP server named ${visible(name)} has connected through vak mcp${known.length ? `; known: ${known.slice(0, 10).map(visible).join(", ")}` : ""}`);
+    throw new VakError("bad-input", `no MCP server named ${name} has connected through vak mcp${known.length ? `; known: ${known.slice(0, 10).join(", ")}` : ""}`);
   }
   const pending = Object.entries(f.pending);
   if (pending.length === 0) {
-    if (opts.json) out(`${JSON.stringify({ server: f.server, pending: [], accepted: [] })}\n`);
-    else out(`${visible(f.server)}: nothing waiting for review; ${Object.keys(f.tools).length} tool(s) pinned\n`);
+    if (opts.json) out.json({ server: f.server, pending: [], accepted: [] });
+    else out.line(fmt`${f.server}: nothing waiting for review; ${Object.keys(f.tools).length} tool(s) pinned`);
     return 0;
   }
   const shown = new Map(pending.map(([tool, p]) => [tool, p.digest]));
   const diffs = pending.map(([tool, p]) => ({ tool, why: p.why, digest: p.digest, diff: definitionDiff(f.tools[tool]?.definition, p.definition) }));
   if (!opts.json) {
     for (const d of diffs) {
-      out(`tool ${visible(d.tool)} (${d.why === "changed" ? "changed since you trusted it" : "new"}):\n`);
-      for (const l of d.diff) out(`${visible(l)}\n`);
-      out("\n");
+      out.line(fmt`tool ${d.tool} (${own(d.why === "changed" ? "changed since you trusted it" : "new")}):`);
+      for (const l of d.diff) out.line(fmt`${l}`);
+      out.line(own(""));
     }
   }
   let yes = opts.yes === true;
   if (!yes) {
     if (!process.stdin.isTTY) {
-      if (opts.json) out(`${JSON.stringify({ server: f.server, pending: diffs, accepted: [] })}\n`);
-      process.stderr.write("vak: nothing trusted: pass --yes to accept these definitions without a terminal\n");
+      if (opts.json) out.json({ server: f.server, pending: diffs, accepted: [] });
+      err.line(own("vak: nothing trusted: pass --yes to accept these definitions without a terminal"));
       return 1;
     }
-    const rl = createInterface({ input: process.stdin, output: process.stderr });
-    const a = await rl.question(`Trust ${diffs.length} definition(s) of ${visible(f.server)}? [y/N] `);
+    const rl = createInterface({ input: process.stdin, output: err.stream as NodeJS.WritableStream });
+    err.prompt(fmt`Trust ${diffs.length} definition(s) of ${f.server}? [y/N] `);
+    const a = await rl.question("");
     rl.close();
     yes = /^y(es)?$/i.test(a.trim());
   }
   if (!yes) {
-    process.stderr.write("vak: nothing trusted\n");
+    err.line(own("vak: nothing trusted"));
     return 1;
   }
   let accepted: string[] = [];
   store.update(name, f.command, (cur) => {
     accepted = acceptPending(cur, shown);
   });
-  if (opts.json) out(`${JSON.stringify({ server: f.server, pending: diffs, accepted })}\n`);
-  else out(`trusted: ${accepted.map(visible).join(", ") || "(nothing: the definitions changed again since they were shown; run this again)"}\n`);
+  if (opts.json) out.json({ server: f.server, pending: diffs, accepted });
+  else out.line(fmt`trusted: ${accepted.join(", ") || "(nothing: the definitions changed again since they were shown; run this again)"}`);
   return 0;
 }

@@ -3,7 +3,7 @@ import { delimiter, dirname, join, resolve } from "node:path";
 import { VakError } from "../policy/errors.js";
 import { packageRoot } from "../policy/install.js";
 import { type PathFacts, unwrapConfig, type VakInvocation, wrapConfig, type WrapReport } from "../mcp/wrap.js";
-import { visible } from "./visible.js";
+import { fmt, own, processOutput } from "./output.js";
 
 /** `vak mcp wrap` and `vak mcp unwrap`: the file side of src/mcp/wrap.ts. */
 const facts: PathFacts = {
@@ -67,9 +67,11 @@ function writeAtomically(file: string, text: string): void {
   renameSync(tmp, file);
 }
 
+/** What was done to each server; names and commands are the config's, shown through the output's neutraliser. */
 function print(report: WrapReport[]): void {
-  for (const r of report) process.stdout.write(`${r.action.padEnd(9)} ${visible(r.name)} (${visible(r.where)}): ${visible(r.detail)}\n`);
-  if (report.length === 0) process.stdout.write("no MCP servers found (looked for mcpServers, servers, mcp.servers and projects.*.mcpServers)\n");
+  const { out } = processOutput();
+  for (const r of report) out.line(fmt`${own(r.action.padEnd(9))} ${r.name} (${r.where}): ${r.detail}`);
+  if (report.length === 0) out.line(own("no MCP servers found (looked for mcpServers, servers, mcp.servers and projects.*.mcpServers)"));
 }
 
 export function mcpWrap(opts: { config: string; dryRun?: boolean }): number {
@@ -78,7 +80,7 @@ export function mcpWrap(opts: { config: string; dryRun?: boolean }): number {
   const { config, report } = wrapConfig(before, vakInvocation(), facts);
   const text = `${JSON.stringify(config, null, 2)}\n`;
   if (opts.dryRun) {
-    process.stdout.write(text);
+    processOutput().out.jsonBlock(config);
     print(report);
     return 0;
   }
@@ -96,7 +98,7 @@ export function mcpWrap(opts: { config: string; dryRun?: boolean }): number {
     }
   }
   writeAtomically(file, text);
-  process.stdout.write(`wrote ${visible(file)} (the original is in ${visible(backup)}; \`vak mcp unwrap --config ${visible(opts.config)}\` restores it)\n`);
+  processOutput().out.line(fmt`wrote ${file} (the original is in ${backup}; \`vak mcp unwrap --config ${opts.config}\` restores it)`);
   return 0;
 }
 
@@ -108,6 +110,6 @@ export function mcpUnwrap(opts: { config: string }): number {
   print(report);
   if (report.length) writeAtomically(file, `${JSON.stringify(config, null, 2)}\n`);
   if (backup) unlinkSync(backupFile);
-  process.stdout.write(report.length ? `restored ${visible(file)}\n` : "nothing to unwrap\n");
+  processOutput().out.line(report.length ? fmt`restored ${file}` : own("nothing to unwrap"));
   return 0;
 }

@@ -1,8 +1,6 @@
-import { fstatSync, mkdtempSync, mkdirSync, rmSync } from "node:fs";
-import { Socket } from "node:net";
+import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Writable } from "node:stream";
 import { Journal } from "../journal/journal.js";
 import { McpRecord } from "../mcp/record.js";
 import { PinStore } from "../mcp/pins.js";
@@ -16,9 +14,10 @@ import { decide, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { envSecrets } from "../secrets/env-secrets.js";
 import type { Limits } from "../policy/limits.js";
-import type { ExecOptions } from "./exec.js";
+import { type ExecOptions, refuseProviderKeys } from "./exec.js";
 import { EXIT_REFUSED } from "./exit.js";
-import { visible } from "./visible.js";
+import { fmt, processOutput, protocolStdout } from "./output.js";
+import { visible } from "../text/visible.js";
 
 export interface McpOptions extends ExecOptions {
   name?: string;
@@ -48,16 +47,6 @@ export function serverName(command: readonly string[], name?: string): string {
   return n;
 }
 
-/**
- * The client's end of stdout. Node makes process.stdout blocking when it is a
- * pipe, which would let a client that stops reading freeze the relay; a
- * socket of Vak's own on fd 1 is non-blocking and says when it is full.
- */
-function clientOut(): Writable {
-  const st = fstatSync(1);
-  return st.isFIFO() || st.isSocket() ? new Socket({ fd: 1, readable: false, writable: true }) : process.stdout;
-}
-
 /** `vak mcp [grants] -- CMD [ARGS...]`: the server in the sandbox for the life of the connection, every message checked. */
 export async function mcpServe(command: string[], opts: McpOptions): Promise<number> {
   if (opts.fullAccess || opts.mode === "full-access")
@@ -66,6 +55,7 @@ export async function mcpServe(command: string[], opts: McpOptions): Promise<num
   const server = serverName(command, opts.name);
   for (const name of opts.allowEnv ?? [])
     if (!ENV_NAME.test(name)) throw new VakError("bad-input", `--allow-env ${name}: not an environment variable name (letters, digits and _)`);
+  if (opts.allowEnv?.length) await refuseProviderKeys(opts.allowEnv);
   const secrets = envSecrets(opts.secret ?? []);
   if (secrets.some((x) => x.hosts))
     throw new VakError("unsupported", "--secret NAME=REF@HOST: vak mcp gives secrets to the server's environment only; drop the @HOST");
@@ -89,7 +79,7 @@ export async function mcpServe(command: string[], opts: McpOptions): Promise<num
       // Clients often start servers in / or the home directory: neither is a workspace. The server gets an empty one.
       workspace = mkdtempSync(join(tmpdir(), "vak-mcp-"));
       made.push(workspace);
-      process.stderr.write(`vak: mcp ${visible(server)}: started in ${cwd}, which is not a workspace; the server gets an empty one (pass --workspace DIR to give it one)\n`);
+      processOutput().err.line(fmt`vak: mcp ${server}: started in ${cwd}, which is not a workspace; the server gets an empty one (pass --workspace DIR to give it one)`);
     }
     let scratch: { tmp: string; home: string } | undefined;
     if (sandbox === "reduced") {
@@ -114,7 +104,8 @@ async function serve(server: string, plan: ReturnType<typeof decide>, opts: McpO
   const journal = Journal.open();
   for (const x of secrets) journal.redactor.add(x.value);
   const redact = <T>(v: T): T => journal.redactor.value(v);
-  const say = (text: string) => process.stderr.write(`vak: mcp ${visible(server)}: ${visible(journal.redactor.text(text))}\n`);
+  const err = processOutput(journal.redactor).err;
+  const say = (text: string) => err.line(fmt`vak: mcp ${server}: ${text}`);
   const ask = opts.ask?.includes("all") ? ("all" as const) : new Set(opts.ask ?? []);
   const record = McpRecord.start(journal, {
     server, plan, tools: { deny: opts.denyTool ?? [], ask: ask === "all" ? "all" : [...ask] },
@@ -128,10 +119,11 @@ async function serve(server: string, plan: ReturnType<typeof decide>, opts: McpO
       if (record.failed) throw record.failed;
     }, () => record.durable());
 
-  const out = clientOut();
+  const out = protocolStdout();
   const conn = connect({
     plan, gate: gate?.link, clientIn: process.stdin, clientOut: out, maxMessage: opts.maxMessage ?? DEFAULT_MAX_MESSAGE,
-    stderr: new StderrRelay({ name: `mcp ${visible(server).slice(0, 60)}`, write: (s) => process.stderr.write(s), redact: (s) => journal.redactor.text(s), neutralise: visible }),
+    // The relay redacts and neutralises the server's text and prefixes it with the server's name; the output prints the line as it made it.
+    stderr: new StderrRelay({ name: `mcp ${visible(server).slice(0, 60)}`, write: (s) => err.relayed(s), redact: (s) => journal.redactor.text(s), neutralise: visible }),
     relay: {
       policy: { server, deny: new Set(opts.denyTool ?? []), ask }, pins: new PinStore(), command: plan.command, record, warn: say,
       reach: { paths: [...plan.grants.read, ...plan.grants.write], denied: plan.grants.denyRead }, neutralise: visible, redact,

@@ -2,6 +2,7 @@ import { Journal } from "../journal/journal.js";
 import { VakError } from "../policy/errors.js";
 import { loadUserConfig } from "../policy/config.js";
 import { SECRET_NAME, SecretStore } from "../secrets/store.js";
+import { fmt, own, padded, processOutput } from "./output.js";
 
 /** Reads a value without echoing it: from a terminal with echo off, else all of stdin. */
 async function readValue(name: string): Promise<string> {
@@ -11,7 +12,8 @@ async function readValue(name: string): Promise<string> {
     for await (const chunk of stdin) data += chunk;
     return data.replace(/\r?\n$/, "");
   }
-  process.stderr.write(`value for ${name} (not shown): `);
+  const { err } = processOutput();
+  err.prompt(fmt`value for ${name} (not shown): `);
   stdin.setRawMode(true);
   stdin.resume();
   let value = "";
@@ -30,7 +32,7 @@ async function readValue(name: string): Promise<string> {
   } finally {
     stdin.setRawMode(false);
     stdin.pause();
-    process.stderr.write("\n");
+    err.line(own(""));
   }
   return value;
 }
@@ -39,14 +41,14 @@ export async function secretSet(name: string): Promise<number> {
   if (!SECRET_NAME.test(name)) throw new VakError("bad-input", `"${name}" is not a valid secret name (letters, digits, _ . -)`);
   const store = new SecretStore();
   store.set(name, await readValue(name));
-  process.stderr.write(`stored ${name} in ${store.path} (mode 0600); refer to it as secret:${name}\n`);
+  processOutput().err.line(fmt`stored ${name} in ${store.path} (mode 0600); refer to it as secret:${name}`);
   return 0;
 }
 
 export function secretRemove(name: string): number {
   const store = new SecretStore();
   if (!store.remove(name)) throw new VakError("bad-input", `no secret named ${name} in ${store.path}`);
-  process.stderr.write(`removed ${name}\n`);
+  processOutput().err.line(fmt`removed ${name}`);
   return 0;
 }
 
@@ -73,8 +75,9 @@ export function secretList(opts: { json?: boolean }): number {
     journal.close();
   }
   const out = rows.map((r) => ({ ...r, usedBy: [...(uses.get(r.ref) ?? [])] }));
-  if (opts.json) process.stdout.write(`${JSON.stringify(out)}\n`);
-  else if (!out.length) process.stdout.write(`no secrets; add one with: vak secret set NAME (env:NAME references need none)\n`);
-  else for (const r of out) process.stdout.write(`${r.ref.padEnd(30)} ${r.source}${r.usedBy.length ? `\n${" ".repeat(31)}used by ${r.usedBy.join(", ")}` : ""}\n`);
+  const print = processOutput().out;
+  if (opts.json) print.json(out);
+  else if (!out.length) print.line(own("no secrets; add one with: vak secret set NAME (env:NAME references need none)"));
+  else for (const r of out) print.line(fmt`${padded(r.ref, 30)} ${r.source}${r.usedBy.length ? fmt`${own(`\n${" ".repeat(31)}`)}used by ${r.usedBy.join(", ")}` : ""}`);
   return 0;
 }

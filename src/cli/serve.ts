@@ -13,7 +13,8 @@ import { loadSpec } from "../workload/spec.js";
 import { WorkloadSession } from "../workload/workload-session.js";
 import type { CreateSession } from "../server/wire.js";
 import { type AgentFlags, sessionOptions } from "./agent-options.js";
-import { visible } from "./visible.js";
+import { visible } from "../text/visible.js";
+import { fmt, own, processOutput } from "./output.js";
 
 /**
  * `vak serve`: the browser client, in this process, which hosts the sessions
@@ -87,10 +88,13 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
     throw new VakError("bad-input", `--workspace ${flags.workspace}: ${(e as Error).message}`);
   }
   const notice = repositoryServerNotice(root);
-  if (notice) process.stderr.write(`${notice}\n`);
   const journal = Journal.open();
+  const { out, err } = processOutput(journal.redactor);
+  // The notice names the repository's file and what it asks for: a line of Vak's with the repository's text in it, through the output.
+  if (notice) err.relayed(visible(journal.redactor.text(notice)));
   const filter = (s: string) => visible(journal.redactor.text(s));
-  const log = (line: string) => process.stderr.write(`${visible(journal.redactor.text(line))}\n`);
+  // The server's log lines are its own, with what it was sent already through the filter.
+  const log = (line: string) => err.relayed(filter(line));
   let server;
   try {
     server = await startServer({
@@ -102,11 +106,12 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
     journal.close();
     throw e;
   }
-  if (flags.json) process.stdout.write(`${JSON.stringify({ url: server.url, token: server.token })}\n`);
+  // The URL and the token are Vak's own (the token is not a secret the redactor should hide from the one who asked for it).
+  if (flags.json) out.line(own(JSON.stringify({ url: server.url, token: server.token })));
   else {
-    process.stdout.write(server.loginUrl ? `vak serve: open ${server.loginUrl}\n` : `vak serve: open ${server.url} and log in with the token: ${server.token}\n`);
-    if (!server.exposure.loopback) process.stdout.write(`  exposed on ${server.exposure.bindHost}:${server.port} as ${server.exposure.trustedHosts.join(", ")}\n`);
-    process.stdout.write("  Ctrl-C stops the server and every session it hosts.\n");
+    out.line(own(server.loginUrl ? `vak serve: open ${server.loginUrl}` : `vak serve: open ${server.url} and log in with the token: ${server.token}`));
+    if (!server.exposure.loopback) out.line(fmt`  exposed on ${server.exposure.bindHost}:${own(String(server.port))} as ${server.exposure.trustedHosts.join(", ")}`);
+    out.line(own("  Ctrl-C stops the server and every session it hosts."));
   }
   await new Promise<void>((done) => {
     const stop = () => done();

@@ -1,40 +1,34 @@
 import type { AgentEvent, RunResult } from "../agent/agent.js";
-import { visible } from "./visible.js";
+import { unhandled } from "../protocol/unhandled.js";
+import { fmt, own, type Output, Text } from "./output.js";
 
-/** Prints a run as it happens: the model's text, each tool call, and what came of it; everything redacted. */
-export function transcriptPrinter(out: NodeJS.WritableStream, redactText: (s: string) => string): (e: AgentEvent) => void {
-  const redact = (s: string) => visible(redactText(s));
-  let midLine = false;
-  const line = (s: string) => {
-    if (midLine) out.write("\n");
-    midLine = false;
-    out.write(`${s}\n`);
-  };
+/** Prints a run as it happens: the model's text, each tool call, and what came of it; everything through the output's redactor and neutraliser. */
+export function transcriptPrinter(out: Output): (e: AgentEvent) => void {
   return (e) => {
     const who = prefix(e.component);
-    if (e.type === "text") {
-      out.write(redact(e.delta));
-      midLine = !e.delta.endsWith("\n");
-    } else if (e.type === "tool-call") line(`${who}▸ ${e.name} ${clip(redact(JSON.stringify(e.args) ?? ""), 200)}`);
-    else if (e.ok) line(`${who}  ✓ ${firstLines(redact(e.text))}`);
-    else line(`${who}  ✗ ${clip(redact(e.text), 300)}`);
+    switch (e.type) {
+      case "text": return out.text(e.delta);
+      case "tool-call": return out.line(fmt`${who}▸ ${e.name} ${clip(JSON.stringify(e.args) ?? "", 200)}`);
+      case "tool-result": return out.line(e.ok ? fmt`${who}  ✓ ${firstLines(e.text)}` : fmt`${who}  ✗ ${clip(e.text, 300)}`);
+      default: return unhandled(e, "agent event");
+    }
   };
 }
 
-/** Who did it: nothing for the main agent or a workload's harness, [component] for the rest. */
-export function prefix(component: string): string {
-  return component === "agent" || component === "harness" ? "" : `[${component}] `;
+/** Who did it: nothing for the main agent or a workload's harness, [component] for the rest (a component's name is the spec's; a task's is Vak's). */
+export function prefix(component: string): Text {
+  return component === "agent" || component === "harness" ? own("") : fmt`[${component}] `;
 }
 
-function clip(s: string, n: number): string {
+/** One line of hostile text, cut at n characters, saying how much was left out. */
+function clip(s: string, n: number): Text {
   const one = s.replace(/\s*\n\s*/g, " ⏎ ");
-  return one.length > n ? `${one.slice(0, n)}…` : one;
+  return one.length > n ? fmt`${one.slice(0, n)}${own(`… (+${one.length - n} characters)`)}` : fmt`${one}`;
 }
 
-function firstLines(s: string): string {
+function firstLines(s: string): Text {
   const lines = s.split("\n");
-  const head = lines.slice(0, 3).join("\n    ");
-  return lines.length > 3 ? `${clip(head, 300)} … (${lines.length} lines)` : clip(head, 300);
+  return lines.length > 3 ? fmt`${clip(lines.slice(0, 3).join("\n"), 300)}${own(` … (${lines.length} lines)`)}` : clip(s, 300);
 }
 
 /**
@@ -48,11 +42,11 @@ export function isRefusal(code: string): boolean {
 }
 
 /** The end of a run: what happened, and everything that was refused or failed. */
-export function printSummary(out: NodeJS.WritableStream, r: RunResult, session: string | undefined): void {
+export function printSummary(out: Output, r: RunResult, session: string | undefined): void {
   const refused = r.refused.filter((x) => isRefusal(x.code)).length;
   const failed = r.refused.length - refused;
-  out.write(`\n── ${r.outcome}: ${r.turns} model turn${r.turns === 1 ? "" : "s"}, ${r.toolCalls} tool call${r.toolCalls === 1 ? "" : "s"}, ${refused} refused${failed ? `, ${failed} failed` : ""}\n`);
-  if (r.error) out.write(`   model error: ${visible(r.error)}\n`);
-  for (const x of r.refused) out.write(`   ✗ ${prefix(x.component)}${visible(x.tool)}: ${visible(clip(x.message, 300))}\n`);
-  if (session) out.write(`   the record: vak journal show ${session}\n`);
+  out.line(fmt`${own(`\n── ${r.outcome}: ${r.turns} model turn${r.turns === 1 ? "" : "s"}, ${r.toolCalls} tool call${r.toolCalls === 1 ? "" : "s"}, ${refused} refused${failed ? `, ${failed} failed` : ""}`)}`);
+  if (r.error) out.line(fmt`   model error: ${r.error}`);
+  for (const x of r.refused) out.line(fmt`   ✗ ${prefix(x.component)}${x.tool}: ${clip(x.message, 300)}`);
+  if (session) out.line(fmt`   the record: vak journal show ${own(session)}`);
 }

@@ -10,7 +10,8 @@ import { LIMIT_KEYS } from "../policy/profile.js";
 import { shownPath } from "../policy/profiles-file.js";
 import { findProjectConfig, loadProject, MAX_TRUST_RECORDS, readTrust, trustFilePath, type TrustFile } from "../policy/trust.js";
 import { EXIT_REFUSED } from "./exit.js";
-import { visible } from "./visible.js";
+import { visible } from "../text/visible.js";
+import { processOutput } from "./output.js";
 
 /**
  * `vak trust [DIR]`: shows a repository's `.vak/config.toml` exactly as it is
@@ -77,7 +78,7 @@ function wouldGrant(project: NonNullable<ReturnType<typeof loadProject>["config"
 }
 
 async function ask(question: string): Promise<boolean> {
-  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  const rl = createInterface({ input: process.stdin, output: processOutput().err.stream as NodeJS.WritableStream });
   try {
     const answer = await new Promise<string>((resolve) => rl.question(question, resolve));
     return /^(y|yes)$/i.test(answer.trim());
@@ -87,17 +88,20 @@ async function ask(question: string): Promise<boolean> {
 }
 
 export async function trustCommand(dir: string | undefined, opts: TrustOptions): Promise<number> {
-  const out = process.stdout;
+  // Each line is Vak's words with every value from the repository's file already neutralised (visible()): printed as such.
+  const io = processOutput();
+  const put = (text: string) => void text.replace(/\n$/, "").split("\n").forEach((l) => io.out.relayed(l));
+  const putErr = (text: string) => void text.replace(/\n$/, "").split("\n").forEach((l) => io.err.relayed(l));
   if (opts.list) {
     const t = readTrust();
-    if (!t.trusted.length) out.write("no repository config is trusted\n");
-    for (const r of t.trusted) out.write(`${visible(shownPath(r.path))}  sha256 ${r.sha256.slice(0, 16)}…  trusted ${r.at}\n`);
+    if (!t.trusted.length) put("no repository config is trusted\n");
+    for (const r of t.trusted) put(`${visible(shownPath(r.path))}  sha256 ${r.sha256.slice(0, 16)}…  trusted ${r.at}\n`);
     return 0;
   }
   const workspace = canonicalDir(dir ?? process.cwd(), "vak trust");
   const found = findProjectConfig(workspace, homedir());
   if (!found) {
-    process.stderr.write(`vak: no .vak/config.toml in ${shownPath(workspace)} or above it in its repository\n`);
+    putErr(`vak: no .vak/config.toml in ${visible(shownPath(workspace))} or above it in its repository\n`);
     return EXIT_REFUSED;
   }
   const loaded = loadProject(found, undefined);
@@ -105,17 +109,17 @@ export async function trustCommand(dir: string | undefined, opts: TrustOptions):
   if (opts.revoke) {
     const kept = t.trusted.filter((r) => r.path !== loaded.path);
     writeTrust({ version: 1, trusted: kept });
-    out.write(`${visible(shownPath(loaded.path))}: ${kept.length === t.trusted.length ? "was not trusted" : "no longer trusted"}\n`);
+    put(`${visible(shownPath(loaded.path))}: ${kept.length === t.trusted.length ? "was not trusted" : "no longer trusted"}\n`);
     return 0;
   }
   if (loaded.broken || !loaded.config) throw new VakError("bad-input", `${shownPath(loaded.path)} cannot be trusted as it is: ${loaded.broken}`);
   if (t.trusted.some((r) => r.path === loaded.path && r.sha256 === loaded.hash)) {
-    out.write(`${visible(shownPath(loaded.path))} is already trusted as it is now (sha256 ${loaded.hash.slice(0, 16)}…)\n`);
+    put(`${visible(shownPath(loaded.path))} is already trusted as it is now (sha256 ${loaded.hash.slice(0, 16)}…)\n`);
     return 0;
   }
   const numbered = loaded.text.split("\n").map((l, i) => `${String(i + 1).padStart(4)} │ ${visible(l)}`);
   if (numbered.at(-1)?.endsWith("│ ")) numbered.pop();
-  out.write([
+  put([
     `${visible(shownPath(loaded.path))} (sha256 ${loaded.hash}), exactly:`,
     ...numbered,
     "",
@@ -127,19 +131,19 @@ export async function trustCommand(dir: string | undefined, opts: TrustOptions):
   ].join("\n"));
   let yes = Boolean(opts.yes);
   if (!yes) {
-    if (!process.stdin.isTTY || !process.stderr.isTTY) {
-      process.stderr.write("vak: not a terminal, so nothing was trusted; after reviewing the above, run `vak trust --yes` to trust this exact content\n");
+    if (!process.stdin.isTTY || !io.err.isTTY) {
+      putErr("vak: not a terminal, so nothing was trusted; after reviewing the above, run `vak trust --yes` to trust this exact content\n");
       return EXIT_REFUSED;
     }
     yes = await ask("Trust this exact file? [y/N] ");
   }
   if (!yes) {
-    out.write("not trusted\n");
+    put("not trusted\n");
     return 1;
   }
   // A path has one trusted content at a time: the new hash replaces the old.
   const trusted = [...t.trusted.filter((r) => r.path !== loaded.path), { path: loaded.path, sha256: loaded.hash, at: new Date().toISOString() }].slice(-MAX_TRUST_RECORDS);
   writeTrust({ version: 1, trusted });
-  out.write(`trusted ${visible(shownPath(loaded.path))} (sha256 ${loaded.hash.slice(0, 16)}…)\n`);
+  put(`trusted ${visible(shownPath(loaded.path))} (sha256 ${loaded.hash.slice(0, 16)}…)\n`);
   return 0;
 }

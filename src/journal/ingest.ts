@@ -1,5 +1,6 @@
 import { renameSync, unlinkSync } from "node:fs";
 import type Database from "better-sqlite3";
+import { boundStrings } from "./bounds.js";
 import type { Redactor } from "../secrets/redact.js";
 import type { Chain } from "./chain.js";
 import { checkEvent, type EventKind } from "./events.js";
@@ -80,8 +81,8 @@ function takeRun(into: IngestTarget, header: SpoolHeader, lines: Iterable<SpoolT
     };
     const flush = () => {
       chain.append(batch.map((e) => ({
-        session: header.session, session_seq: ++count, time: e.time, kind: e.kind, actor: JSON.stringify(redactor.value(e.actor)),
-        generation: e.generation, payload: JSON.stringify(redactor.value(e.payload)),
+        session: header.session, session_seq: ++count, time: e.time, kind: e.kind, actor: JSON.stringify(boundStrings(redactor.value(e.actor))),
+        generation: e.generation, payload: JSON.stringify(boundStrings(redactor.value(e.payload))),
       })));
       batch = [];
     };

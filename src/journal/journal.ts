@@ -5,6 +5,7 @@ import Database from "better-sqlite3";
 import { VakError } from "../policy/errors.js";
 import { vakDirs } from "../policy/state.js";
 import { Redactor } from "../secrets/redact.js";
+import { boundStrings } from "./bounds.js";
 import { Chain, verifyChain, type VerifyResult } from "./chain.js";
 import { type Actor, checkEvent, type NewEvent, type Payload, type StoredEvent } from "./events.js";
 import { ingestSpools } from "./ingest.js";
@@ -144,7 +145,7 @@ export class Journal implements EventSink {
           const e = p.event;
           return {
             session: p.session.id, session_seq: p.session.nextSeq(), time: new Date().toISOString(), kind: e.kind,
-            actor: JSON.stringify(this.redactor.value(e.actor)), generation: e.generation, payload: JSON.stringify(this.redactor.value(e.payload)),
+            actor: JSON.stringify(boundStrings(this.redactor.value(e.actor))), generation: e.generation, payload: JSON.stringify(boundStrings(this.redactor.value(e.payload))),
           };
         });
         stored = this.chain.append(rows);

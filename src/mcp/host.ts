@@ -36,6 +36,8 @@ export interface HostServerOptions {
   neutralise(text: string): string;
   /** The tool pins (Vak's state dir by default). */
   pins?: PinStore;
+  /** Values no server's environment may hold (the host's provider keys): a server that would get one does not start. */
+  withheld?: readonly string[] | undefined;
 }
 
 /** The SDK's Transport over two byte streams, one JSON-RPC message per line. */
@@ -77,6 +79,11 @@ export class HostMcpServer {
       plan.env[s.env] = s.value;
       o.journal.redactor.add(s.value);
     }
+    // A provider key never reaches a server: by an env grant, a literal variable or a secret.
+    const withheld = (o.withheld ?? []).filter((w) => w.length >= 8);
+    for (const [k, v] of Object.entries(plan.env))
+      if (withheld.some((w) => v.includes(w)))
+        throw new VakError("bad-input", `mcp server ${o.name}: the variable ${k} would give it the value of a model provider's key; the key stays with the host`);
     const record = McpRecord.start(o.journal, {
       server: o.name, plan, tools: { deny: o.def.deny_tools, ask: [] }, secrets: o.secrets.map((s) => ({ ref: s.ref, recipient: `env ${s.env}` })),
     });

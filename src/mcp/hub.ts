@@ -34,6 +34,8 @@ export interface HubOptions {
   secret(ref: string): string;
   log(line: string): void;
   neutralise(text: string): string;
+  /** Values no server's environment may hold (the host's provider keys). */
+  withheld?: readonly string[] | undefined;
 }
 
 /** Model tool names: letters, digits, _ and -, at most 64 (what the providers accept). */
@@ -87,7 +89,7 @@ export class McpHub implements McpCaller {
           // The session's mode is the ceiling: a read-only session's servers are read-only whatever they ask for.
           const def: McpServerDef = o.mode === "read-only" ? { ...s.def, mode: "read-only", write: [] } : s.def;
           const secrets = def.secrets.map((x) => ({ ref: x.ref, env: x.env, value: o.secret(x.ref) }));
-          const srv = await HostMcpServer.start({ name: s.name, def, workspace: o.workspace, host: o.host, journal: o.journal, secrets, log: o.log, neutralise: o.neutralise, ...(o.pins ? { pins: o.pins } : {}) });
+          const srv = await HostMcpServer.start({ name: s.name, def, workspace: o.workspace, host: o.host, journal: o.journal, secrets, log: o.log, neutralise: o.neutralise, withheld: o.withheld, ...(o.pins ? { pins: o.pins } : {}) });
           started.set(s.name, srv);
         } catch (e) {
           o.log(`vak: mcp ${s.name} (${s.source}) did not start: ${o.neutralise(o.journal.redactor.text((e as Error).message))}`);

@@ -1,8 +1,10 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { parseArgs } from "./openai.js";
-import { toolResultText } from "./untrusted.js";
+import { delegatedText, toolResultText } from "./untrusted.js";
+import { unhandled } from "../protocol/unhandled.js";
 import { describeSdkError } from "./errors.js";
-import { type ModelClient, type ModelRequest, type ModelTurn } from "./types.js";
+import { ReplyMeter } from "./reply-bounds.js";
+import { ModelError, type ModelClient, type ModelRequest, type ModelTurn } from "./types.js";
 
 export interface AnthropicConfig {
   provider: string;
@@ -25,13 +27,16 @@ function toWire(req: ModelRequest): Param[] {
     else out.push({ role, content: blocks });
   };
   for (const m of req.messages) {
+    const role = m.role;
     if (m.role === "user") push("user", [{ type: "text", text: m.text }]);
+    else if (m.role === "delegated") push("user", [{ type: "text", text: delegatedText(m, req.redact) }]);
     else if (m.role === "assistant")
       push("assistant", [
         ...(m.text ? [{ type: "text" as const, text: m.text }] : []),
         ...m.toolCalls.map((c) => ({ type: "tool_use" as const, id: c.id, name: c.name, input: (typeof c.args === "object" && c.args !== null ? c.args : { _raw: c.args }) as Record<string, unknown> })),
       ]);
-    else push("user", [{ type: "tool_result", tool_use_id: m.callId, content: toolResultText(m), is_error: m.isError }]);
+    else if (m.role === "tool") push("user", [{ type: "tool_result", tool_use_id: m.callId, content: toolResultText(m, req.redact), is_error: m.isError }]);
+    else unhandled(m, `message role ${role}`);
   }
   return out;
 }
@@ -55,6 +60,7 @@ export class AnthropicClient implements ModelClient {
     let stop: string | null = null;
     let input = 0;
     let output = 0;
+    const meter = new ReplyMeter();
     try {
       const stream = await this.client.messages.create(
         {
@@ -71,18 +77,24 @@ export class AnthropicClient implements ModelClient {
       );
       for await (const ev of stream) {
         if (ev.type === "message_start") input = ev.message.usage?.input_tokens ?? 0;
-        else if (ev.type === "content_block_start" && ev.content_block.type === "tool_use")
+        else if (ev.type === "content_block_start" && ev.content_block.type === "tool_use") {
+          meter.addCall(ev.index, ev.content_block.name);
           blocks.set(ev.index, { id: ev.content_block.id, name: ev.content_block.name, json: "" });
-        else if (ev.type === "content_block_start" && ev.content_block.type === "text" && ev.content_block.text) {
+        } else if (ev.type === "content_block_start" && ev.content_block.type === "text" && ev.content_block.text) {
+          meter.addText(ev.content_block.text);
           text += ev.content_block.text;
           req.onText?.(ev.content_block.text);
         } else if (ev.type === "content_block_delta") {
           if (ev.delta.type === "text_delta") {
+            meter.addText(ev.delta.text);
             text += ev.delta.text;
             req.onText?.(ev.delta.text);
           } else if (ev.delta.type === "input_json_delta") {
             const b = blocks.get(ev.index);
-            if (b) b.json += ev.delta.partial_json;
+            if (b) {
+              meter.addCall(ev.index, "", ev.delta.partial_json);
+              b.json += ev.delta.partial_json;
+            }
           }
         } else if (ev.type === "message_delta") {
           stop = ev.delta.stop_reason ?? stop;
@@ -90,6 +102,8 @@ export class AnthropicClient implements ModelClient {
         }
       }
     } catch (e) {
+      // Leaving the loop by a throw closes the stream: nothing more of an oversized reply is read.
+      if (e instanceof ModelError) throw e;
       throw describeSdkError(Anthropic, e, this.cfg);
     }
     const toolCalls = [...blocks.entries()].sort(([a], [b]) => a - b).map(([, b]) => ({ id: b.id, name: b.name, args: parseArgs(b.json) }));

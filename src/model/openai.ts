@@ -1,7 +1,9 @@
 import OpenAI from "openai";
-import { toolResultText } from "./untrusted.js";
+import { delegatedText, toolResultText } from "./untrusted.js";
+import { unhandled } from "../protocol/unhandled.js";
 import { describeSdkError } from "./errors.js";
-import { type ModelClient, type ModelRequest, type ModelTurn, type ToolCallRequest } from "./types.js";
+import { ReplyMeter } from "./reply-bounds.js";
+import { ModelError, type ModelClient, type ModelRequest, type ModelTurn, type ToolCallRequest } from "./types.js";
 
 export interface OpenAIConfig {
   /** The name this provider has in the user's config ("openai", "ollama", ...). */
@@ -18,7 +20,9 @@ type ChatMessage = OpenAI.Chat.Completions.ChatCompletionMessageParam;
 function toWire(req: ModelRequest): ChatMessage[] {
   const out: ChatMessage[] = [{ role: "system", content: req.system }];
   for (const m of req.messages) {
+    const role = m.role;
     if (m.role === "user") out.push({ role: "user", content: m.text });
+    else if (m.role === "delegated") out.push({ role: "user", content: delegatedText(m, req.redact) });
     else if (m.role === "assistant")
       out.push({
         role: "assistant",
@@ -27,7 +31,8 @@ function toWire(req: ModelRequest): ChatMessage[] {
           ? { tool_calls: m.toolCalls.map((c) => ({ id: c.id, type: "function" as const, function: { name: c.name, arguments: typeof c.args === "string" ? c.args : JSON.stringify(c.args) } })) }
           : {}),
       });
-    else out.push({ role: "tool", tool_call_id: m.callId, content: toolResultText(m) });
+    else if (m.role === "tool") out.push({ role: "tool", tool_call_id: m.callId, content: toolResultText(m, req.redact) });
+    else unhandled(m, `message role ${role}`);
   }
   return out;
 }
@@ -66,6 +71,7 @@ export class OpenAIChatClient implements ModelClient {
     const calls = new Map<number, { id: string; name: string; args: string }>();
     let finish: string | null = null;
     let usage: ModelTurn["usage"];
+    const meter = new ReplyMeter();
     try {
       const stream = await this.client.chat.completions.create(
         {
@@ -84,10 +90,12 @@ export class OpenAIChatClient implements ModelClient {
         if (!choice) continue;
         const d = choice.delta;
         if (d?.content) {
+          meter.addText(d.content);
           text += d.content;
           req.onText?.(d.content);
         }
         for (const tc of d?.tool_calls ?? []) {
+          meter.addCall(tc.index, tc.function?.name ?? "", tc.function?.arguments ?? "");
           const cur = calls.get(tc.index) ?? { id: "", name: "", args: "" };
           if (tc.id) cur.id = tc.id;
           if (tc.function?.name) cur.name += tc.function.name;
@@ -97,6 +105,8 @@ export class OpenAIChatClient implements ModelClient {
         if (choice.finish_reason) finish = choice.finish_reason;
       }
     } catch (e) {
+      // Leaving the loop by a throw closes the stream: nothing more of an oversized reply is read.
+      if (e instanceof ModelError) throw e;
       throw describeSdkError(OpenAI, e, this.cfg);
     }
     const toolCalls: ToolCallRequest[] = [...calls.entries()]

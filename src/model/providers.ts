@@ -2,6 +2,7 @@ import { VakError } from "../policy/errors.js";
 import type { UserConfig } from "../policy/config.js";
 import { AnthropicClient } from "./anthropic.js";
 import { OpenAIChatClient } from "./openai.js";
+import { BUILT_IN_PROVIDERS } from "./provider-keys.js";
 import { ScriptedClient } from "./scripted.js";
 import type { ModelClient } from "./types.js";
 
@@ -16,11 +17,7 @@ interface Provider {
   keyEnv?: string | undefined;
 }
 
-const BUILT_IN: Record<string, Provider> = {
-  openai: { kind: "openai", baseURL: "https://api.openai.com/v1", keyEnv: "OPENAI_API_KEY" },
-  anthropic: { kind: "anthropic", baseURL: "https://api.anthropic.com", keyEnv: "ANTHROPIC_API_KEY" },
-  ollama: { kind: "openai", baseURL: "http://127.0.0.1:11434/v1" },
-};
+const BUILT_IN: Readonly<Record<string, Provider>> = BUILT_IN_PROVIDERS;
 
 export interface ResolvedModel {
   client: ModelClient;
@@ -39,8 +36,9 @@ export function resolveModel(spec: string | undefined, config: UserConfig, env: 
   const name = chosen.slice(0, colon);
   const model = chosen.slice(colon + 1);
   if (name === "scripted") return { client: ScriptedClient.fromFile(model) };
-  const fromConfig = config.providers[name];
-  const p: Provider | undefined = fromConfig ? { kind: fromConfig.kind, baseURL: fromConfig.base_url, keyEnv: fromConfig.api_key_env } : BUILT_IN[name];
+  // Own properties only: "constructor" or "__proto__" is not a provider (the unknown is refused, not looked up on a prototype).
+  const fromConfig = Object.hasOwn(config.providers, name) ? config.providers[name] : undefined;
+  const p: Provider | undefined = fromConfig ? { kind: fromConfig.kind, baseURL: fromConfig.base_url, keyEnv: fromConfig.api_key_env } : Object.hasOwn(BUILT_IN, name) ? BUILT_IN[name] : undefined;
   if (!p)
     throw new VakError("bad-input", `unknown model provider "${name}"; the built-in ones are ${Object.keys(BUILT_IN).join(", ")}, or add [providers.${name}] to ~/.config/vak/config.toml`);
   const key = p.keyEnv ? env[p.keyEnv] : undefined;

@@ -24,8 +24,18 @@ export interface Provenance {
   untrusted: true;
 }
 
+/** Where a task's prompt came from: another model (the parent agent), through the task tool. */
+export interface DelegatedFrom {
+  from: string;
+  tool: "task";
+  description: string;
+  untrusted: true;
+}
+
 export type Message =
   | { role: "user"; text: string }
+  /** A sub-agent's instruction: written by its parent's model, sent fenced as model-written content, never as the user's words. */
+  | { role: "delegated"; text: string; provenance: DelegatedFrom }
   | { role: "assistant"; text: string; toolCalls: ToolCallRequest[] }
   | { role: "tool"; callId: string; name: string; text: string; isError: boolean; provenance: Provenance };
 
@@ -44,6 +54,8 @@ export interface ModelRequest {
   signal?: AbortSignal;
   /** Text as it streams in, for a live transcript. */
   onText?: (delta: string) => void;
+  /** The host's redactor: every field of a fence passes it (the agent loop always gives it). */
+  redact?: (s: string) => string;
 }
 
 export interface ModelTurn {
@@ -62,7 +74,7 @@ export interface ModelClient {
 /** A model call that failed, said plainly: which provider, what went wrong, what to do. */
 export class ModelError extends Error {
   constructor(
-    readonly kind: "auth" | "rate-limit" | "connection" | "bad-request" | "not-found" | "server" | "cancelled" | "script",
+    readonly kind: "auth" | "rate-limit" | "connection" | "bad-request" | "not-found" | "server" | "cancelled" | "script" | "too-large",
     message: string,
   ) {
     super(message);

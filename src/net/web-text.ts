@@ -1,3 +1,5 @@
+import { hiddenReplaced } from "../text/visible.js";
+
 /**
  * A fetched page reduced to text for a model: what a reader would see, not
  * markup. Scripts, styles, templates, SVG, comments and the head are dropped
@@ -5,7 +7,10 @@
  * brackets; entities are decoded; runs of blank space collapse. The input is
  * hostile: this is one linear scan of the string (no DOM, no evaluation, no
  * backtracking regular expression over the page), and the output is bounded.
- * The result is still untrusted text: the caller fences it.
+ * The result is still untrusted text: the caller fences it. Characters that
+ * could hide text or drive a terminal (controls, format, bidi, zero-width, tag
+ * characters, invisible fillers) become spaces: the neutraliser's set
+ * (src/text/visible.ts), so there is one list of them.
  */
 const DROP = new Set(["script", "style", "noscript", "template", "svg", "head", "iframe", "object", "canvas", "title"]);
 const BLOCK = new Set([
@@ -13,8 +18,6 @@ const BLOCK = new Set([
   "pre", "blockquote", "br", "hr", "dd", "dt", "dl", "figure", "figcaption", "form", "fieldset", "body", "html",
 ]);
 const NAMED: Record<string, string> = { amp: "&", lt: "<", gt: ">", quot: '"', apos: "'", nbsp: " ", mdash: "—", ndash: "–", hellip: "…", copy: "©", reg: "®", laquo: "«", raquo: "»", rsquo: "’", lsquo: "‘", rdquo: "”", ldquo: "“" };
-/** Characters that could hide text or drive a terminal: controls, zero-width and bidirectional marks. */
-const INVISIBLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069]/g;
 
 function decodeEntities(s: string): string {
   return s.replace(/&(#x[0-9a-f]{1,6}|#[0-9]{1,7}|[a-z]{2,8});/gi, (m, e: string) => {
@@ -84,9 +87,9 @@ export function htmlToText(html: string, maxChars = 100_000): string {
     }
     out.push(BLOCK.has(name) ? "\n" : " ");
   }
-  let s = decodeEntities(out.join("")).replace(INVISIBLE, " ");
+  let s = hiddenReplaced(decodeEntities(out.join("")), " ");
   s = s.replace(/[ \t\f\r]+/g, " ").replace(/ *\n */g, "\n").replace(/\n{3,}/g, "\n\n").trim();
-  const t = decodeEntities(title.replace(/<[^>]*>/g, " ")).replace(INVISIBLE, " ").replace(/\s+/g, " ").trim();
+  const t = hiddenReplaced(decodeEntities(title.replace(/<[^>]*>/g, " ")), " ").replace(/\s+/g, " ").trim();
   const text = t ? `${t}\n\n${s}` : s;
   return text.length > maxChars ? `${text.slice(0, maxChars)}\n…[${text.length - maxChars} more characters cut]` : text;
 }

@@ -23,3 +23,10 @@ export interface Limits {
  * held exactly or refused.
  */
 export const DEFAULT_MAX_PROCS = 1024;
+
+/**
+ * What a model-written command (an agent's `exec`, a component's tool) gets
+ * when its component sets no limit of that kind: a file-size ceiling, so that
+ * one file (a sparse one too) cannot grow without bound.
+ */
+export const DEFAULT_COMMAND_LIMITS: Readonly<Limits> = { maxFileBytes: 1024 * 1024 * 1024 };

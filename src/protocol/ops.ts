@@ -10,6 +10,14 @@ import { z } from "zod";
 /** A file's content in an op is at most this; a whole request (worker-protocol.ts) at most twice it. */
 export const MAX_OP_CONTENT_BYTES = 2 * 1024 * 1024;
 
+/** Text a model chose for a file or a command's stdin, bounded in bytes as sent (UTF-8), not in UTF-16 units. */
+const Content = (what: string, min = 0) =>
+  z
+    .string()
+    .min(min)
+    .max(MAX_OP_CONTENT_BYTES, `${what} is larger than ${MAX_OP_CONTENT_BYTES} bytes`)
+    .refine((s) => Buffer.byteLength(s) <= MAX_OP_CONTENT_BYTES, `${what} is larger than ${MAX_OP_CONTENT_BYTES} bytes`);
+
 const Path = z.string().min(1).max(4096).refine((p) => !p.includes("\0"), "a path cannot contain NUL");
 
 export const OpSchema = z.discriminatedUnion("kind", [
@@ -26,11 +34,11 @@ export const OpSchema = z.discriminatedUnion("kind", [
       maxMatches: z.number().int().min(1).max(10_000).optional(),
     })
     .strict(),
-  z.object({ kind: z.literal("write"), path: Path, content: z.string().max(MAX_OP_CONTENT_BYTES) }).strict(),
-  z.object({ kind: z.literal("edit"), path: Path, old: z.string().min(1), new: z.string(), replaceAll: z.boolean().optional() }).strict(),
+  z.object({ kind: z.literal("write"), path: Path, content: Content("the content") }).strict(),
+  z.object({ kind: z.literal("edit"), path: Path, old: Content("the text to replace", 1), new: Content("the new text"), replaceAll: z.boolean().optional() }).strict(),
   z.object({ kind: z.literal("exec"), command: z.string().min(1).max(100_000), timeoutMs: z.number().int().min(1).max(3_600_000).optional() }).strict(),
   // A component's own command (declared in its spec, never chosen by a model), given this input on stdin.
-  z.object({ kind: z.literal("tool"), input: z.string().max(MAX_OP_CONTENT_BYTES) }).strict(),
+  z.object({ kind: z.literal("tool"), input: Content("the input") }).strict(),
   // One tool of an MCP server the user's config (or an approved proposal) names, with the model's arguments:
   // run by the host's MCP client against the server's sandboxed worker (src/mcp/), never by a worker of the broker.
   z
@@ -38,7 +46,9 @@ export const OpSchema = z.discriminatedUnion("kind", [
       kind: z.literal("mcp"),
       server: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,39}$/),
       tool: z.string().min(1).max(200),
-      arguments: z.record(z.string(), z.unknown()),
+      arguments: z
+        .record(z.string(), z.unknown())
+        .refine((a) => Buffer.byteLength(JSON.stringify(a) ?? "") <= MAX_OP_CONTENT_BYTES, `the arguments are larger than ${MAX_OP_CONTENT_BYTES} bytes`),
     })
     .strict(),
   // A GET the host makes under the component's net grants (web_fetch): no worker, no sandbox; the gate's rules decide each hop.

@@ -9,7 +9,8 @@ import { MAX_OP_CONTENT_BYTES, OpSchema } from "./ops.js";
  * this module; it imports nothing but zod and the op vocabulary.
  */
 export const PROTOCOL_VERSION = 1;
-export const MAX_REQUEST_BYTES = 2 * MAX_OP_CONTENT_BYTES;
+/** An edit carries two contents; with JSON's escaping, a request may take more than their bytes. The broker checks before it sends. */
+export const MAX_REQUEST_BYTES = 3 * MAX_OP_CONTENT_BYTES;
 /** The worker cuts its own result below this; the broker kills a worker that writes more. */
 export const MAX_RESULT_BYTES = 1024 * 1024;
 export const MAX_RESPONSE_BYTES = MAX_RESULT_BYTES + 64 * 1024;

@@ -129,7 +129,7 @@ export function resolveRef(ref: SecretRef, opts: { store?: SecretStore; env?: No
 
 /** A cmd: reference: the output of the command the user's config names. */
 function fromCommand(ref: SecretRef, commands: SecretCommands | undefined): string {
-  const argv = commands?.[ref.name];
+  const argv = commands && Object.hasOwn(commands, ref.name) ? commands[ref.name] : undefined;
   if (!argv?.length) throw new VakError("bad-input", `${ref.text}: no command named ${ref.name} in [secret_commands] of ~/.config/vak/config.toml`);
   let out: string;
   try {

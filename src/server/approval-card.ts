@@ -22,6 +22,7 @@ export function approvalCard(r: ApprovalRequest, filter: TextFilter): ApprovalCa
     op: label(filter, r.op, 100),
     target: r.target === undefined ? null : label(filter, r.target),
     summary: label(filter, r.summary, 8192),
+    scope: label(filter, r.scope, 2048),
     detail: r.detail ? detailOf(r.detail, filter) : { kind: "other", text: shown(filter, r.summary) },
     verified,
   };

@@ -123,6 +123,8 @@ export interface ApprovalCard {
   op: string;
   target: string | null;
   summary: string;
+  /** What "allow for this session" would let run later without asking, said exactly (filtered). */
+  scope: string;
   detail: CardDetail;
   /** The detail shown is exactly what the digest covers (checked by the server); false only for requests without one (a spec edit). */
   verified: boolean;

@@ -19,6 +19,8 @@ import { compose } from "../policy/compose.js";
 import { loadPreset, presetNames } from "../policy/presets.js";
 import { PROFILE_NAME } from "../policy/profile.js";
 import { loadUserProfiles } from "../policy/profiles-file.js";
+import { loadUserConfig } from "../policy/config.js";
+import { providerKeyProblem, providerKeys, type ProviderKeys } from "../model/provider-keys.js";
 
 /**
  * A workload spec: the harness (a model and its instructions, holding no
@@ -128,6 +130,8 @@ export interface WorkloadPlan {
   components: ComponentPlan[];
   /** The spec's content hash: an approval of the spec is bound to it. */
   hash: string;
+  /** The spec file's text, when it came from a file (an edit is shown as a diff of it). */
+  text?: string | undefined;
 }
 
 type Where = (path: (string | number)[]) => string;
@@ -159,7 +163,7 @@ function fail(where: Where, path: (string | number)[], message: string): never {
 }
 
 /** Reads and checks a spec file (TOML). */
-export function loadSpec(file: string, opts: { mode?: "read-only" | "workspace-write" } = {}): WorkloadPlan {
+export function loadSpec(file: string, opts: { mode?: "read-only" | "workspace-write"; providerKeys?: ProviderKeys; env?: NodeJS.ProcessEnv } = {}): WorkloadPlan {
   let text: string;
   try {
     text = readFileSync(file, "utf8");
@@ -181,7 +185,7 @@ export function loadSpec(file: string, opts: { mode?: "read-only" | "workspace-w
  */
 export function checkSpec(
   data: unknown,
-  opts: { mode?: "read-only" | "workspace-write"; source?: string; where?: Where; base?: string; text?: string } = {},
+  opts: { mode?: "read-only" | "workspace-write"; source?: string; where?: Where; base?: string; text?: string; providerKeys?: ProviderKeys; env?: NodeJS.ProcessEnv } = {},
 ): WorkloadPlan {
   const where: Where = opts.where ?? (() => opts.source ?? "spec");
   const harness = (data as { harness?: Record<string, unknown> } | undefined)?.harness;
@@ -200,6 +204,11 @@ export function checkSpec(
   const base = opts.base ?? process.cwd();
   const workspace = canonical(isAbsolute(spec.workspace) ? spec.workspace : resolve(base, spec.workspace), where, ["workspace"], true);
   if (Object.keys(spec.tools).length === 0) fail(where, ["tools"], "a workload needs at least one tool component");
+
+  // The host's provider keys (the built-in providers' variables and every configured one's): no component may be handed one.
+  const env = opts.env ?? process.env;
+  const keys = opts.providerKeys ?? providerKeys(loadUserConfig(), env);
+  const keyStays = "; the key stays with the host, and no component may be given it (a component that needs a key of its own gets it as a secret under another name)";
 
   const components: ComponentPlan[] = [];
   for (const [name, raw] of Object.entries(spec.tools)) {
@@ -246,12 +255,20 @@ export function checkSpec(
       if (e instanceof RuleError) fail(where, at("net"), e.message);
       throw e;
     }
+    for (const [i, v] of c.env.entries()) {
+      const problem = providerKeyProblem(v, env[v], keys);
+      if (problem) fail(where, at("env", i), `${problem}${keyStays}`);
+    }
     const secrets = c.secrets.map((s, i) => {
       let ref;
       try {
         ref = parseRef(s.ref);
       } catch (e) {
         fail(where, at("secrets", i, "ref"), (e as Error).message);
+      }
+      if (ref.kind === "env") {
+        const problem = providerKeyProblem(ref.name, env[ref.name], keys);
+        if (problem) fail(where, at("secrets", i, "ref"), `${problem}${keyStays}`);
       }
       const covered = (hosts: readonly string[]) => {
         for (const [j, h] of hosts.entries())
@@ -314,6 +331,7 @@ export function checkSpec(
     harness: { model: spec.harness.model, instructions: spec.harness.instructions, maxTurns: spec.harness.max_turns },
     components,
     hash: sha256(opts.text ?? canonicalJson(data)),
+    text: opts.text,
   };
 }
 

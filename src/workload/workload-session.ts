@@ -7,6 +7,7 @@ import { type AgentEvent, outcomeText, type RunResult, runAgent, runBuiltin, typ
 import { ApprovalGate, type ApprovalRequest, type Outcome } from "../approvals/approval-gate.js";
 import { Broker } from "../broker/broker.js";
 import { findTool, toolJsonSchema } from "../broker/registry.js";
+import type { EventKind } from "../journal/events.js";
 import type { Journal } from "../journal/journal.js";
 import type { SessionWriter } from "../journal/session-writer.js";
 import type { Message, ModelClient, ToolSpec } from "../model/types.js";
@@ -153,6 +154,8 @@ export class WorkloadSession {
         approvals: { gate: this.approvals, rules: c.approval },
         // An MCP component's calls go to its own server, once the broker has checked, approved and recorded them.
         mcp: c.mcp ? { call: async (op, signal) => (await this.mcpOf(c.name)).call(op, signal) } : undefined,
+        // The host's provider keys never enter a component's environment, by a grant or a secret.
+        withheld: this.opts.secrets,
       });
       const input = c.input ? z.fromJSONSchema(c.input as Parameters<typeof z.fromJSONSchema>[0]) : undefined;
       return { plan: c, broker, scratch, input, secrets };
@@ -181,7 +184,7 @@ export class WorkloadSession {
     l.mcp ??= McpHub.start({
       servers: [{ name: c.name, def, source: this.plan.source }], workspace: l.scratch, mode: def.mode, journal,
       host: this.opts.env ? hostFacts(this.opts.env) : hostFacts(), secret: (ref) => secrets.get(ref) ?? "",
-      log: (line) => this.opts.onLog?.(line), neutralise: (t) => t,
+      log: (line) => this.opts.onLog?.(line), neutralise: (t) => t, withheld: this.opts.secrets,
     });
     return l.mcp;
   }
@@ -295,7 +298,7 @@ export class WorkloadSession {
     const hits = mine.flatMap((s) => journal.search(a.data.query, { session: s.id, limit: 20 }).map((e) => ({ s, e })));
     const text = hits
       .slice(0, 50)
-      .map(({ s, e }) => `${s.id} ${e.time} ${e.actor.component} ${e.kind}: ${JSON.stringify(e.payload).slice(0, 300)}`)
+      .map(({ s, e }) => `${s.id} ${e.time} ${e.actor.component} ${e.kind}: ${JSON.stringify(modelView(e.kind, e.payload)).slice(0, 300)}`)
       .join("\n");
     return { text: text || "(nothing found)", ok: true, target: `journal: workload ${this.plan.name}` };
   }
@@ -316,7 +319,12 @@ export class WorkloadSession {
     }
     if (next.hash === this.plan.hash) return "unchanged";
     if (this.refusedSpecs.has(next.hash)) return "refused";
-    const outcome = await this.approvals.ask({ digest: next.hash, generation: this.generationNow, component: "host", op: "spec", target: next.source, summary: `the workload spec ${next.source} changed; apply it? (${summarizeChange(this.plan, next)})` });
+    const outcome = await this.approvals.ask({
+      digest: next.hash, generation: this.generationNow, component: "host", op: "spec", target: next.source,
+      summary: `the workload spec ${next.source} changed; apply it? (${summarizeChange(this.plan, next)})`,
+      scope: `this version of the spec (sha256 ${next.hash.slice(0, 16)}…) and no other; any further edit asks again`,
+      view: next.text !== undefined ? { kind: "file", path: next.source, before: this.plan.text ?? null, after: next.text } : { kind: "text", text: summarizeChange(this.plan, next) },
+    });
     if (outcome.answer === "deny") {
       this.refusedSpecs.add(next.hash);
       return "refused";
@@ -366,6 +374,34 @@ export class WorkloadSession {
       this.journalSession.end(outcome);
     }
   }
+}
+
+/**
+ * What session_search shows the model of an event: the facts about what was
+ * asked and decided, never what the host looked up (resolved addresses, pids,
+ * mounts, canonical paths of other components). A kind not listed shows
+ * nothing but its name.
+ */
+const MODEL_VIEW: Partial<Record<EventKind, readonly string[]>> = {
+  message: ["role", "provenance", "text"],
+  "op.requested": ["op", "args"],
+  decision: ["op", "allowed", "rule", "reason"],
+  "tool.result": ["op", "ok", "code", "message", "bytes"],
+  "approval.asked": ["op", "summary"],
+  "approval.answered": ["answer", "by"],
+  "approval.voided": ["reason"],
+  egress: ["method", "asked", "decision", "reason"],
+  "session.started": ["kind", "title"],
+  "session.ended": ["outcome"],
+  "policy.generation": ["generation", "reason"],
+  "model.call": ["ok", "toolCalls"],
+  "secret.used": ["name", "recipient"],
+  "run.cancelled": ["reason"],
+};
+
+function modelView(kind: EventKind, payload: Record<string, unknown>): Record<string, unknown> {
+  const fields = Object.hasOwn(MODEL_VIEW, kind) ? (MODEL_VIEW[kind] ?? []) : [];
+  return Object.fromEntries(fields.filter((f) => Object.hasOwn(payload, f)).map((f) => [f, payload[f]]));
 }
 
 /** What each component can reach, for the record and for `vak check`. */

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PROTOCOL_VERSION } from "../../src/protocol/worker-protocol.js";
@@ -442,6 +442,109 @@ describe("read-only means nothing is written", () => {
       expect(existsSync(join(s.ws, "extra", "two.txt")) || existsSync(join(s.ws, "extra", "three.txt"))).toBe(false);
     } finally {
       await b.close();
+    }
+  });
+});
+
+describe("a refusal is no oracle of the host", () => {
+  /** Links in the workspace to every kind of thing outside it; refusals through each must read the same. */
+  const targets = (): Record<string, string> => ({
+    "an existing file": join(s.outside, "secret.txt"),
+    "a missing file": join(s.outside, "missing.txt"),
+    "an existing directory": s.outside,
+    "a missing directory": `/nonexistent-${Math.random().toString(36).slice(2)}/deeper`,
+    "a link loop outside": join(s.outside, "loop"),
+    "a root-only file": "/etc/shadow",
+    "/proc/self/root": "/proc/self/root/etc",
+    "a chain out and back in": join(s.outside, "back"),
+    "a relative way out": "../outside/secret.txt",
+  });
+
+  it("through a workspace link, the refusal is the same whatever is at the other end, and names nothing of it", async () => {
+    symlinkSync(join(s.outside, "loop"), join(s.outside, "loop"));
+    symlinkSync(join(s.ws, "inside.txt"), join(s.outside, "back"));
+    const ops = (p: string) => [
+      { kind: "read", path: p }, { kind: "read", path: `${p}/x` }, { kind: "list", path: p }, { kind: "glob", pattern: "*", path: p },
+      { kind: "grep", pattern: "x", path: p }, { kind: "write", path: p, content: "x" }, { kind: "write", path: `${p}/new.txt`, content: "x" },
+      { kind: "edit", path: p, old: "a", new: "b" },
+    ];
+    const seen = new Map<string, Set<string>>();
+    for (const [what, target] of Object.entries(targets())) {
+      const name = `link-${Object.keys(targets()).indexOf(what)}`;
+      symlinkSync(target, join(s.ws, name));
+      for (const [i, op] of ops(name).entries()) {
+        const r = await t.broker.run(op);
+        expect(r.ok, `${what}: ${JSON.stringify(op)}`).toBe(false);
+        const message = (r as { message: string }).message.replaceAll(name, "LINK");
+        for (const leak of [s.outside, "/etc", "/nonexistent", "/proc", "exist", "nothing", "loop", "secret", "directory", "ELOOP", "EACCES", "ENOENT"])
+          expect(message, `${what}: ${message}`).not.toContain(leak);
+        seen.set(`${i}`, (seen.get(`${i}`) ?? new Set()).add(`${(r as { code: string }).code}: ${message}`));
+      }
+    }
+    // One answer per op, whatever was there.
+    for (const [i, answers] of seen) expect([...answers], `op ${i}`).toHaveLength(1);
+    // Nor does the record hold what the links lead to.
+    const recorded = JSON.stringify(t.events());
+    expect(recorded).not.toContain(s.outside);
+    expect(recorded).not.toContain("/etc/shadow");
+  });
+
+  it("an absolute path outside every grant is refused in the same words whether it exists, is a directory, a link or unreadable", async () => {
+    symlinkSync("/etc/passwd", join(s.outside, "a-link"));
+    const asked = [join(s.outside, "secret.txt"), join(s.outside, "missing.txt"), s.outside, join(s.outside, "a-link"), "/etc/shadow", "/root/.ssh/id_rsa", `/nonexistent-${Date.now()}/x`, "/proc/1/environ"];
+    for (const path of asked)
+      for (const op of [{ kind: "read", path }, { kind: "list", path }, { kind: "write", path, content: "x" }]) {
+        const r = await t.broker.run(op);
+        const grant = op.kind === "write" ? "--allow-write" : "--allow-read";
+        expect(r).toMatchObject({ ok: false, code: "denied", message: `${path}: outside the workspace and every grant; grant it with ${grant} ${path}` });
+      }
+  });
+});
+
+describe("sizes a model controls, on the broker", () => {
+  it("one replace_all cannot turn 20 KB into 80 MB: it is refused with the bound, and the file is unchanged", async () => {
+    const file = join(s.ws, "small.txt");
+    writeFileSync(file, "a".repeat(20 * 1024));
+    const bomb = await t.broker.run({ kind: "edit", path: "small.txt", old: "a", new: "b".repeat(4000), replaceAll: true });
+    expect(bomb).toMatchObject({ ok: false, code: "too-large", message: expect.stringMatching(/would make .* 81920000 bytes \(it is 20480\); an edit may make a file at most 16777216 bytes and grow it by at most 2097152/) });
+    // Growth just past the bound is refused as well; within it the edit is made.
+    writeFileSync(file, "a".repeat(1024));
+    expect(await t.broker.run({ kind: "edit", path: "small.txt", old: "a", new: "c".repeat(2050), replaceAll: true })).toMatchObject({ ok: false, code: "too-large" });
+    expect(readFileSync(file, "utf8")).toBe("a".repeat(1024));
+    expect(await t.broker.run({ kind: "edit", path: "small.txt", old: "a", new: "c".repeat(1000), replaceAll: true })).toMatchObject({ ok: true });
+    expect(readFileSync(file, "utf8").length).toBe(1024 * 1000);
+  });
+
+  it("an oversized op is refused with its size, never as 'the worker answered another request'", async () => {
+    writeFileSync(join(s.ws, "f.txt"), "x\n");
+    const cases: [string, object, RegExp][] = [
+      ["old text of 3 MB", { kind: "edit", path: "f.txt", old: "x".repeat(3 * 1024 * 1024), new: "y" }, /the text to replace is larger than 2097152 bytes/],
+      ["content of 4.5 MB in 1.5 M characters", { kind: "write", path: "g.txt", content: "€".repeat(1_500_000) }, /the content is larger than 2097152 bytes/],
+      ["an input of 3 MB", { kind: "write", path: "g.txt", content: "é".repeat(1_100_000) }, /larger than 2097152 bytes/],
+      ["content that JSON's escaping makes 12 MB", { kind: "write", path: "g.txt", content: "\u0001".repeat(2 * 1024 * 1024) }, /as sent to its worker, more than 6291456; send less at once/],
+      ["an edit of two contents that escape to 8 MB", { kind: "edit", path: "f.txt", old: '"'.repeat(2_000_000), new: '"'.repeat(2_000_000) }, /as sent to its worker/],
+    ];
+    for (const [what, op, message] of cases) {
+      const r = await t.broker.run(op);
+      expect(r, what).toMatchObject({ ok: false, message: expect.stringMatching(message) });
+      expect(JSON.stringify(r)).not.toContain("another request");
+    }
+    expect(existsSync(join(s.ws, "g.txt"))).toBe(false);
+  });
+
+  it("a model-written command cannot make a file past the default size, sparse or not", async () => {
+    const r = await t.broker.run({ kind: "exec", command: "truncate -s 50G sparse; dd if=/dev/zero of=sparse2 bs=1 count=1 seek=2G 2>&1; truncate -s 900M fine; echo done" });
+    expect(r).toMatchObject({ ok: true });
+    expect(r.ok && r.output).toContain("done");
+    for (const f of ["sparse", "sparse2"]) if (existsSync(join(s.ws, f))) expect(statSync(join(s.ws, f)).size).toBeLessThanOrEqual(1024 ** 3);
+    expect(statSync(join(s.ws, "fine")).size).toBe(900 * 1024 * 1024);
+    // A component's own limit still applies in its place.
+    const small = testBroker(s.ws, { limits: { maxFileBytes: 1024 } });
+    try {
+      await small.broker.run({ kind: "exec", command: "head -c 4096 /dev/zero > capped; true" });
+      expect(statSync(join(s.ws, "capped")).size).toBe(1024);
+    } finally {
+      await small.close();
     }
   });
 });

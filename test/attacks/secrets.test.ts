@@ -1,4 +1,4 @@
-import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -249,6 +249,38 @@ describe("vak exec --secret", () => {
       const reserved = await runVak(["exec", "--secret", "PATH=env:VAK_TEST_TOKEN_SRC", "--", "/bin/true"], { cwd: s.ws, env });
       expect(reserved.code).toBe(125);
       expect(reserved.stderr).toMatch(/PATH: Vak sets this variable itself/);
+    } finally {
+      s.cleanup();
+    }
+  });
+});
+
+describe("vak exec --allow-env and provider keys", () => {
+  it("refuses to pass a provider key as a plain variable (by its name, a configured provider's, or a copy), and says how to pass it on the record", async () => {
+    const s = scratch();
+    try {
+      const key = `sk-proj-${Math.random().toString(36).slice(2)}${"P".repeat(24)}`;
+      const config = join(dir, "config");
+      mkdirSync(join(config, "vak"), { recursive: true });
+      writeFileSync(join(config, "vak", "config.toml"), `[providers.local]\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\napi_key_env = "LOCAL_LLM_KEY"\n`);
+      const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dir, XDG_CONFIG_HOME: config, XDG_STATE_HOME: TEST_STATE, LANG: "C.UTF-8", OPENAI_API_KEY: key, LOCAL_LLM_KEY: key, COPY: `Bearer ${key}`, HARMLESS: "ok" };
+      const leak = 'printf %s "$OPENAI_API_KEY$LOCAL_LLM_KEY$COPY" > leaked.txt';
+      for (const [name, message] of [
+        ["OPENAI_API_KEY", /--allow-env OPENAI_API_KEY is refused, since OPENAI_API_KEY is the environment variable of a model provider's key; .*--secret OPENAI_API_KEY=env:OPENAI_API_KEY$/m],
+        ["LOCAL_LLM_KEY", /--allow-env LOCAL_LLM_KEY is refused, since LOCAL_LLM_KEY is the environment variable of a model provider's key/],
+        ["COPY", /--allow-env COPY is refused, since COPY holds the value of a model provider's key/],
+        ["ANTHROPIC_API_KEY", /ANTHROPIC_API_KEY is the environment variable/],
+      ] as const) {
+        const r = await runVak(["exec", "--allow-env", `HARMLESS,${name}`, "--", "/bin/sh", "-c", leak], { cwd: s.ws, env });
+        expect(r.code, name).toBe(125);
+        expect(r.stderr).toMatch(message);
+        expect(r.stderr).not.toContain(key);
+        expect(existsSync(join(s.ws, "leaked.txt"))).toBe(false);
+      }
+      // Declared as a secret it goes through, recorded by reference (an agent CLI run under vak exec needs its key).
+      const ok = await runVak(["exec", "--allow-env", "HARMLESS", "--secret", "OPENAI_API_KEY=env:OPENAI_API_KEY", "--", "/bin/sh", "-c", 'printf %s "$OPENAI_API_KEY" > got.txt'], { cwd: s.ws, env });
+      expect(ok.code).toBe(0);
+      expect(readFileSync(join(s.ws, "got.txt"), "utf8")).toBe(key);
     } finally {
       s.cleanup();
     }

@@ -9,6 +9,7 @@ import { Journal } from "../../src/journal/journal.js";
 import { ScriptedClient, type Script } from "../../src/model/scripted.js";
 import { SecretStore } from "../../src/secrets/store.js";
 import { WorkloadSession } from "../../src/workload/workload-session.js";
+import { createHost } from "../../src/workload/host.js";
 import { checkSpec, loadSpec } from "../../src/workload/spec.js";
 import { ROOT } from "../support/paths.js";
 import { runVak, TEST_STATE } from "../support/vak.js";
@@ -389,5 +390,110 @@ approval = { exec = "allow" }
     } finally {
       await s.close();
     }
+  });
+});
+
+describe("a spec cannot hand the provider key to a component", () => {
+  const KEY = `sk-ant-api03-${"K".repeat(24)}${Math.random().toString(36).slice(2)}`;
+  const config = () => {
+    const dir = join(root, "config");
+    mkdirSync(join(dir, "vak"), { recursive: true });
+    writeFileSync(join(dir, "vak", "config.toml"), `[providers.local]\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\napi_key_env = "LOCAL_KEY"\n`);
+    return dir;
+  };
+  const withTool = (extra: string) => specText().replace("[tools.fetcher]", `[tools.leaky]\nbuiltin = ["exec"]\n${extra}\n\n[tools.fetcher]`);
+  const cliEnv = (more: Record<string, string> = {}) => ({ PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: root, XDG_STATE_HOME: TEST_STATE, XDG_CONFIG_HOME: config(), B_PORT: String(port), WS: ws, ...more });
+
+  it.each([
+    ["the variable a configured provider's key is in", 'env = ["LOCAL_KEY"]', {}, /tools\.leaky\.env\.0: LOCAL_KEY is the environment variable of a model provider's key; the key stays with the host/],
+    ["a built-in provider's variable", 'env = ["ANTHROPIC_API_KEY"]', {}, /tools\.leaky\.env\.0: ANTHROPIC_API_KEY is the environment variable of a model provider's key/],
+    ["another variable that holds the key's value", 'env = ["INNOCENT"]', { INNOCENT: KEY, OPENAI_API_KEY: KEY }, /tools\.leaky\.env\.0: INNOCENT holds the value of a model provider's key/],
+    ["an env: secret of the key's variable", 'secrets = [{ ref = "env:OPENAI_API_KEY", env = "TOKEN" }]', {}, /tools\.leaky\.secrets\.0\.ref: OPENAI_API_KEY is the environment variable/],
+    ["an env: secret of a copy", 'secrets = [{ ref = "env:INNOCENT", env = "TOKEN" }]', { INNOCENT: `x${KEY}`, LOCAL_KEY: KEY }, /tools\.leaky\.secrets\.0\.ref: INNOCENT holds the value/],
+  ])("vak check refuses %s, with its line", async (_what, extra, env, message) => {
+    const f = join(root, "leaky.toml");
+    writeFileSync(f, withTool(extra));
+    const r = await runVak(["check", f], { cwd: root, env: cliEnv(env) });
+    expect(r.code).toBe(125);
+    expect(r.stderr).toMatch(/leaky\.toml:\d+: /);
+    expect(r.stderr).toMatch(message);
+    expect(r.stderr).not.toContain(KEY);
+  });
+
+  it("a stored secret whose value is a provider key stops the session at its start (library and vak run --spec)", async () => {
+    store.set("copied", KEY);
+    const spec = () => ({ version: 1 as const, name: "leaky", workspace: ws, tools: { t: { builtin: ["exec" as const], secrets: [{ ref: "secret:copied", env: "TOKEN" }] } } });
+    const host = createHost(spec(), { model: new ScriptedClient({ turns: [{ text: "x" }] }), journalPath: join(root, "lib.db"), secretStore: store, storesDir: join(root, "stores"), env: { ...process.env, OPENAI_API_KEY: KEY } });
+    try {
+      expect(() => host.session()).toThrow(/the secret secret:copied \(for TOKEN\) would give its commands the value of a model provider's key/);
+    } finally {
+      await host.close();
+    }
+    const cliStore = new SecretStore(join(config(), "vak", "secrets.json"));
+    cliStore.set("copied", KEY);
+    cliStore.set("a_secret", A_SECRET);
+    cliStore.set("b_secret", B_SECRET);
+    const f = join(root, "leaky.toml");
+    writeFileSync(f, withTool('secrets = [{ ref = "secret:copied", env = "TOKEN" }]'));
+    const script = join(root, "s.json");
+    writeFileSync(script, JSON.stringify({ turns: [{ tool_calls: [{ name: "leaky__exec", args: { command: "echo $TOKEN" } }] }, { text: "x" }] }));
+    const r = await runVak(["run", "--spec", f, "--model", `scripted:${script}`, "go"], { cwd: root, env: cliEnv({ LOCAL_KEY: KEY }) });
+    expect(r.code).toBe(125);
+    expect(r.stderr).toMatch(/leaky: the secret secret:copied \(for TOKEN\) would give its commands the value of a model provider's key/);
+    expect(r.stdout + r.stderr).not.toContain(KEY);
+  });
+});
+
+describe("approval of a command tool", () => {
+  it("'a' for {target: staging} does not run {target: PRODUCTION-delete-everything} unasked, and the prompt says what it covers", async () => {
+    const file = join(root, "deploy.toml");
+    writeFileSync(file, `version = 1\nname = "deployer"\nworkspace = "ws"\n[tools.deploy]\ncommand = ["node", "-e", "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>console.log('deployed', JSON.parse(s).target))"]\ninput = { type = "object", properties = { target = { type = "string" } }, required = ["target"] }\n`);
+    const asked: ApprovalRequest[] = [];
+    const { s, model } = session(
+      {
+        turns: [
+          { tool_calls: [{ name: "deploy", args: { target: "staging" } }] },
+          { tool_calls: [{ name: "deploy", args: { target: "PRODUCTION-delete-everything" } }] },
+          { tool_calls: [{ name: "deploy", args: { target: "staging" } }] },
+          { text: "done" },
+        ],
+      },
+      {
+        file,
+        onApproval: (r, sess) => {
+          asked.push(r);
+          const answer = r.view.kind === "tool" && r.view.input.includes("PRODUCTION") ? "deny" : "allow-session";
+          queueMicrotask(() => sess.approvals.answer({ nonce: r.nonce, digest: r.digest, generation: r.generation, answer, by: "test" }));
+        },
+      },
+    );
+    try {
+      await s.send("deploy");
+      expect(asked.map((r) => (r.view.kind === "tool" ? r.view.input : r.view.kind))).toEqual(['{"target":"staging"}', '{"target":"PRODUCTION-delete-everything"}']);
+      expect(asked[0]!.scope).toMatch(/again with exactly this input \(sha256 [0-9a-f]{16}…\); any other input asks again/);
+      const out = toolOutputs(model);
+      expect(out[0]).toContain("deployed staging");
+      expect(out[1]).toMatch(/^refused \(not-approved\)/);
+      expect(out[2]).toContain("deployed staging");
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("session_search shows what was asked and decided, not what the host looked up", () => {
+  it("no pids, mounts, resolved addresses or canonical plans of the host in what the model reads back", async () => {
+    const first = session({ turns: [{ tool_calls: [{ name: "fetcher", args: { path: "/probe-marker" } }, { name: "reader__exec", args: { command: "echo probe-marker" } }] }, { text: "x" }] });
+    await first.s.send("probe-marker run");
+    await first.s.close();
+    const raw = JSON.stringify(first.events());
+    expect(raw).toMatch(/"pid":\d+/);
+    expect(raw).toMatch(/"address":/);
+    const again = session({ turns: [{ tool_calls: [{ name: "session_search", args: { query: "probe" } }] }, { text: "x" }] });
+    await again.s.send("search");
+    await again.s.close();
+    const seen = toolOutputs(again.model)[0]!;
+    expect(seen).toContain("probe-marker");
+    for (const leak of ['"pid"', '"address"', '"resolved"', '"mounts"', '"sandbox"', '"canonical"']) expect(seen).not.toContain(leak);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { canonicalJson, sha256 } from "../../src/approvals/digest.js";
-import { visible } from "../../src/cli/visible.js";
+import { visible } from "../../src/text/visible.js";
 import { Redactor } from "../../src/secrets/redact.js";
 import { approvalCard } from "../../src/server/approval-card.js";
 import { label, safeValue, shown } from "../../src/server/browser-text.js";
@@ -47,10 +47,13 @@ describe("approval cards", () => {
   const req = (op: Record<string, unknown>, digestOver = op) => ({
     nonce: "a".repeat(32), generation: 3, component: "agent", summary: "s", op: String(op.kind), target: String(op.path ?? ""),
     digest: sha256(canonicalJson({ component: "agent", generation: 3, op: digestOver })), detail: op as never,
+    scope: `this exact ${String(op.kind)}\u202e ${SECRET}`, view: { kind: "text" as const, text: "s" },
   });
   it("an edit is shown as the lines it removes and the lines it puts in, filtered", () => {
     const c = approvalCard(req({ kind: "edit", path: "/w/a.ts", old: "a\nb\n", new: `c\u202e\n${SECRET}\n` }), filter);
     expect(c.verified).toBe(true);
+    // The scope of "for the session" is on the card, filtered like the rest.
+    expect(c.scope).toBe("this exact edit\\u{202e} [REDACTED]");
     expect(c.detail).toMatchObject({ kind: "edit", diff: [{ sign: "-", text: "a" }, { sign: "-", text: "b" }, { sign: "+", text: "c\\u{202e}" }, { sign: "+", text: "[REDACTED]" }] });
   });
   it("a command is shown whole, however long (up to the bound, and the cut said)", () => {

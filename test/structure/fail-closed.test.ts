@@ -51,13 +51,13 @@ describe("fail closed by construction", { timeout: 180_000 }, () => {
 
   it("an op kind added to the schema alone does not build: its traits and every decider over op kinds must name it", () => {
     const errors = typecheck(only(OPS, (t) => t.replace(/\n\]\);/, `\n${MOVE_OP}`)));
-    expect(filesOf(errors)).toEqual(["src/approvals/approval-rules.ts", "src/broker/broker.ts", "src/broker/op-record.ts", "src/broker/registry.ts", "src/protocol/ops.ts", "src/server/approval-card.ts", "src/worker/main.ts"]);
+    expect(filesOf(errors)).toEqual(["src/approvals/approval-rules.ts", "src/broker/approval-request.ts", "src/broker/broker.ts", "src/broker/op-record.ts", "src/broker/registry.ts", "src/protocol/ops.ts", "src/server/approval-card.ts", "src/worker/main.ts"]);
     expect(errors.find((e) => e.startsWith("src/protocol/ops.ts"))).toMatch(/Property 'move' is missing/);
   });
 
-  it("an op kind with its traits declared still does not build until the approval summary, the capability, the record, the command, the worker and the browser's approval card decide it", () => {
+  it("an op kind with its traits declared still does not build until the approval summary, scope and view, the capability, the record, the command, the worker and the browser's approval card decide it", () => {
     const errors = typecheck(only(OPS, (t) => t.replace(/\n\]\);/, `\n${MOVE_OP}`).replace("  tool: { effect: \"exec\", creates: false },", "  tool: { effect: \"exec\", creates: false },\n  move: { effect: \"write\", creates: true },")));
-    expect(filesOf(errors)).toEqual(["src/approvals/approval-rules.ts", "src/broker/broker.ts", "src/broker/op-record.ts", "src/server/approval-card.ts", "src/worker/main.ts"]);
+    expect(filesOf(errors)).toEqual(["src/approvals/approval-rules.ts", "src/broker/approval-request.ts", "src/broker/broker.ts", "src/broker/op-record.ts", "src/server/approval-card.ts", "src/worker/main.ts"]);
     expect(errors.every((e) => /not assignable to parameter of type 'never'/.test(e))).toBe(true);
   });
 

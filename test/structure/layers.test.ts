@@ -28,7 +28,7 @@ const PROBES: [what: string, file: string, text: string, rule: string][] = [
   ["a placed folder importing one that has no place", "src/cli/unplaced.ts", `export { thing } from "../elsewhere/thing.js";\n`, "imports-only-placed-folders"],
   ["a lone module in a folder that has no place", "src/lonely/alone.ts", `export const alone = 1;\n`, "no-unplaced-orphans"],
   ["a host module importing the worker bundle", "src/cli/reach.ts", `export { handle } from "../worker/main.js";\n`, "nothing-imports-the-worker"],
-  ["the server importing the CLI", "src/server/upward.ts", `export { visible } from "../cli/visible.js";\n`, "layer-server-imports-down"],
+  ["the server importing the CLI", "src/server/upward.ts", `export { fmt } from "../cli/output.js";\n`, "layer-server-imports-down"],
   ["the web client importing the journal", "src/server/web/leak-journal.ts", `export * from "../../journal/journal.js";\n`, "web-client-imports-only-itself"],
   ["the web client importing the server's code (not its wire types)", "src/server/web/leak-server.ts", `export * from "../auth.js";\n`, "web-client-imports-only-itself"],
   ["the web client importing an npm package other than preact and xterm", "src/server/web/leak-npm.ts", `export { z } from "zod";\n`, "web-client-imports-only-preact-and-xterm"],

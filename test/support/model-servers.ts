@@ -11,6 +11,10 @@ export interface WireTurn {
   toolCalls?: { name: string; args: unknown }[];
   /** Answer with this HTTP status and an error body instead. */
   status?: number;
+  /** Stream text without end (OpenAI wire only), until the client goes away: a reply of any size. */
+  endless?: boolean;
+  /** Characters per streamed piece (default: 7 of text, 5 of arguments, as small as real servers send). */
+  piece?: number;
 }
 
 export interface SeenRequest {
@@ -23,7 +27,15 @@ export interface SeenRequest {
 export interface WireServer {
   baseURL: string;
   seen: SeenRequest[];
+  /** For each endless reply, how many bytes were sent before the client went away. */
+  endlessSent: number[];
   close(): Promise<void>;
+}
+
+function pieces(s: string, n: number): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < s.length; i += n) out.push(s.slice(i, i + n));
+  return out;
 }
 
 const sse = (event: string | undefined, data: unknown) => `${event ? `event: ${event}\n` : ""}data: ${JSON.stringify(data)}\n\n`;
@@ -33,10 +45,10 @@ function openaiStream(turn: WireTurn, model: string): string {
   const chunk = (delta: Record<string, unknown>, finish: string | null = null) => sse(undefined, { ...base, choices: [{ index: 0, delta, finish_reason: finish }] });
   let out = chunk({ role: "assistant", content: "" });
   // Split text and arguments into pieces, as real servers do.
-  for (const piece of (turn.text ?? "").match(/.{1,7}/gs) ?? []) out += chunk({ content: piece });
+  for (const piece of pieces(turn.text ?? "", turn.piece ?? 7)) out += chunk({ content: piece });
   (turn.toolCalls ?? []).forEach((c, i) => {
     out += chunk({ tool_calls: [{ index: i, id: `call_${i}`, type: "function", function: { name: c.name, arguments: "" } }] });
-    for (const piece of JSON.stringify(c.args).match(/.{1,5}/gs) ?? []) out += chunk({ tool_calls: [{ index: i, function: { arguments: piece } }] });
+    for (const piece of pieces(JSON.stringify(c.args), turn.piece ?? 5)) out += chunk({ tool_calls: [{ index: i, function: { arguments: piece } }] });
   });
   out += chunk({}, turn.toolCalls?.length ? "tool_calls" : "stop");
   out += sse(undefined, { ...base, choices: [], usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 } });
@@ -48,13 +60,13 @@ function anthropicStream(turn: WireTurn, model: string): string {
   let index = 0;
   if (turn.text) {
     out += sse("content_block_start", { type: "content_block_start", index, content_block: { type: "text", text: "" } });
-    for (const piece of turn.text.match(/.{1,7}/gs) ?? []) out += sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text: piece } });
+    for (const piece of pieces(turn.text, turn.piece ?? 7)) out += sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text: piece } });
     out += sse("content_block_stop", { type: "content_block_stop", index });
     index += 1;
   }
   for (const [i, c] of (turn.toolCalls ?? []).entries()) {
     out += sse("content_block_start", { type: "content_block_start", index, content_block: { type: "tool_use", id: `toolu_${i}`, name: c.name, input: {} } });
-    for (const piece of JSON.stringify(c.args).match(/.{1,5}/gs) ?? []) out += sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: piece } });
+    for (const piece of pieces(JSON.stringify(c.args), turn.piece ?? 5)) out += sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: piece } });
     out += sse("content_block_stop", { type: "content_block_stop", index });
     index += 1;
   }
@@ -64,6 +76,7 @@ function anthropicStream(turn: WireTurn, model: string): string {
 
 export async function wireServer(turns: WireTurn[], opts: { key?: string } = {}): Promise<WireServer> {
   const seen: SeenRequest[] = [];
+  const endlessSent: number[] = [];
   let next = 0;
   const server: Server = createServer((req, res) => {
     let raw = "";
@@ -87,6 +100,16 @@ export async function wireServer(turns: WireTurn[], opts: { key?: string } = {})
         return void res.writeHead(turn.status, { "content-type": "application/json", "retry-after-ms": "10" }).end(JSON.stringify(body));
       }
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+      if (turn.endless && openai) {
+        const piece = `data: ${JSON.stringify({ id: "chatcmpl-1", object: "chat.completion.chunk", created: 1, model: body.model, choices: [{ index: 0, delta: { content: "e".repeat(4096) }, finish_reason: null }] })}\n\n`;
+        let sent = 0;
+        const more = () => {
+          while (!res.destroyed && res.write(piece)) sent += piece.length;
+          if (!res.destroyed) res.once("drain", more);
+        };
+        res.on("close", () => endlessSent.push(sent));
+        return more();
+      }
       res.end(anthropic ? anthropicStream(turn, String(body.model)) : openaiStream(turn, String(body.model)));
     });
   });
@@ -95,6 +118,7 @@ export async function wireServer(turns: WireTurn[], opts: { key?: string } = {})
   return {
     baseURL: `http://127.0.0.1:${port}`,
     seen,
+    endlessSent,
     close: () => new Promise((r) => server.close(() => r())),
   };
 }

@@ -53,6 +53,7 @@ export function ApprovalCard({ session, card }: { session: string; card: Card })
         <ShownText value={d.text} />
       )}
       {!card.verified && card.op !== "spec" ? <p class="error">The server could not match what is shown to the request's digest: deny it.</p> : null}
+      <p class="scope"><span class="label">"For the session" would allow, without asking:</span> {card.scope}</p>
       <p class="meta">generation {card.generation} · digest <code>{card.digest.slice(0, 16)}…</code></p>
       <div class="buttons" role="group" aria-label="Answer">
         <button type="button" class="allow" disabled={busy || (!card.verified && card.op !== "spec")} onClick={() => answer("allow")}>Allow once</button>
