@@ -685,7 +685,7 @@ describe("the unknown is refused by every decider", () => {
     expect(existsSync(join(s.ws, "asked"))).toBe(false);
     for (const name of ["constructor", "__proto__", "toString", "hasOwnProperty"])
       expect(() => resolveModel(`${name}:m`, UserConfigSchema.parse({}), {})).toThrow(/unknown model provider/);
-    expect(() => t.host.journalSession!.append("mcp.call" as "message", { component: "x" }, 1, { role: "x", provenance: "x" })).toThrow(/unknown journal event kind/);
+    expect(() => t.host.journalSession!.append("made.up" as "message", { component: "x" }, 1, { role: "x", provenance: "x" })).toThrow(/unknown journal event kind/);
     expect(needsApproval({ write: "allow", exec: "allow" }, { kind: "constructor" })).toBe(true);
     // A path rule asked for an access it does not know checks it as a write (the stricter).
     writeFileSync(join(s.ws, ".git", "config.lock"), "");
