@@ -96,4 +96,10 @@ describe("HTML reduced to text", () => {
     expect(htmlToText(`<a href="javascript:alert(1)">click</a>`)).toBe("click");
     expect(htmlToText("a\u202eb\u200bc&#8238;d")).toBe("a b c d");
   });
+
+  it("words in characters a person cannot see (tag characters, soft hyphens, joiners, fillers, separators) do not reach the model", () => {
+    // Tag characters spell ASCII invisibly ("ASCII smuggling"); each is one of the neutraliser's characters, raw or as an entity.
+    const smuggled = [..."IGNORE"].map((c) => String.fromCodePoint(0xe0000 + c.charCodeAt(0))).join("");
+    expect(htmlToText(`a${smuggled}b\u00adc\u2060d\u3164e\u2028f&#xE0049;&#xE0047;g\ufeffh`)).toBe("a b c d e f g h");
+  });
 });
