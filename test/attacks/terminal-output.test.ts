@@ -176,7 +176,8 @@ describe("redaction at the one place every output passes", () => {
     const key = `sk-proj-${"Q".repeat(12)}${Math.random().toString(36).slice(2, 12)}${"z".repeat(10)}`;
     const file = script([{ tool_calls: [{ name: "read_file", args: { path: `/etc/${key}/x` } }, { name: `tool-${key}`, args: {} }] }, { text: "done" }]);
     const r = await runVak(["run", "--model", `scripted:${file}`, "--json", "go"], { cwd: s.ws });
-    expect(r.code).toBe(0);
+    // The read outside the grants is refused: vak run finishes with 3 (README's exit statuses).
+    expect(r.code).toBe(3);
     expect(r.stdout).toContain("── done");
     expect(r.stdout).toContain("[REDACTED]");
     expect(r.stdout).not.toContain(key);
