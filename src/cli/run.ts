@@ -103,7 +103,9 @@ export async function interactiveCommand(flags: AgentFlags & { serve?: boolean; 
       session = new AgentSession({ ...options, title: "interactive session", onEvent: hooks.onEvent, onApproval: hooks.onApproval, onApprovalSettled: hooks.onApprovalSettled, onPolicy: hooks.onPolicy });
       return hostAgent(session, "interactive session", options.workspace);
     });
-    live.watch({ event: printer, approval: approver.request, settled: (r, o) => approver.settled(r, o), policy: onPolicy });
+    // A run the browser started ends here too: the model's last line is let out, and its summary shown (the terminal's own runs print theirs below).
+    const ended = (r: RunResult, by: string) => void (by !== "terminal" && printSummary(out, r, undefined));
+    live.watch({ event: printer, approval: approver.request, settled: (r, o) => approver.settled(r, o), policy: onPolicy, ended });
     out.line(fmt`the browser client: ${own(running.loginUrl ?? running.url)} (this session, live)`);
   } else {
     session = new AgentSession({ ...options, title: "interactive session", onEvent: printer, onApproval: approver.request, onPolicy });

@@ -22,6 +22,8 @@ export interface Watcher {
   approval?(r: ApprovalRequest): void;
   settled?(r: ApprovalRequest, o: Outcome): void;
   policy?(p: { generation: number; mode: SessionMode }): void;
+  /** A run ended (by: who sent its instruction), so that a watcher can end what it was showing of it. */
+  ended?(r: RunResult, by: string): void;
 }
 
 export interface LiveDeps {
@@ -123,6 +125,9 @@ export class LiveSession {
     ).finally(() => {
       this.run = undefined;
       this.publishState();
+    });
+    void done.then((r) => {
+      for (const w of this.watchers) w.ended?.(r, by);
     });
     this.run = { ac, done };
     this.publishState();
