@@ -106,11 +106,11 @@ export function resolveTarget(workspace: string, grants: GrantView, raw: string,
   if (!r.ok && r.outside)
     return r.viaLink
       ? { ok: false, rule: "outside-grants", message: `${raw}: a symbolic link on this path leads outside the workspace and every grant, and is not followed; grant what it leads to with ${grant}, or name the real path` }
-      : { ok: false, rule: "outside-grants", message: `${raw}: outside the workspace and every grant; grant it with ${grant} ${asked}` };
+      : { ok: false, rule: "outside-grants", message: `${raw}: it is outside the workspace and every grant; grant it with ${grant} ${asked}` };
   if (!r.ok) return { ok: false, rule: "unresolvable", message: `${raw} cannot be resolved (${r.code === "ELOOP" ? "a loop of symbolic links" : r.code})` };
   const target = r.path;
   const readRoot = deepestRoot(target, roots);
-  if (!readRoot) return { ok: false, rule: "outside-grants", message: `${raw}: outside the workspace and every grant; grant it with ${grant} ${asked}` };
+  if (!readRoot) return { ok: false, rule: "outside-grants", message: `${raw}: it is outside the workspace and every grant; grant it with ${grant} ${asked}` };
   for (const s of grants.stateDirs)
     if (isWithin(target, s)) return { ok: false, rule: "vak-state", message: `${target} is Vak's own state; no tool may touch it` };
   if (grants.denyRead.some((d) => isWithin(target, d)))

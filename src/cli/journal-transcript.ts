@@ -89,7 +89,12 @@ export function transcript(events: readonly StoredEvent[]): string[] {
         break;
       }
       case "decision":
-        if (p.allowed === false) notes.push(`✗ REFUSED ${one(p.op, 40)} ${one(p.path ?? p.target ?? p.asked ?? "", 200)}: ${one(p.reason, REASON_MAX)}`.replace(/ {2,}/g, " "));
+        if (p.allowed === false) {
+          const where = String(p.path ?? p.target ?? p.asked ?? "");
+          // A path rule's reason starts with the path it refused, which this line already names.
+          const reason = typeof p.reason === "string" && where && p.reason.startsWith(`${where}: `) ? p.reason.slice(where.length + 2) : p.reason;
+          notes.push(`✗ REFUSED ${one(p.op, 40)} ${one(where, 200)}: ${one(reason, REASON_MAX)}`.replace(/ {2,}/g, " "));
+        }
         break;
       case "approval.asked":
         notes.push(`? asked you: ${one(p.summary ?? p.op, REASON_MAX)}`);

@@ -496,7 +496,7 @@ describe("a refusal is no oracle of the host", () => {
       for (const op of [{ kind: "read", path }, { kind: "list", path }, { kind: "write", path, content: "x" }]) {
         const r = await t.broker.run(op);
         const grant = op.kind === "write" ? "--allow-write" : "--allow-read";
-        expect(r).toMatchObject({ ok: false, code: "denied", message: `${path}: outside the workspace and every grant; grant it with ${grant} ${path}` });
+        expect(r).toMatchObject({ ok: false, code: "denied", message: `${path}: it is outside the workspace and every grant; grant it with ${grant} ${path}` });
       }
   });
 });
