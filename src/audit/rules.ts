@@ -2,6 +2,8 @@ import { realpathSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { findProposals, ProposalApprovals } from "../mcp/proposals.js";
 import type { McpServerDef } from "../policy/mcp-servers.js";
+import type { Profile } from "../policy/profile.js";
+import { loadUserProfiles } from "../policy/profiles-file.js";
 import { isWithin } from "../policy/paths.js";
 import type { AuditContext } from "./context.js";
 import type { Check } from "./finding.js";
@@ -9,7 +11,10 @@ import type { Check } from "./finding.js";
 /**
  * Grants broader than anyone means: the whole file system or the home
  * directory, Vak's own directories, a network rule that matches every host,
- * and approvals turned off for commands. Each is legal; each is a question.
+ * and approvals turned off for commands: in MCP servers' grants and in the
+ * user's own [exec] and [profiles.NAME]. Each is legal; each is a question.
+ * (A full-access mode cannot be found here: the config refuses mode =
+ * "full-access" in [exec] and every profile, it is only ever a flag.)
  */
 /** A grant's path as it will resolve: the home spellings expanded, a relative path against the workspace. */
 function expand(p: string, home: string, workspace: string): string {
@@ -45,31 +50,63 @@ function grantedServers(ctx: AuditContext): { server: string; at: string; where:
   return out;
 }
 
+/** Whatever holds grants: an MCP server, the user's [exec] defaults, a named profile. */
+interface Holder {
+  /** As a title names it: "the MCP server X", "the profile work". */
+  who: string;
+  at: string;
+  where: string;
+  read: readonly string[];
+  write: readonly string[];
+  net: readonly string[];
+  /** What the lists are called there: read/write/net for an MCP server, allow_read/… for a profile. */
+  prefix: "" | "allow_";
+}
+
+/** The user's [exec] and [profiles.NAME]; none when the config does not parse (config.invalid says so). */
+function profileHolders(ctx: AuditContext): Holder[] {
+  let file;
+  try {
+    file = loadUserProfiles(ctx.configPath);
+  } catch {
+    return [];
+  }
+  if (!file) return [];
+  const of = (who: string, at: string, p: Profile): Holder => ({
+    who, at, where: ctx.configPath, read: p.body.lists.allow_read, write: p.body.lists.allow_write, net: p.body.lists.allow_net, prefix: "allow_",
+  });
+  const out = file.exec ? [of("every vak exec ([exec])", "exec", file.exec)] : [];
+  for (const [name, p] of file.profiles) out.push(of(`the profile ${name}`, `profiles.${name}`, p));
+  return out;
+}
+
 export function ruleChecks(ctx: AuditContext): Check[] {
   const cfg = ctx.config;
   if (!cfg) return [];
   const out: Check[] = [];
   const own = [ctx.dirs.config, ctx.dirs.state, ctx.dirs.data, ctx.dirs.cache];
-  for (const { server, at, where, def } of grantedServers(ctx)) {
-    for (const [key, write] of [["read", false], ["write", true]] as const) {
-      for (const raw of def[key]) {
-        const p = expand(raw, ctx.home, ctx.workspace);
-        const sev = write ? "critical" : "warn";
-        if (p === "/")
-          out.push({ id: "rules.grant-root", severity: sev, path: where, fixable: false, title: `the MCP server ${server} is granted the whole file system`,
-            detail: `${at}.${key} = "${raw}": ${write ? "it can write" : "it can read"} every file the user can`, fix: `grant the directories it needs instead, in ${at}.${key}` });
-        else if (p === ctx.home)
-          out.push({ id: "rules.grant-home", severity: sev, path: where, fixable: false, title: `the MCP server ${server} is granted the home directory`,
-            detail: `${at}.${key} = "${raw}": ${write ? "it can write" : "it can read"} ${ctx.home} (keys, shell start-up files, other projects)`, fix: `grant the directories it needs instead, in ${at}.${key}` });
-        else if (own.some((d) => isWithin(d, p) || isWithin(p, d)))
-          out.push({ id: "rules.grant-vak-dirs", severity: "warn", path: where, fixable: false, title: `a grant of the MCP server ${server} reaches Vak's own directories`,
-            detail: `${at}.${key} = "${raw}" covers Vak's config or state (${own.filter((d) => isWithin(d, p) || isWithin(p, d)).join(", ")}); they are held back from every sandbox, so the grant does less than it says`, fix: `narrow ${at}.${key}` });
-      }
+  const holders: Holder[] = grantedServers(ctx).map(({ server, at, where, def }) => ({ who: `the MCP server ${server}`, at, where, read: def.read, write: def.write, net: def.net, prefix: "" as const }));
+  holders.push(...profileHolders(ctx));
+  for (const { who, at, where, read, write: writes, net, prefix } of holders) {
+    const key = (k: "read" | "write" | "net") => `${prefix}${k}`;
+    for (const [raw, write] of [...read.map((r) => [r, false] as const), ...writes.map((w) => [w, true] as const)]) {
+      const k = `${at}.${key(write ? "write" : "read")}`;
+      const p = expand(raw, ctx.home, ctx.workspace);
+      const sev = write ? "critical" : "warn";
+      if (p === "/")
+        out.push({ id: "rules.grant-root", severity: sev, path: where, fixable: false, title: `${who} is granted the whole file system`,
+          detail: `${k} = "${raw}": ${write ? "it can write" : "it can read"} every file the user can`, fix: `grant the directories it needs instead, in ${k}` });
+      else if (p === ctx.home)
+        out.push({ id: "rules.grant-home", severity: sev, path: where, fixable: false, title: `${who} is granted the home directory`,
+          detail: `${k} = "${raw}": ${write ? "it can write" : "it can read"} ${ctx.home} (keys, shell start-up files, other projects)`, fix: `grant the directories it needs instead, in ${k}` });
+      else if (own.some((d) => isWithin(d, p) || isWithin(p, d)))
+        out.push({ id: "rules.grant-vak-dirs", severity: "warn", path: where, fixable: false, title: `a grant of ${who} reaches Vak's own directories`,
+          detail: `${k} = "${raw}" covers Vak's config or state (${own.filter((d) => isWithin(d, p) || isWithin(p, d)).join(", ")}); they are held back from every sandbox, so the grant does less than it says`, fix: `narrow ${k}` });
     }
-    for (const rule of def.net)
+    for (const rule of net)
       if (wildcardNet(rule))
-        out.push({ id: "rules.net-wildcard", severity: "warn", path: where, fixable: false, title: `the MCP server ${server} may reach any host`,
-          detail: `${at}.net = "${rule}" matches every host${rule.includes(".") ? " of a top-level domain" : ""}: whatever it reads, it can send anywhere`, fix: `list the exact hosts it needs in ${at}.net` });
+        out.push({ id: "rules.net-wildcard", severity: "warn", path: where, fixable: false, title: `${who} may reach any host`,
+          detail: `${at}.${key("net")} = "${rule}" matches every host${rule.includes(".") ? " of a top-level domain" : ""}: whatever it reads, it can send anywhere`, fix: `list the exact hosts it needs in ${at}.${key("net")}` });
   }
   if (cfg.approvals.exec === "allow")
     out.push({ id: "rules.approvals-exec-allow", severity: "warn", path: ctx.configPath, fixable: false, title: "commands run without asking",

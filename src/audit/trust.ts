@@ -1,6 +1,8 @@
 import { realpathSync } from "node:fs";
+import { dirname } from "node:path";
 import { type PinFile, PinStore } from "../mcp/pins.js";
 import { findProposals, ProposalApprovals } from "../mcp/proposals.js";
+import { findProjectConfig, loadProject, readTrust, type TrustFile, trustFilePath } from "../policy/trust.js";
 import type { AuditContext } from "./context.js";
 import type { Check } from "./finding.js";
 
@@ -8,7 +10,8 @@ import type { Check } from "./finding.js";
  * Trust and drift: MCP servers whose code is whatever a registry serves today
  * (`npx -y pkg` without a version), and tool definitions that changed after
  * they were pinned and wait for `vak mcp trust`, and this repository's
- * proposed MCP servers whose definition changed after it was approved.
+ * proposed MCP servers whose definition changed after it was approved, and
+ * this repository's .vak/config.toml changed after `vak trust`.
  */
 const RUNNERS = new Set(["npx", "bunx", "pnpx", "uvx"]);
 
@@ -49,8 +52,33 @@ export function trustChecks(ctx: AuditContext): Check[] {
       out.push({ id: "trust.pin-drift", severity: "warn", fixable: false, title: `tools of the MCP server ${f.server} changed after they were pinned`,
         detail: `${pending.map(([t, e]) => `${t} (${e.why})`).slice(0, 10).join(", ")}: withheld from every listing until you accept them`, fix: `review and accept with: vak mcp trust ${f.server}` });
   }
-  out.push(...proposalChecks(ctx));
+  out.push(...proposalChecks(ctx), ...repoConfigChecks(ctx));
   return out;
+}
+
+/** This workspace's .vak/config.toml trusted (`vak trust`) at a hash it no longer has: it is ignored until trusted again. */
+function repoConfigChecks(ctx: AuditContext): Check[] {
+  const path = trustFilePath(ctx.env);
+  let trust: TrustFile;
+  try {
+    trust = readTrust(path);
+  } catch (e) {
+    return [{ id: "trust.records-damaged", severity: "warn", path, fixable: false, title: "the repository trust records cannot be read", detail: `${(e as Error).message}; every repository config is untrusted meanwhile`, fix: `remove ${path}, then: vak trust in each repository you trust` }];
+  }
+  let ws: string;
+  try {
+    ws = realpathSync.native(ctx.workspace);
+  } catch {
+    return [];
+  }
+  const file = findProjectConfig(ws, ctx.home);
+  if (!file || trust.trusted.length === 0) return [];
+  const p = loadProject(file, trust);
+  if (!p.hash || p.config?.trusted) return [];
+  const was = trust.trusted.filter((r) => r.path === p.path).at(-1);
+  if (!was) return [];
+  return [{ id: "trust.repo-config-changed", severity: "warn", path: p.path, fixable: false, title: "this repository's .vak/config.toml changed after you trusted it",
+    detail: `trusted ${was.at} at sha256 ${was.sha256.slice(0, 12)}…; it is ${p.hash.slice(0, 12)}… now, so its [exec] and profiles are ignored`, fix: `review what it would grant, then: vak trust ${dirname(dirname(p.path))}` }];
 }
 
 /** A repository's proposal approved at one hash that now has another: it does not start until approved again. */

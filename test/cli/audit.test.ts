@@ -206,6 +206,47 @@ describe("broad rules", () => {
   });
 });
 
+describe("broad rules of the user's [exec] and profiles", () => {
+  it("rules.*: [exec] reading the home directory, a profile writing /, reaching any host, and one granting Vak's state, each named", async () => {
+    h.write(cfg(), [
+      "[exec]", 'allow_read = ["~"]',
+      "[profiles.wide]", 'allow_write = ["/"]', 'allow_net = ["*"]',
+      "[profiles.own]", `allow_read = ["${join(h.state, "vak")}"]`,
+      "[profiles.fine]", 'allow_read = ["/usr/share/doc"]', 'allow_net = ["api.github.com"]',
+    ].join("\n"));
+    const r = await h.audit(["--fix"]);
+    expect(r.ids).not.toContain("config.invalid");
+    expect(r.find("rules.grant-home")).toMatchObject({ severity: "warn", fixable: false, path: cfg(), detail: expect.stringContaining("exec.allow_read") });
+    expect(r.find("rules.grant-root")).toMatchObject({ severity: "critical", fixable: false, title: expect.stringContaining("the profile wide") });
+    expect(r.find("rules.net-wildcard")).toMatchObject({ fixable: false, detail: expect.stringContaining("profiles.wide.allow_net") });
+    expect(r.find("rules.grant-vak-dirs")).toMatchObject({ fixable: false, title: expect.stringContaining("the profile own") });
+    expect(r.report.findings.some((f) => f.title.includes("fine"))).toBe(false);
+  });
+
+  it("a full-access mode cannot be a default: in a profile it is config.invalid, never a silent grant", async () => {
+    h.write(cfg(), "[profiles.all]\nmode = \"full-access\"\n");
+    expect((await h.audit()).find("config.invalid")).toMatchObject({ severity: "critical", detail: expect.stringContaining("full access is never a default") });
+  });
+});
+
+describe("trust of this repository's .vak/config.toml", () => {
+  it("trust.repo-config-changed: a repository config edited after vak trust is reported (not fixable)", async () => {
+    const repo = join(h.workspace, ".vak", "config.toml");
+    h.write(repo, '[exec]\nallow_read = ["src"]\n', 0o644);
+    expect((await runVak(["trust", "--yes"], { cwd: h.workspace, env: h.env })).code).toBe(0);
+    expect((await h.audit()).ids).not.toContain("trust.repo-config-changed");
+    h.write(repo, '[exec]\nallow_read = ["src", ".."]\n', 0o644);
+    const r = await h.audit(["--fix"]);
+    expect(r.find("trust.repo-config-changed")).toMatchObject({ severity: "warn", fixable: false, path: repo });
+    expect(r.code).toBe(1);
+  });
+
+  it("trust.records-damaged: a trust file that is not JSON", async () => {
+    h.write(join(h.state, "vak", "trust.json"), "{not json");
+    expect((await h.audit()).find("trust.records-damaged")).toMatchObject({ severity: "warn", fixable: false, path: join(h.state, "vak", "trust.json") });
+  });
+});
+
 describe("broad rules of this repository's approved proposals", () => {
   it("rules.grant-home: a .vak/config.toml proposal, once approved, granting the home directory (as ..)", async () => {
     const toml = (write: string) => `[mcp_servers.tool]\ncommand = ["/bin/srv"]\nmode = "workspace-write"\nwrite = ["${write}"]\n`;
