@@ -3,7 +3,8 @@ import { isAbsolute, join, resolve } from "node:path";
 import { findProposals, ProposalApprovals } from "../mcp/proposals.js";
 import type { McpServerDef } from "../policy/mcp-servers.js";
 import type { Profile } from "../policy/profile.js";
-import { loadUserProfiles } from "../policy/profiles-file.js";
+import { loadUserProfiles, type ProfilesFile } from "../policy/profiles-file.js";
+import { findProjectConfig, loadProject, readTrust, trustFilePath } from "../policy/trust.js";
 import { isWithin } from "../policy/paths.js";
 import type { AuditContext } from "./context.js";
 import type { Check } from "./finding.js";
@@ -12,10 +13,13 @@ import type { Check } from "./finding.js";
  * Grants broader than anyone means: the whole file system or the home
  * directory, Vak's own directories, a network rule that matches every host,
  * and approvals turned off for commands: in MCP servers' grants and in the
- * user's own [exec] and [profiles.NAME]. Each is legal; each is a question.
+ * user's own [exec] and [profiles.NAME] (and this repository's, once
+ * trusted). Each is legal; each is a question.
  * (A full-access mode cannot be found here: the config refuses mode =
  * "full-access" in [exec] and every profile, it is only ever a flag.)
  */
+const HOME_SPELLING = /^(?:~|\$HOME|\$\{HOME\})(?:\/|$)/;
+
 /** A grant's path as it will resolve: the home spellings expanded, a relative path against the workspace. */
 function expand(p: string, home: string, workspace: string): string {
   if (p === "~" || p === "$HOME" || p === "${HOME}") return home;
@@ -61,22 +65,37 @@ interface Holder {
   net: readonly string[];
   /** What the lists are called there: read/write/net for an MCP server, allow_read/… for a profile. */
   prefix: "" | "allow_";
+  /** What a relative path resolves against: the workspace, or a repository config's repository. */
+  base: string;
+  /** A repository config's relative path that leaves the repository is skipped (compose.ts), so it grants nothing. */
+  confined?: boolean;
 }
 
-/** The user's [exec] and [profiles.NAME]; none when the config does not parse (config.invalid says so). */
+/** The [exec] and [profiles.NAME] of one config file; `base` is what its relative paths resolve against. */
+function tablesOf(file: ProfilesFile, where: string, base: string, whose: string): Holder[] {
+  const of = (who: string, at: string, p: Profile): Holder => ({ who, at, where, base, confined: whose !== "", read: p.body.lists.allow_read, write: p.body.lists.allow_write, net: p.body.lists.allow_net, prefix: "allow_" });
+  const out = file.exec ? [of(`every vak exec (${whose}[exec])`, "exec", file.exec)] : [];
+  for (const [name, p] of file.profiles) out.push(of(`${whose ? "this repository's" : "the"} profile ${name}`, `profiles.${name}`, p));
+  return out;
+}
+
+/** The user's [exec] and profiles (none when the config does not parse: config.invalid says so), and this repository's once trusted (`vak trust`). */
 function profileHolders(ctx: AuditContext): Holder[] {
-  let file;
+  const out: Holder[] = [];
   try {
-    file = loadUserProfiles(ctx.configPath);
+    const file = loadUserProfiles(ctx.configPath);
+    if (file) out.push(...tablesOf(file, ctx.configPath, ctx.workspace, ""));
   } catch {
-    return [];
+    // config.invalid
   }
-  if (!file) return [];
-  const of = (who: string, at: string, p: Profile): Holder => ({
-    who, at, where: ctx.configPath, read: p.body.lists.allow_read, write: p.body.lists.allow_write, net: p.body.lists.allow_net, prefix: "allow_",
-  });
-  const out = file.exec ? [of("every vak exec ([exec])", "exec", file.exec)] : [];
-  for (const [name, p] of file.profiles) out.push(of(`the profile ${name}`, `profiles.${name}`, p));
+  try {
+    const ws = realpathSync.native(ctx.workspace);
+    const found = findProjectConfig(ws, ctx.home);
+    const p = found ? loadProject(found, readTrust(trustFilePath(ctx.env))) : undefined;
+    if (p?.config?.trusted) out.push(...tablesOf(p.config.file, p.path, p.config.root, "this repository's "));
+  } catch {
+    // trust.records-damaged: nothing is trusted
+  }
   return out;
 }
 
@@ -85,13 +104,14 @@ export function ruleChecks(ctx: AuditContext): Check[] {
   if (!cfg) return [];
   const out: Check[] = [];
   const own = [ctx.dirs.config, ctx.dirs.state, ctx.dirs.data, ctx.dirs.cache];
-  const holders: Holder[] = grantedServers(ctx).map(({ server, at, where, def }) => ({ who: `the MCP server ${server}`, at, where, read: def.read, write: def.write, net: def.net, prefix: "" as const }));
+  const holders: Holder[] = grantedServers(ctx).map(({ server, at, where, def }) => ({ who: `the MCP server ${server}`, at, where, read: def.read, write: def.write, net: def.net, prefix: "" as const, base: ctx.workspace }));
   holders.push(...profileHolders(ctx));
-  for (const { who, at, where, read, write: writes, net, prefix } of holders) {
+  for (const { who, at, where, read, write: writes, net, prefix, base, confined } of holders) {
     const key = (k: "read" | "write" | "net") => `${prefix}${k}`;
     for (const [raw, write] of [...read.map((r) => [r, false] as const), ...writes.map((w) => [w, true] as const)]) {
       const k = `${at}.${key(write ? "write" : "read")}`;
-      const p = expand(raw, ctx.home, ctx.workspace);
+      const p = expand(raw, ctx.home, base);
+      if (confined && !isAbsolute(raw) && !HOME_SPELLING.test(raw) && !isWithin(p, base)) continue;
       const sev = write ? "critical" : "warn";
       if (p === "/")
         out.push({ id: "rules.grant-root", severity: sev, path: where, fixable: false, title: `${who} is granted the whole file system`,

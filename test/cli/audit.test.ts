@@ -223,6 +223,20 @@ describe("broad rules of the user's [exec] and profiles", () => {
     expect(r.report.findings.some((f) => f.title.includes("fine"))).toBe(false);
   });
 
+  it("rules.*: this repository's [exec] and profiles count once trusted, not before", async () => {
+    const repo = join(h.workspace, ".vak", "config.toml");
+    h.write(repo, '[exec]\nallow_write = ["..", "~"]\n[profiles.deploy]\nallow_net = ["*"]\n', 0o644);
+    const before = await h.audit();
+    expect(before.ids.filter((i) => i.startsWith("rules."))).toEqual([]);
+    expect((await runVak(["trust", "--yes"], { cwd: h.workspace, env: h.env })).code).toBe(0);
+    const r = await h.audit();
+    // ".." leaves the repository, so Vak skips it (it grants nothing); "~" is the home directory.
+    expect(r.report.findings.filter((f) => f.id === "rules.grant-home")).toEqual([
+      expect.objectContaining({ severity: "critical", fixable: false, path: repo, title: expect.stringContaining("this repository's [exec]"), detail: expect.stringContaining('"~"') }),
+    ]);
+    expect(r.find("rules.net-wildcard")).toMatchObject({ fixable: false, path: repo, title: expect.stringContaining("this repository's profile deploy") });
+  });
+
   it("a full-access mode cannot be a default: in a profile it is config.invalid, never a silent grant", async () => {
     h.write(cfg(), "[profiles.all]\nmode = \"full-access\"\n");
     expect((await h.audit()).find("config.invalid")).toMatchObject({ severity: "critical", detail: expect.stringContaining("full access is never a default") });
