@@ -120,7 +120,9 @@ export function containerProfile(table: SeccompTable, names: ReadonlyMap<number,
       continue;
     }
     if (act !== RET_ERRNO) throw new Error(`${name}: the table's action ${r.action} has no engine equivalent`);
-    const allows = r.clauses.filter((c) => actionOf(c.action) === RET_ALLOW && holds(c.when, roles));
+    // A clause the launcher hands to its guard (which refuses with a line saying which grant would do) is let
+    // through here as well: refused out here, the call would fail with no line, and the inner filter still decides.
+    const allows = r.clauses.filter((c) => (actionOf(c.action) === RET_ALLOW || actionOf(c.action) === RET_USER_NOTIF) && holds(c.when, roles));
     if (allows.length === 0) {
       out.push({ names: [name], action: "SCMP_ACT_ERRNO", errnoRet: errnoOf(r.action), comment: `refused to every role by the launcher's table` });
       continue;
