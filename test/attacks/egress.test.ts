@@ -1,10 +1,9 @@
-import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { testInternet, type TestInternet } from "../support/netns.js";
+import { servedTree, testInternet, type TestInternet } from "../support/netns.js";
 import { runVak } from "../support/vak.js";
 import { collect, gateClient, rawGate, rawUpstream, statusOf, testGate, until } from "../support/net.js";
 import type { EgressEvent } from "../../src/net/egress-gate.js";
@@ -27,17 +26,7 @@ describe("egress through the gate", () => {
 
   beforeAll(async () => {
     net = await testInternet(hosts, [80, 8080], [9091]);
-    mkdirSync(join(net.dir, "ws"));
-    mkdirSync(join(net.dir, "www"));
-    const repo = join(net.dir, "www", "repo.git");
-    execFileSync("git", ["init", "-q", "--bare", repo]);
-    const src = join(net.dir, "src");
-    mkdirSync(src);
-    const git = (...a: string[]) => execFileSync("git", a, { cwd: src, stdio: "ignore" });
-    git("init", "-q", "-b", "main");
-    git("-c", "user.email=t@t.invalid", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x");
-    git("push", "-q", repo, "main");
-    execFileSync("git", ["update-server-info"], { cwd: repo });
+    servedTree(net.dir);
   }, 60_000);
   afterAll(() => net?.close());
 

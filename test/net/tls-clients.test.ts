@@ -1,8 +1,7 @@
-import { execFileSync } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { testInternet, type TestInternet } from "../support/netns.js";
+import { servedTree, testInternet, type TestInternet } from "../support/netns.js";
 import { testCa, type TestCa } from "../support/tls.js";
 
 // The clients a coding agent runs, inside `vak exec`, over HTTPS that the gate
@@ -16,17 +15,7 @@ describe("clients trust the run's CA without flags", () => {
   beforeAll(async () => {
     ca = await testCa();
     net = await testInternet({ "api.test": "11.0.0.2" }, [80], [], [{ port: 443, ...(await ca.issue(["api.test"])) }]);
-    mkdirSync(join(net.dir, "ws"));
-    mkdirSync(join(net.dir, "www"));
-    const repo = join(net.dir, "www", "repo.git");
-    execFileSync("git", ["init", "-q", "--bare", repo]);
-    const src = join(net.dir, "src");
-    mkdirSync(src);
-    const git = (...a: string[]) => execFileSync("git", a, { cwd: src, stdio: "ignore" });
-    git("init", "-q", "-b", "main");
-    git("-c", "user.email=t@t.invalid", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x");
-    git("push", "-q", repo, "main");
-    execFileSync("git", ["update-server-info"], { cwd: repo });
+    servedTree(net.dir);
     writeFileSync(join(net.dir, "ws", "Fetch.java"), `import java.net.*; import java.io.*;
 public class Fetch { public static void main(String[] a) throws Exception {
   HttpURLConnection c = (HttpURLConnection) new URL(a[0]).openConnection();

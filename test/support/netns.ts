@@ -1,5 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -120,4 +120,23 @@ export async function testInternet(hosts: Record<string, string>, ports: number[
       }),
     close,
   };
+}
+
+/**
+ * What the tests' web server serves and their sandboxes work in, under a test
+ * internet's dir: ws/ (a workspace) and www/repo.git, a bare repository with
+ * one commit on main, served by plain HTTP (git's dumb protocol).
+ */
+export function servedTree(dir: string): void {
+  mkdirSync(join(dir, "ws"));
+  mkdirSync(join(dir, "www"));
+  const repo = join(dir, "www", "repo.git");
+  execFileSync("git", ["init", "-q", "--bare", repo]);
+  const src = join(dir, "src");
+  mkdirSync(src);
+  const git = (...a: string[]) => execFileSync("git", a, { cwd: src, stdio: "ignore" });
+  git("init", "-q", "-b", "main");
+  git("-c", "user.email=t@t.invalid", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "x");
+  git("push", "-q", repo, "main");
+  execFileSync("git", ["update-server-info"], { cwd: repo });
 }
