@@ -20,6 +20,8 @@ const LAYERS = [
   ["server"],
   ["audit"],
   ["cli", "index.ts"],
+  // The resident host serves `vak exec` for native/client.c with the CLI's own code.
+  ["resident"],
 ];
 /** Runs in a worker sandbox: may import only the wire protocol (and Node's own modules, zod). */
 const ISLANDS = ["worker"];

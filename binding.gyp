@@ -17,6 +17,19 @@
       "sources": ["native/engine.c", "native/tunnel.c"],
       "cflags": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-fstack-protector-strong", "-D_FORTIFY_SOURCE=2"],
       "ldflags": ["-Wl,-z,relro,-z,now"]
+    },
+    {
+      "target_name": "vak-resident",
+      "sources": ["native/resident.c"],
+      "cflags": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-fstack-protector-strong", "-D_FORTIFY_SOURCE=2"],
+      "ldflags": ["-Wl,-z,relro,-z,now"]
+    },
+    {
+      "target_name": "vak-client",
+      "type": "executable",
+      "sources": ["native/client.c"],
+      "cflags": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-fstack-protector-strong", "-D_FORTIFY_SOURCE=2"],
+      "ldflags": ["-pie", "-Wl,-z,relro,-z,now"]
     }
   ]
 }

@@ -11,6 +11,13 @@ export default defineConfig([
     external: [/^node:/, "better-sqlite3", "node-pty", "ws"],
     output: { dir: "dist/bin", format: "cjs", entryFileNames: "[name].cjs", chunkFileNames: "[name]-[hash].cjs" },
   },
+  // The resident host (`vak host`), a bundle of its own: vak.cjs stays one file for the in-process start-up.
+  {
+    input: { host: "src/resident/main.ts" },
+    platform: "node",
+    external: [/^node:/, "better-sqlite3", "node-pty", "ws"],
+    output: { dir: "dist/resident-host", format: "cjs", entryFileNames: "[name].cjs", chunkFileNames: "[name]-[hash].cjs" },
+  },
   // The worker: one file (with zod inside) in dist/runtime, bound read-only into worker sandboxes.
   {
     input: { worker: "src/worker/main.ts" },

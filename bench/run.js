@@ -92,6 +92,8 @@ try {
   else peers.push("Codex not installed here; its native sandbox measured elsewhere at 53-74 ms");
   report("whole command: vak exec against node -e 0", await interleaved(cands), "within 25 ms of node -e 0");
   for (const p of peers) console.log(`  peer: ${p}`);
+  const { residentBench } = await import("./resident.js");
+  await residentBench({ root: ROOT, env, runs: RUNS });
   const { planBench } = await import("./plan.js");
   await planBench(ROOT);
   const { journalBench } = await import("./journal.js");

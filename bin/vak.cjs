@@ -22,9 +22,11 @@ Module._extensions[".cjs"] = function compileCached(module, filename) {
   script.runInThisContext()(module.exports, Module.createRequire(filename), module, filename, dirname(filename));
 };
 
-const cli = require(join(BUNDLE, "vak.cjs"));
+// `vak host` is the resident host (src/resident/), a bundle of its own.
+const host = process.argv[2] === "host";
+const cli = require(host ? join(__dirname, "..", "dist", "resident-host", "host.cjs") : join(BUNDLE, "vak.cjs"));
 // main() prints its own errors; the exit waits until stdout and stderr are flushed (a pipe to a slow reader gets everything).
-cli.main(process.argv.slice(2)).then(
+cli.main(process.argv.slice(host ? 3 : 2)).then(
   (code) => cli.exitWhenFlushed(code),
   () => cli.exitWhenFlushed(125),
 );

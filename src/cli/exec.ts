@@ -24,7 +24,7 @@ import type { Explain } from "./exec-explain.js";
 import { Refusals } from "./exec-refusals.js";
 import { OwnLines } from "./line-start.js";
 import { limitLine, limitsHit, type LimitHit } from "./limit-lines.js";
-import { fmt, own, processOutput, type Text } from "./output.js";
+import { fmt, own, processOutput, type Output, type Text } from "./output.js";
 
 export interface ExecOptions extends GrantFlags {
   allowEnv?: string[];
@@ -86,23 +86,67 @@ function egressConfigured(): boolean {
  * secret, which is recorded by reference and redacted (--secret NAME=env:NAME).
  * Loaded only when --allow-env is given (the user's config needs zod).
  */
-export async function refuseProviderKeys(names: readonly string[]): Promise<void> {
+export async function refuseProviderKeys(names: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const { providerKeyProblem, providerKeys } = await import("../model/provider-keys.js");
   const { loadUserConfig } = await import("../policy/config.js");
-  const keys = providerKeys(loadUserConfig(), process.env);
+  const keys = providerKeys(loadUserConfig(), env);
   for (const name of names) {
-    const problem = providerKeyProblem(name, process.env[name], keys);
+    const problem = providerKeyProblem(name, env[name], keys);
     if (problem) throw new VakError("bad-input", `--allow-env ${name} is refused, since ${problem}; a key goes to a command only as a secret, on the record and redacted: --secret ${name}=env:${name}`);
   }
 }
 
-export async function execCommand(command: string[], opts: ExecOptions): Promise<number> {
+/**
+ * Where one `vak exec` comes from: this process (its cwd, environment, stdio
+ * and signals), or a client of the resident host (src/resident/), whose
+ * descriptors the host received. The plan and the record are the same either way.
+ */
+export interface ExecContext {
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  /** The command's stdin, stdout and stderr: this process's own, or descriptors. */
+  stdio: [StdioSlot, StdioSlot, StdioSlot];
+  /** Where Vak's own lines go: the descriptor OwnLines looks at, and the output module's stream on it (redacted, neutralised). */
+  errFd: number;
+  err: Output;
+  /** Calls stop(signal) when the user asks the command to stop; returns what unsubscribes it. */
+  onStop(stop: (signal: NodeJS.Signals) => void): () => void;
+  /**
+   * The resident host's say, once the grants are composed (flags, config, profiles) and before anything is
+   * created or resolved: a reason to send the request back to its client's own CLI, or undefined to go on.
+   */
+  serves?(r: { secrets: readonly string[]; allowNet: readonly string[]; denyNet: readonly string[] }): string | undefined;
+}
+
+/** Thrown by execCommand when ctx.serves() declines: nothing was created, resolved or run. */
+export class NotServed extends Error {}
+type StdioSlot = "inherit" | number;
+
+/** This process as the context: `vak exec` in-process, as without a host. */
+export function processContext(): ExecContext {
+  return {
+    cwd: process.cwd(),
+    env: process.env,
+    stdio: ["inherit", "inherit", "inherit"],
+    errFd: 2,
+    err: processOutput().err,
+    onStop(stop) {
+      for (const s of STOP_SIGNALS) process.on(s, stop);
+      return () => {
+        for (const s of STOP_SIGNALS) process.off(s, stop);
+      };
+    },
+  };
+}
+
+export async function execCommand(command: string[], opts: ExecOptions, ctx: ExecContext = processContext()): Promise<number> {
   const fullAccess = fullAccessOf(opts);
-  const r = await resolveGrants(opts, { execDefaults: true });
+  // The workspace defaults to the caller's cwd (the resident host's client's, not the host's own).
+  const r = await resolveGrants({ ...opts, workspace: opts.workspace ?? ctx.cwd }, { execDefaults: true, env: ctx.env });
   const mode: Mode = fullAccess ? "full-access" : r.mode;
   for (const name of r.grants.env)
     if (!ENV_NAME.test(name)) throw new VakError("bad-input", `--allow-env ${name}: not an environment variable name (letters, digits and _)`);
-  if (r.grants.env.length) await refuseProviderKeys(r.grants.env);
+  if (r.grants.env.length) await refuseProviderKeys(r.grants.env, ctx.env);
   const sandbox: SandboxKind = mode === "full-access" ? "none" : (opts.sandbox as SandboxKind);
   let net: NetGrants | undefined;
   if (r.allowNet.length || r.denyNet.length) {
@@ -115,6 +159,8 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
       throw e;
     }
   }
+  const declined = ctx.serves?.(r);
+  if (declined) throw new NotServed(declined);
   const dryRun = Boolean(opts.printPlan || opts.dryRun);
   // Secrets are resolved only for a real run: a dry run shows their references.
   const secrets = dryRun ? [] : await secretsOf(r.secrets);
@@ -124,10 +170,10 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
     throw new VakError("bad-input", "a secret held by the gate (NAME=REF@HOST), --endpoint and --ca-file need a network grant: add --allow-net HOST");
   // Secrets held by the gate, provider endpoints, and TLS at the gate load only for runs that use them (never for a dry run).
   let netx: ExecNet | undefined;
-  if (!dryRun && net?.allow.length && (gateHeld.length || opts.endpoint?.length || opts.caFile?.length || process.env.NODE_EXTRA_CA_CERTS || egressConfigured() || (await import("../policy/net-grants.js")).needsInspection(net))) {
+  if (!dryRun && net?.allow.length && (gateHeld.length || opts.endpoint?.length || opts.caFile?.length || ctx.env.NODE_EXTRA_CA_CERTS || egressConfigured() || (await import("../policy/net-grants.js")).needsInspection(net))) {
     const { prepareExecNet } = await import("./exec-net.js");
     const { loadUserConfig } = await import("../policy/config.js");
-    netx = await prepareExecNet({ net, secrets, endpoints: opts.endpoint ?? [], caFiles: opts.caFile ?? [], config: loadUserConfig().egress, hostEnv: process.env as Record<string, string> });
+    netx = await prepareExecNet({ net, secrets, endpoints: opts.endpoint ?? [], caFiles: opts.caFile ?? [], config: loadUserConfig().egress, hostEnv: ctx.env as Record<string, string> });
   }
   let scratch: { tmp: string; home: string } | undefined;
   if (sandbox === "reduced" && !dryRun) {
@@ -140,13 +186,13 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
   try {
     const plan = decide(
       {
-        mode, sandbox, workspace: r.workspace, cwd: opts.workspace ? undefined : process.cwd(), limits: r.limits, command,
+        mode, sandbox, workspace: r.workspace, cwd: opts.workspace ? undefined : ctx.cwd, limits: r.limits, command,
         // A dry run creates nothing: what a profile would create is listed, not granted.
         grants: dryRun ? { ...r.grants, write: r.grants.write.filter((p) => !r.composition.create.some((x) => x.path === p)) } : r.grants,
         scratch: scratch ?? (sandbox === "reduced" ? { tmp: "/nonexistent/tmp", home: "/nonexistent/home" } : undefined), net,
         files: r.files, setEnv: r.setEnv, runtime: netx?.runtime,
       },
-      hostFacts(),
+      hostFacts(ctx.env),
     );
     if (dryRun) {
       const { planView, printPlan } = await import("./exec-plan.js");
@@ -155,16 +201,16 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
       else printPlan(view, processOutput().out);
       return 0;
     }
-    for (const n of r.notes) processOutput().err.line(fmt`vak: ${n}`);
+    for (const n of r.notes) ctx.err.line(fmt`vak: ${n}`);
     const hints = await import("./exec-hints.js");
     let index: PresetEntry[] | undefined;
     const presets = () => (index ??= hints.presetIndex());
     let envLines: string[] = [];
     if (plan.sandbox !== "none") {
       const applied = r.composition.applied.map((p) => p.name);
-      const program = hints.programHints(plan, process.env, presets);
-      envLines = hints.droppedEnvHints(plan, applied, process.env, presets());
-      for (const line of [...envLines, ...(program.before ? [program.before] : [])]) processOutput().err.line(fmt`vak: ${line}`);
+      const program = hints.programHints(plan, ctx.env, presets);
+      envLines = hints.droppedEnvHints(plan, applied, ctx.env, presets());
+      for (const line of [...envLines, ...(program.before ? [program.before] : [])]) ctx.err.line(fmt`vak: ${line}`);
     }
     if (netx && plan.sandbox === "none")
       throw new VakError("bad-input", "--full-access has no egress gate: a secret held by the gate, --endpoint and --ca-file need the sandbox");
@@ -173,33 +219,32 @@ export async function execCommand(command: string[], opts: ExecOptions): Promise
     if (netx) Object.assign(plan.env, netx.env);
     const used = secrets.filter((x) => !x.hosts).map((x) => ({ ref: x.ref, recipient: `env ${x.name}` }));
     for (const x of gateHeld) used.push({ ref: x.ref, recipient: `placeholder in env ${x.name}; the gate puts the value in request headers for ${x.hosts!.join(", ")}` });
-    if (plan.sandbox === "none") return await runUnsandboxed(plan, opts, used);
+    if (plan.sandbox === "none") return await runUnsandboxed(plan, opts, used, ctx);
     // Refused before anything is recorded: root, no image, a stale one (the run would not start anyway).
     if (plan.sandbox === "container") containerPreflight();
     // --explain's collector loads only when asked for.
     const explainer = opts.explain ? new (await import("./exec-explain.js")).Explain(plan) : undefined;
-    return await runSandboxed(plan, opts, used, { r, presets, explain: explainer, envLines }, netx);
+    return await runSandboxed(plan, opts, used, ctx, { r, presets, explain: explainer, envLines, env: ctx.env }, netx);
   } finally {
     if (scratch) rmSync(dirname(scratch.tmp), { recursive: true, force: true });
     netx?.close();
   }
 }
 
-async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[]): Promise<number> {
+async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[], ctx: ExecContext): Promise<number> {
   const record = ExecRecord.start(plan, secrets);
-  const { err } = processOutput();
-  err.line(own("vak: --full-access: running WITHOUT a sandbox, by your explicit decision"));
+  ctx.err.line(own("vak: --full-access: running WITHOUT a sandbox, by your explicit decision"));
   const [cmd, ...args] = plan.command;
-  const child = spawn(cmd!, args, { stdio: "inherit", cwd: plan.cwd, env: plan.env });
+  const child = spawn(cmd!, args, { stdio: ctx.stdio, cwd: plan.cwd, env: plan.env });
   const code = await new Promise<number>((resolve) => {
     child.on("error", (e) => {
-      err.line(fmt`vak: ${cmd}: ${e.message}`);
+      ctx.err.line(fmt`vak: ${cmd}: ${e.message}`);
       resolve((e as NodeJS.ErrnoException).code === "ENOENT" ? 127 : 126);
     });
     child.on("close", (c, s) => resolve(c ?? 128 + (s ? 9 : 0)));
   });
   record.finish(undefined, code);
-  if (opts.json) new OwnLines(undefined).json({ exit: code, mode: plan.mode, sandbox: "none" });
+  if (opts.json) new OwnLines(undefined, ctx.errFd, ctx.err).json({ exit: code, mode: plan.mode, sandbox: "none" });
   return code;
 }
 
@@ -211,16 +256,18 @@ interface HintSources {
   explain?: Explain | undefined;
   /** The variables the allowlist dropped that the command may read, as said before the run. */
   envLines: string[];
+  /** The caller's environment (the resident host's client's, not the host's own). */
+  env: NodeJS.ProcessEnv;
 }
 
-async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[], sources: HintSources, netx?: ExecNet): Promise<number> {
+async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[], ctx: ExecContext, sources: HintSources, netx?: ExecNet): Promise<number> {
   // Nothing runs unrecorded: the policy and the plan are committed first.
   const record = ExecRecord.start(plan, secrets);
   const egress: EgressSeen = { kept: [], omitted: 0, refused: 0 };
   // Refusals print as they happen, each on a line of its own.
   const refusals = new Refusals(plan, sources.r, sources.presets, (line) => {
     sources.explain?.alsoSaid(line);
-    new OwnLines(undefined).line(fmt`vak: ${line}`);
+    new OwnLines(undefined, ctx.errFd, ctx.err).line(fmt`vak: ${line}`);
   });
   let gate: { link: GateLink; close(): Promise<void> } | undefined;
   try {
@@ -234,7 +281,7 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secret
         // Fail closed: a request whose decision cannot be recorded is not sent (the gate drops it).
         if (record.failed) throw record.failed;
       }, () => record.sync(), netx?.gate);
-    return await runWithGate(plan, opts, egress, gate, record, refusals, sources, netx);
+    return await runWithGate(plan, opts, egress, gate, record, refusals, sources, ctx, netx);
   } finally {
     await gate?.close();
   }
@@ -242,7 +289,7 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secret
 
 async function runWithGate(
   plan: LaunchPlan, opts: ExecOptions, egress: EgressSeen, gate: { link: GateLink; close(): Promise<void> } | undefined, record: ExecRecord,
-  refusals: Refusals, sources: HintSources, netx?: ExecNet,
+  refusals: Refusals, sources: HintSources, ctx: ExecContext, netx?: ExecNet,
 ): Promise<number> {
   const started = process.hrtime.bigint();
   let seen = 0;
@@ -254,7 +301,7 @@ async function runWithGate(
   };
   // stdio is vak's own: the launcher keeps the terminal out of the sandbox (a pty of its own in
   // between) and counts every byte of output against --max-output (native/terminal.c).
-  const sb = launch(plan, ["inherit", "inherit", "inherit"], gate?.link, { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined });
+  const sb = launch(plan, ctx.stdio, gate?.link, { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined });
   // While the launcher builds the sandbox, this thread only waits: the gate's TLS is readied then.
   netx?.tls?.warm();
   record.onFailure = () => sb.kill("SIGKILL");
@@ -267,20 +314,20 @@ async function runWithGate(
     sb.kill(sig);
     killTimer = setTimeout(() => sb.kill("SIGKILL"), KILL_AFTER_MS);
   };
-  for (const s of STOP_SIGNALS) process.on(s, onSignal);
+  const unsubscribe = ctx.onStop(onSignal);
 
   let result: LaunchResult;
   try {
     result = await sb.result;
   } finally {
-    for (const s of STOP_SIGNALS) process.off(s, onSignal);
+    unsubscribe();
     if (killTimer) clearTimeout(killTimer);
   }
   // The sandbox is gone: closing the gate records how its last requests ended, and the refusal counts, before the record closes.
   await gate?.close();
   const outputExceeded = result.outputExceeded;
   // The launcher wrote the command's output itself: vak knows its last byte only where a file can tell.
-  const own = new OwnLines(undefined);
+  const own = new OwnLines(undefined, ctx.errFd, ctx.err);
   // What the watcher did not see yet (the last moments of the run), then how many more of each.
   for (const rep of result.reports.slice(seen)) onReport(rep);
   const signaled = result.reports.find((x) => x.event === "signaled");
@@ -344,7 +391,7 @@ function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, lin
     err(fmt`${r.execError.message}`);
     // A program outside the view: which grant would show it.
     if (r.execError.errno === 2) {
-      const h = programHints(plan, process.env, sources.presets).notFound;
+      const h = programHints(plan, sources.env, sources.presets).notFound;
       if (h) err(fmt`${h}`);
     }
     return r.code;

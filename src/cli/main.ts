@@ -4,7 +4,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { decide } from "../policy/plan.js";
 import { resolveGrants } from "./exec-grants.js";
 import { hostFacts } from "../sandbox/host.js";
-import { execCommand } from "./exec.js";
+import { execCommand, type ExecOptions } from "./exec.js";
 import { EXIT_REFUSED } from "./exit.js";
 import { parseDuration, parseSeconds, parseSize, UnitError } from "../policy/units.js";
 import { likelyCommand, routeArgv } from "./argv.js";
@@ -130,8 +130,10 @@ Install:
   fish   vak completion fish > ~/.config/fish/completions/vak.fish
 The script is made from Vak's own command definitions, so it always matches this version.`;
 
+type ExecRun = (command: string[], opts: ExecOptions) => Promise<number>;
+
 /** The CLI; for `vak exec`, only that command is defined (building the others costs start-up time it does not need). */
-export function program(onlyExec = false, escaped: { message?: string[] | undefined } = {}): Command {
+export function program(onlyExec = false, escaped: { message?: string[] | undefined } = {}, run: ExecRun = execCommand): Command {
   const p = new Command("vak")
     .description("Run AI agents and their tools with deny-by-default grants, on the record.")
     .exitOverride()
@@ -167,7 +169,7 @@ export function program(onlyExec = false, escaped: { message?: string[] | undefi
     .passThroughOptions()
     .action(async (command: string[], opts) => {
       // exec is imported statically: it is the start-up-critical path.
-      p.setOptionValue("exitCode", await execCommand(command, opts));
+      p.setOptionValue("exitCode", await run(command, opts as ExecOptions));
     });
 
   if (onlyExec) return p;
@@ -342,6 +344,28 @@ export async function warmUp(dir: string): Promise<void> {
   mkdirSync(config, { recursive: true });
   writeFileSync(join(config, "config.toml"), `[exec]\nprofiles = ["git"]\ntimeout = 600\ndeny_read = ["~/.ssh"]\n\n[profiles.warm]\nextends = ["npm"]\nallow_env = ["LANG", "LC_*"]\nset_env = { WARM = "1" }\n`);
   await resolveGrants({ workspace: dir, profile: ["warm", "python"], allowRead: [dir] }, { execDefaults: true, env: { ...process.env, XDG_CONFIG_HOME: join(dir, "xdg-config") }, home: dir });
+}
+
+/**
+ * `vak exec ARGS` parsed exactly as the CLI parses it, for the resident host
+ * (src/resident/); undefined when it would not parse or asks for help (the
+ * in-process CLI then says why, so the host sends such a request back).
+ */
+export async function parseExec(argv: readonly string[]): Promise<{ command: string[]; opts: ExecOptions } | undefined> {
+  if (argv[0] !== "exec") return undefined;
+  let got: { command: string[]; opts: ExecOptions } | undefined;
+  const p = program(true, {}, async (command, opts) => {
+    got = { command, opts };
+    return 0;
+  });
+  // Nothing is printed by the host: a request that does not parse goes back to the client's own CLI.
+  for (const c of [p, ...p.commands]) c.configureOutput({ writeOut: () => undefined, writeErr: () => undefined, outputError: () => undefined });
+  try {
+    await p.parseAsync([...argv], { from: "user" });
+  } catch {
+    return undefined;
+  }
+  return got;
 }
 
 /** Runs the CLI; resolves to the process exit status (bin/vak.cjs exits with it once output is flushed: exitWhenFlushed). */

@@ -22,7 +22,7 @@ import type { LaunchPlan } from "../policy/plan.js";
 import { vakDirs } from "../policy/state.js";
 import { containerArgs, DEFAULT_CONTAINER_MEMORY, engineEnv, refuseRoot, type ContainerImage } from "./container-args.js";
 import { launcherArgs, type GateLink, type OutputOptions } from "./launcher-args.js";
-import { privateTmp, readReport, resultOf, type RunningSandbox } from "./launch-result.js";
+import { privateTmp, readReport, resultOf, type RunningSandbox, type StdioSlot } from "./launch-result.js";
 
 /** Where `vak container build-image` records the image it built: Vak's cache, which no sandbox reaches. */
 export function imageRecordPath(env: NodeJS.ProcessEnv = process.env): string {
@@ -93,7 +93,7 @@ export function containerPreflight(env: NodeJS.ProcessEnv = process.env): Contai
 /** Starts the plan's launcher in a container; the same contract as launch(). */
 export function launchInContainer(
   plan: LaunchPlan,
-  stdio: ["inherit" | "pipe" | "ignore", "inherit" | "pipe" | "ignore", "inherit" | "pipe" | "ignore"],
+  stdio: [StdioSlot, StdioSlot, StdioSlot],
   gate: GateLink | undefined,
   opts: { detached?: boolean } & OutputOptions,
 ): RunningSandbox {

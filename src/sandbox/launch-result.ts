@@ -4,6 +4,9 @@ import { join } from "node:path";
 import { vakDirs } from "../policy/state.js";
 import { parseReport, type Report } from "./report.js";
 
+/** One of the command's stdio: a number is a descriptor of this process's (the resident host's, received from its client). */
+export type StdioSlot = "inherit" | "pipe" | "ignore" | number;
+
 export interface LaunchResult {
   /** The launcher's exit status: the command's own, 124 on timeout, 125 when setup failed. */
   code: number;

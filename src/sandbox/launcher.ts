@@ -5,7 +5,7 @@ import { VakError } from "../policy/errors.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { launchInContainer } from "./container.js";
 import { launcherArgs, launcherPath, type GateLink, type OutputOptions } from "./launcher-args.js";
-import { MAX_REPORT_BYTES, MAX_REPORT_LINES, readReport, reportFile, resultOf, type LaunchResult, type RunningSandbox } from "./launch-result.js";
+import { MAX_REPORT_BYTES, MAX_REPORT_LINES, readReport, reportFile, resultOf, type LaunchResult, type RunningSandbox, type StdioSlot } from "./launch-result.js";
 import { parseReport, type Report } from "./report.js";
 
 export { launcherArgs, launcherPath, type GateLink, type OutputOptions } from "./launcher-args.js";
@@ -47,10 +47,12 @@ function watchReport(fd: number, onReport: (r: Report) => void): { stop(): void 
   return { stop: () => clearInterval(timer) };
 }
 
+
 /** Starts the launcher with the plan; stdio is the caller's choice. */
 export function launch(
   plan: LaunchPlan,
-  stdio: ["inherit" | "pipe" | "ignore", "inherit" | "pipe" | "ignore", "inherit" | "pipe" | "ignore"],
+  // A number is a descriptor of this process's (the resident host's, received from its client).
+  stdio: [StdioSlot, StdioSlot, StdioSlot],
   gate?: GateLink,
   opts: { detached?: boolean; onReport?: ((r: Report) => void) | undefined } & OutputOptions = {},
 ): RunningSandbox {

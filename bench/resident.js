@@ -1,0 +1,157 @@
+// The resident host and its native client (src/resident/, native/client.c):
+// `vak exec -- /bin/true` through the client with the host warm, with no host
+// (first use: the client starts one for next time and runs this command in
+// Node), and in-process (bin/vak.cjs, no client), against `node -e 0`, a bare
+// spawn, and the peers' CLIs (installed into .cache/agent-clis from npm when
+// missing). All interleaved in one run; the targets are ratios to Codex.
+import { spawn, execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function time(cmd, args, opts) {
+  return new Promise((resolve, reject) => {
+    const t = process.hrtime.bigint();
+    const child = spawn(cmd, args, { stdio: "ignore", env: opts.env, cwd: opts.cwd });
+    child.on("error", reject);
+    child.on("close", (code) => {
+      if (code !== 0) return reject(new Error(`${cmd} ${args.join(" ")} exited ${code}`));
+      resolve(Number(process.hrtime.bigint() - t) / 1e6);
+    });
+  });
+}
+
+const stats = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const q = (p) => s[Math.min(s.length - 1, Math.floor(p * s.length))];
+  return { median: q(0.5), p90: q(0.9) };
+};
+
+/** The peers' CLIs: on PATH, else in ROOT/.cache/agent-clis, else installed there from npm (once). */
+function peerClis(root, env) {
+  const dir = join(root, ".cache", "agent-clis");
+  const bin = (name) => {
+    try {
+      return execFileSync("sh", ["-c", `command -v ${name}`], { encoding: "utf8", env }).trim();
+    } catch {
+      const p = join(dir, "node_modules", ".bin", name);
+      return existsSync(p) ? p : "";
+    }
+  };
+  const notes = [];
+  if (!bin("codex") || !bin("srt")) {
+    try {
+      mkdirSync(dir, { recursive: true });
+      if (!existsSync(join(dir, "package.json"))) writeFileSync(join(dir, "package.json"), '{"name":"agent-clis","private":true}\n');
+      execFileSync("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", "@openai/codex@0.171.0", "@anthropic-ai/sandbox-runtime"], { cwd: dir, stdio: "ignore", env, timeout: 300_000 });
+    } catch (e) {
+      notes.push(`could not install the peers' CLIs from npm (${e.message.split("\n")[0]})`);
+    }
+  }
+  return { codex: codexNative(bin("codex")), srt: bin("srt"), notes };
+}
+
+/** Codex's native binary (its npm bin is a Node wrapper that spawns it): the fastest form of Codex, the one to beat. */
+function codexNative(wrapper) {
+  if (!wrapper) return "";
+  try {
+    const pkg = join(realpathSync(wrapper), "..", "..", "node_modules", "@openai");
+    for (const p of [join(pkg, "codex-linux-x64", "vendor"), join(realpathSync(wrapper), "..", "..", "..", "codex-linux-x64", "vendor")]) {
+      if (!existsSync(p)) continue;
+      for (const triple of readdirSync(p)) if (existsSync(join(p, triple, "bin", "codex"))) return join(p, triple, "bin", "codex");
+    }
+  } catch {
+    // not laid out as npm installs it
+  }
+  return wrapper;
+}
+
+/** Stops the host serving dir (by the pid it wrote), and waits until it is gone. */
+async function stopHost(runtime) {
+  const pidFile = join(runtime, "vak", "host.pid");
+  for (let i = 0; i < 500 && !existsSync(pidFile); i++) await sleep(10);
+  let pid;
+  try {
+    pid = Number(readFileSync(pidFile, "utf8"));
+    if (!Number.isInteger(pid) || pid <= 1) return; // never process.kill(0): that is this process group
+    process.kill(pid, "SIGTERM");
+  } catch {
+    return;
+  }
+  for (let i = 0; i < 500; i++) {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return;
+    }
+    await sleep(10);
+  }
+}
+
+export async function residentBench({ root, env, runs }) {
+  const vak = join(root, "bin", "vak");
+  const base = mkdtempSync(join(tmpdir(), "vak-bench-resident-"));
+  const ws = join(base, "ws");
+  const warmRt = join(base, "warm");
+  const coldRt = join(base, "cold");
+  for (const d of [ws, warmRt, coldRt]) mkdirSync(d, { mode: 0o700 });
+  const warmEnv = { ...env, XDG_RUNTIME_DIR: warmRt, VAK_HOST_IDLE_SECONDS: "600" };
+  const coldEnv = { ...env, XDG_RUNTIME_DIR: coldRt, VAK_HOST_IDLE_SECONDS: "600" };
+  const peers = peerClis(root, env);
+  const cands = [
+    { name: "bare spawn /bin/true", run: () => time("/bin/true", [], { env, cwd: ws }) },
+    { name: "node -e 0", run: () => time(process.execPath, ["-e", "0"], { env, cwd: ws }) },
+    { name: "vak exec, in-process (bin/vak.cjs)", run: () => time(process.execPath, [join(root, "bin", "vak.cjs"), "exec", "--", "/bin/true"], { env: warmEnv, cwd: ws }) },
+    { name: "vak exec, client, host warm", run: () => time(vak, ["exec", "--", "/bin/true"], { env: warmEnv, cwd: ws }) },
+    {
+      name: "vak exec, client, no host (cold)",
+      run: async () => {
+        const ms = await time(vak, ["exec", "--", "/bin/true"], { env: coldEnv, cwd: ws });
+        await stopHost(coldRt); // the host this run started: the next cold run finds none
+        return ms;
+      },
+    },
+  ];
+  if (peers.codex) cands.push({ name: "codex sandbox -- /bin/true (native)", run: () => time(peers.codex, ["sandbox", "--", "/bin/true"], { env, cwd: ws }) });
+  else peers.notes.push("Codex's CLI could not be installed here: no ratio to it");
+  if (peers.srt) {
+    try {
+      await time(peers.srt, ["/bin/true"], { env, cwd: ws });
+      cands.push({ name: "sandbox-runtime: srt /bin/true", run: () => time(peers.srt, ["/bin/true"], { env, cwd: ws }) });
+    } catch (e) {
+      peers.notes.push(`sandbox-runtime (srt) is installed but does not run here (${e.message.split("\n")[0]})`);
+    }
+  } else peers.notes.push("sandbox-runtime (srt) could not be installed here");
+
+  try {
+    for (const c of cands) await c.run(); // warm caches once; this starts the warm host
+    await sleep(1500);
+    await cands[3].run();
+    const samples = cands.map(() => []);
+    for (let i = 0; i < runs; i++) for (const [j, c] of cands.entries()) samples[j].push(await c.run());
+    const rows = cands.map((c, j) => ({ name: c.name, ...stats(samples[j]) }));
+    console.log(`\nresident host: vak exec -- /bin/true (${runs} interleaved runs each)`);
+    const node = rows[1];
+    const codex = rows.find((r) => r.name.startsWith("codex"));
+    for (const r of rows)
+      console.log(`  ${r.name.padEnd(40)} median ${r.median.toFixed(2).padStart(7)} ms   p90 ${r.p90.toFixed(2).padStart(7)} ms   x${(r.median / node.median).toFixed(2)} of node -e 0${codex ? `, x${(r.median / codex.median).toFixed(2)} of codex` : ""}`);
+    const warm = rows[3], cold = rows[4], inproc = rows[2];
+    if (codex) console.log(`  target: warm <= 0.5x codex: ${warm.median <= 0.5 * codex.median ? "met" : "NOT met"} (x${(warm.median / codex.median).toFixed(2)})`);
+    console.log(`  target: cold no slower than in-process: ${cold.median <= inproc.median ? "met" : "NOT met"} (x${(cold.median / inproc.median).toFixed(2)})`);
+    for (const n of peers.notes) console.log(`  peer: ${n}`);
+  } finally {
+    await stopHost(warmRt);
+    await stopHost(coldRt);
+    rmSync(base, { recursive: true, force: true });
+  }
+}
+
+// Run alone: node bench/resident.js (after npm run build).
+if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split("/").pop())) {
+  const root = new URL("..", import.meta.url).pathname;
+  const env = { ...process.env };
+  delete env.NODE_EXTRA_CA_CERTS;
+  await residentBench({ root, env, runs: Number(process.env.BENCH_RUNS ?? 40) });
+}

@@ -1,0 +1,206 @@
+// The resident host's native half (an addon loaded by src/resident/): what
+// Node cannot do on a unix socket. It reads a connection's peer credentials
+// (SO_PEERCRED) and receives one request with its file descriptors
+// (SCM_RIGHTS), bounded in bytes, descriptors and time, off the event loop.
+// It decides nothing: the host's TypeScript checks who the peer is and what
+// the request says, and refuses what does not add up.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <node_api.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HEADER_BYTES 24
+/** More descriptors than any request carries: extras are received, so that they can be closed and refused. */
+#define MAX_FDS 16
+
+static napi_value throw_errno(napi_env env, const char *what) {
+  char msg[256];
+  snprintf(msg, sizeof msg, "%s: %s", what, strerror(errno));
+  napi_throw_error(env, "ERESIDENT", msg);
+  return NULL;
+}
+
+static int arg_int(napi_env env, napi_value v, int64_t *out) { return napi_get_value_int64(env, v, out) == napi_ok ? 0 : -1; }
+
+/** peer(fd) -> {pid, uid, gid}: who is at the other end of a connected unix socket, as the kernel saw it connect. */
+static napi_value peer(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], out, v;
+  int64_t fd;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 || arg_int(env, argv[0], &fd)) {
+    napi_throw_type_error(env, NULL, "peer(fd)");
+    return NULL;
+  }
+  struct ucred cr;
+  socklen_t len = sizeof cr;
+  if (getsockopt((int)fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) return throw_errno(env, "getsockopt SO_PEERCRED");
+  napi_create_object(env, &out);
+  napi_create_int64(env, cr.pid, &v), napi_set_named_property(env, out, "pid", v);
+  napi_create_int64(env, cr.uid, &v), napi_set_named_property(env, out, "uid", v);
+  napi_create_int64(env, cr.gid, &v), napi_set_named_property(env, out, "gid", v);
+  return out;
+}
+
+struct recv_job {
+  int fd;
+  uint32_t max_body;
+  int timeout_ms;
+  napi_async_work work;
+  napi_ref callback;
+  /* results */
+  const char *error; /* a stable code, or NULL */
+  int err_no;
+  unsigned char header[HEADER_BYTES];
+  size_t header_got;
+  unsigned char *body;
+  size_t body_len, body_got;
+  int fds[MAX_FDS];
+  int nfds;
+  int ctrunc;
+};
+
+static int64_t now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/** Waits for data until the deadline: 1 readable, 0 timed out, -1 error. */
+static int wait_readable(int fd, int64_t deadline) {
+  for (;;) {
+    int64_t left = deadline - now_ms();
+    if (left <= 0) return 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int r = poll(&p, 1, (int)left);
+    if (r < 0 && errno == EINTR) continue;
+    return r < 0 ? -1 : r > 0;
+  }
+}
+
+static void collect_fds(struct recv_job *j, struct msghdr *m) {
+  if (m->msg_flags & MSG_CTRUNC) j->ctrunc = 1;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    int *fds = (int *)CMSG_DATA(c);
+    for (size_t i = 0; i < n; i++) {
+      if (j->nfds < MAX_FDS) j->fds[j->nfds++] = fds[i];
+      else close(fds[i]), j->ctrunc = 1;
+    }
+  }
+}
+
+/** Reads into buf until len bytes, collecting descriptors sent with any of them. */
+static int read_full(struct recv_job *j, unsigned char *buf, size_t len, size_t *got, int64_t deadline) {
+  union {
+    char space[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+    struct cmsghdr align;
+  } control;
+  while (*got < len) {
+    int w = wait_readable(j->fd, deadline);
+    if (w == 0) return j->error = "timeout", -1;
+    if (w < 0) return j->error = "io", j->err_no = errno, -1;
+    struct iovec iov = {.iov_base = buf + *got, .iov_len = len - *got};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.space, .msg_controllen = sizeof control.space};
+    ssize_t n = recvmsg(j->fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n < 0) return j->error = "io", j->err_no = errno, -1;
+    collect_fds(j, &m);
+    if (n == 0) return j->error = "short", -1;
+    *got += (size_t)n;
+  }
+  return 0;
+}
+
+static void recv_execute(napi_env env, void *data) {
+  struct recv_job *j = data;
+  int64_t deadline = now_ms() + j->timeout_ms;
+  if (read_full(j, j->header, HEADER_BYTES, &j->header_got, deadline)) return;
+  uint32_t body;
+  memcpy(&body, j->header + 16, 4);
+  j->body_len = body;
+  if (body > j->max_body) {
+    j->error = "too-large";
+    return;
+  }
+  j->body = malloc(body ? body : 1);
+  if (!j->body) {
+    j->error = "io", j->err_no = ENOMEM;
+    return;
+  }
+  read_full(j, j->body, body, &j->body_got, deadline);
+}
+
+static void recv_complete(napi_env env, napi_status status, void *data) {
+  struct recv_job *j = data;
+  napi_value cb, global, out, v, arr;
+  napi_get_reference_value(env, j->callback, &cb);
+  napi_get_global(env, &global);
+  napi_create_object(env, &out);
+  if (j->error) napi_create_string_utf8(env, j->error, NAPI_AUTO_LENGTH, &v);
+  else napi_get_null(env, &v);
+  napi_set_named_property(env, out, "error", v);
+  napi_create_int32(env, j->err_no, &v), napi_set_named_property(env, out, "errno", v);
+  void *copy;
+  napi_create_buffer_copy(env, j->header_got, j->header, &copy, &v), napi_set_named_property(env, out, "header", v);
+  napi_create_buffer_copy(env, j->body ? j->body_got : 0, j->body ? (void *)j->body : (void *)j->header, &copy, &v);
+  napi_set_named_property(env, out, "body", v);
+  napi_create_array_with_length(env, (size_t)j->nfds, &arr);
+  for (int i = 0; i < j->nfds; i++) napi_create_int32(env, j->fds[i], &v), napi_set_element(env, arr, (uint32_t)i, v);
+  napi_set_named_property(env, out, "fds", arr);
+  napi_get_boolean(env, j->ctrunc, &v), napi_set_named_property(env, out, "truncated", v);
+  napi_call_function(env, global, cb, 1, &out, NULL);
+  napi_delete_reference(env, j->callback);
+  napi_delete_async_work(env, j->work);
+  free(j->body);
+  free(j);
+}
+
+/**
+ * receive(fd, maxBody, timeoutMs, callback): reads a 24-byte header (its bytes
+ * 16..19 are the body's length, little-endian) and then the body, with every
+ * descriptor that came along; callback({error, errno, header, body, fds, truncated}).
+ * The caller owns (and must close) every descriptor in fds, whatever the error.
+ */
+static napi_value receive(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4], name;
+  int64_t fd, max, timeout;
+  napi_valuetype t;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 4 || arg_int(env, argv[0], &fd) ||
+      arg_int(env, argv[1], &max) || arg_int(env, argv[2], &timeout) || napi_typeof(env, argv[3], &t) != napi_ok || t != napi_function ||
+      max < 0 || max > (1 << 30) || timeout <= 0 || timeout > 600000) {
+    napi_throw_type_error(env, NULL, "receive(fd, maxBody, timeoutMs, callback)");
+    return NULL;
+  }
+  struct recv_job *j = calloc(1, sizeof *j);
+  if (!j) return throw_errno(env, "receive");
+  j->fd = (int)fd, j->max_body = (uint32_t)max, j->timeout_ms = (int)timeout;
+  napi_create_reference(env, argv[3], 1, &j->callback);
+  napi_create_string_utf8(env, "vak-resident-receive", NAPI_AUTO_LENGTH, &name);
+  napi_create_async_work(env, NULL, name, recv_execute, recv_complete, j, &j->work);
+  napi_queue_async_work(env, j->work);
+  return NULL;
+}
+
+static napi_value init(napi_env env, napi_value exports) {
+  const struct {
+    const char *name;
+    napi_callback fn;
+  } fns[] = {{"peer", peer}, {"receive", receive}};
+  for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    napi_value f;
+    if (napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &f) != napi_ok) return NULL;
+    napi_set_named_property(env, exports, fns[i].name, f);
+  }
+  return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

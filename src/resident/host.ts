@@ -1,0 +1,303 @@
+import { chmodSync, closeSync, fstatSync, lstatSync, mkdirSync, readFileSync, readlinkSync, renameSync, statSync, unlinkSync, writeFileSync, writeSync } from "node:fs";
+import { createServer, type Server, type Socket } from "node:net";
+import { constants, userInfo } from "node:os";
+import { dirname, join } from "node:path";
+import { isatty } from "node:tty";
+import { execCommand, NotServed, type ExecContext, type ExecOptions } from "../cli/exec.js";
+import { EXIT_REFUSED } from "../cli/exit.js";
+import { parseExec } from "../cli/main.js";
+import { fmt, Output, type Sink } from "../cli/output.js";
+import { Redactor } from "../secrets/redact.js";
+import { Spool } from "../journal/spool.js";
+import { isVakError, VakError } from "../policy/errors.js";
+import { vakDirs } from "../policy/state.js";
+import { loadResident, socketFd } from "./native.js";
+import { decodeRequest, MAX_BODY, sameSettings, type Request } from "./request.js";
+
+/** How long a connected client has to send its whole request. */
+const REQUEST_TIMEOUT_MS = 2000;
+/** How often the host checks that its socket is still its own (another host may have taken the name). */
+const WATCH_MS = 2000;
+/** The stop signals a client may forward, by number (native/client.c sends "signal N"). */
+const FORWARDED = new Map<number, NodeJS.Signals>((["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"] as const).map((s) => [constants.signals[s], s]));
+const MAX_CLIENT_LINE = 64;
+
+/** Where the host listens: Vak's runtime directory, as native/client.c computes it. */
+export function hostSocketPath(env: NodeJS.ProcessEnv = process.env): string {
+  const d = vakDirs(env);
+  return join(d.runtime ?? join(d.state, "run"), "host.sock");
+}
+
+/** The runtime directory, made if missing, and refused unless it is this user's alone. */
+function privateDir(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const st = lstatSync(dir);
+  const uid = process.getuid?.() ?? -1;
+  if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o077) !== 0)
+    throw new VakError("sandbox-setup", `${dir} must be a directory of uid ${uid} with mode 0700 (it is ${st.isDirectory() ? "a directory" : "not a directory"} of uid ${st.uid}, mode ${(st.mode & 0o777).toString(8)}); the resident host does not start`);
+}
+
+/** What the host says back on its connection: a line each (see native/client.c). */
+const reply = {
+  exit: (code: number) => `exit ${code}\n`,
+  fallback: (why: string) => `fallback ${why}\n`,
+  refused: (why: string) => `refused ${why.replace(/[\x00-\x1f\x7f]/g, " ")}\n`,
+};
+
+/** Why a request is served by the client's own CLI instead (never a weaker run: the same code, in-process). */
+function notServed(req: Request, opts: ExecOptions): string | undefined {
+  if (req.fds.slice(0, 3).some((fd) => isatty(fd))) return "a terminal (the host does not serve terminals yet)";
+  if (opts.fullAccess || opts.mode === "full-access") return "--full-access";
+  if (opts.secret?.length) return "--secret";
+  if (opts.sandbox !== undefined && opts.sandbox !== "namespaces") return `--sandbox ${opts.sandbox}`;
+  if (opts.allowNet?.length || opts.denyNet?.length || opts.endpoint?.length || opts.caFile?.length) return "a network grant";
+  if (opts.printPlan || opts.dryRun || opts.explain) return "--dry-run, --print-plan or --explain (they print to stdout)";
+  return undefined;
+}
+
+export interface ResidentHost {
+  path: string;
+  server: Server;
+  close(): void;
+}
+
+/**
+ * The resident host: one process per user that runs `vak exec` for the native
+ * client with the same code as the in-process CLI (the plan, the launcher, the
+ * record). Only a peer of this uid is served (SO_PEERCRED, besides the 0700
+ * directory); a peer of another is refused, and that is recorded. It exits
+ * after idleMs without sessions, or when its socket is no longer its own.
+ */
+export function startHost(idleMs: number, onExit: () => void): ResidentHost {
+  const addon = loadResident();
+  const path = hostSocketPath();
+  if (Buffer.byteLength(path) >= 108) throw new VakError("unsupported", `the host's socket path is too long for a unix socket (${path})`);
+  privateDir(dirname(path));
+  const uid = process.getuid?.() ?? -1;
+  let sessions = 0;
+  let idle: NodeJS.Timeout | undefined;
+  let ino = -1;
+
+  const shutdown = () => {
+    clearInterval(watch);
+    if (idle) clearTimeout(idle);
+    server.close();
+    try {
+      if (statSync(path).ino === ino) unlinkSync(path);
+      if (readFileSync(pidFile, "utf8") === String(process.pid)) unlinkSync(pidFile);
+    } catch {
+      // gone already
+    }
+    onExit();
+  };
+  const arm = () => {
+    if (idle) clearTimeout(idle);
+    idle = sessions === 0 ? setTimeout(shutdown, idleMs) : undefined;
+  };
+
+  const server = createServer({ pauseOnConnect: true }, (socket) => {
+    sessions += 1;
+    arm();
+    socket.on("error", () => undefined);
+    socket.once("close", () => {
+      sessions -= 1;
+      arm();
+    });
+    let fd: number;
+    let who: { pid: number; uid: number; gid: number };
+    try {
+      fd = socketFd(socket);
+      who = addon.peer(fd);
+    } catch {
+      socket.destroy();
+      return;
+    }
+    if (who.uid !== uid) {
+      refusePeer(path, who, uid);
+      finish(socket, reply.refused(`this host serves uid ${uid} only`));
+      return;
+    }
+    addon.receive(fd, MAX_BODY, REQUEST_TIMEOUT_MS, (r) => {
+      const d = decodeRequest(r);
+      if (!d.ok) {
+        for (const x of r.fds) closeQuietly(x);
+        finish(socket, reply.refused(`${d.message} (${d.code})`));
+        return;
+      }
+      serve(socket, d.request).finally(() => {
+        for (const x of d.request.fds) closeQuietly(x);
+      });
+    });
+  });
+
+  const temp = `${path}.${process.pid}`;
+  const pidFile = join(dirname(path), "host.pid");
+  try {
+    unlinkSync(temp);
+  } catch {
+    // none left over
+  }
+  server.listen(temp, () => {
+    // Bound under a name of its own and renamed into place: two hosts started at once never serve one socket together.
+    // Only this uid may connect (connect(2) needs write permission on the socket), whatever the umask; the
+    // 0700 directory and SO_PEERCRED are the other two locks.
+    chmodSync(temp, 0o600);
+    renameSync(temp, path);
+    ino = statSync(path).ino;
+    // Who serves the socket, for `kill` and the tests; nothing trusts it.
+    // Written whole and renamed into place: a reader never sees it empty.
+    writeFileSync(`${pidFile}.${process.pid}`, String(process.pid), { mode: 0o600 });
+    renameSync(`${pidFile}.${process.pid}`, pidFile);
+    arm();
+  });
+  const watch = setInterval(() => {
+    let now = -1;
+    try {
+      now = statSync(path).ino;
+    } catch {
+      // removed
+    }
+    if (ino !== -1 && now !== ino && sessions === 0) shutdown();
+  }, WATCH_MS);
+  return { path, server, close: shutdown };
+}
+
+/**
+ * The last line on a connection, then the connection closed from this side: a
+ * paused socket would not notice its peer hang up, and would keep whatever
+ * descriptors were still in flight in it (the client's stdout, say) open.
+ */
+function finish(socket: Socket, line: string): void {
+  socket.write(line, () => socket.destroy());
+}
+
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // closed already
+  }
+}
+
+/** A peer of another uid: refused, and on the record (a session of its own in the journal). */
+function refusePeer(path: string, who: { pid: number; uid: number; gid: number }, uid: number): void {
+  try {
+    const spool = Spool.start({ kind: "host", title: `refused a connection from uid ${who.uid}` });
+    const actor = { component: "host", identity: userInfo().username };
+    spool.append("session.started", actor, 0, { kind: "host", title: `refused a connection from uid ${who.uid}` }, false);
+    spool.append("decision", actor, 0, { op: "connect", path, allowed: false, reason: `the peer's uid ${who.uid} (pid ${who.pid}, gid ${who.gid}) is not this host's uid ${uid}` }, false);
+    spool.append("session.ended", actor, 0, { outcome: "refused" });
+    spool.close();
+  } catch {
+    // The refusal stands even if it cannot be recorded.
+  }
+}
+
+/** Checks what the kernel says against what the request says, then runs it as the in-process CLI would. */
+async function serve(socket: Socket, req: Request): Promise<void> {
+  const cwdFd = req.fds[3];
+  let where: string;
+  try {
+    if (!fstatSync(cwdFd).isDirectory()) throw new Error("not a directory");
+    where = readlinkSync(`/proc/self/fd/${cwdFd}`);
+  } catch (e) {
+    finish(socket, reply.refused(`the request's cwd descriptor is not a directory (${(e as Error).message}) (request-cwd)`));
+    return;
+  }
+  if (where !== req.cwd) {
+    finish(socket, reply.refused(`the request names the cwd ${JSON.stringify(req.cwd).slice(0, 300)} but its directory descriptor is ${JSON.stringify(where).slice(0, 300)} (request-cwd)`));
+    return;
+  }
+  const differs = sameSettings(process.env, req.env);
+  if (differs) {
+    finish(socket, reply.fallback(`${differs} differs from the host's`));
+    return;
+  }
+  const parsed = await parseExec(req.argv);
+  if (!parsed) {
+    finish(socket, reply.fallback("the arguments are for the CLI to explain"));
+    return;
+  }
+  const why = notServed(req, parsed.opts);
+  if (why) {
+    finish(socket, reply.fallback(why));
+    return;
+  }
+
+  // From here the command may run: the client's death, or the host's, stops it.
+  let stop: ((s: NodeJS.Signals) => void) | undefined;
+  let gone = false;
+  let pending = "";
+  socket.on("data", (chunk: Buffer) => {
+    pending += chunk.toString("latin1");
+    let nl: number;
+    while ((nl = pending.indexOf("\n")) >= 0) {
+      const m = /^signal (\d{1,3})$/.exec(pending.slice(0, nl));
+      pending = pending.slice(nl + 1);
+      const sig = m ? FORWARDED.get(Number(m[1])) : undefined;
+      if (sig) stop?.(sig);
+    }
+    if (pending.length > MAX_CLIENT_LINE) socket.destroy();
+  });
+  socket.once("close", () => {
+    gone = true;
+    stop?.("SIGKILL");
+  });
+  socket.resume();
+  const errFd = req.fds[2];
+  const ctx: ExecContext = {
+    cwd: req.cwd,
+    env: req.env,
+    stdio: [req.fds[0], req.fds[1], req.fds[2]],
+    errFd,
+    err: clientOutput(errFd),
+    // Secrets and network grants a config or a profile adds are the CLI's to serve, as the flags are.
+    serves: (r) => (r.secrets.length ? "secrets from the config" : r.allowNet.length || r.denyNet.length ? "network grants from the config" : undefined),
+    onStop(fn) {
+      stop = fn;
+      if (gone) fn("SIGKILL");
+      return () => {
+        stop = undefined;
+      };
+    },
+  };
+  let code: number;
+  try {
+    code = await execCommand(parsed.command, parsed.opts, ctx);
+  } catch (e) {
+    if (e instanceof NotServed) {
+      if (!gone) finish(socket, reply.fallback(e.message));
+      return;
+    }
+    ctx.err.line(fmt`vak: ${isVakError(e) ? e.message : `internal error: ${(e as Error).message}`}`);
+    code = EXIT_REFUSED;
+  }
+  if (!gone) finish(socket, reply.exit(code));
+}
+
+/**
+ * Vak's own lines for one client, on the stderr descriptor it sent: the CLI's
+ * output module (src/cli/output.ts), so every value is redacted and
+ * neutralised exactly as in-process. Written synchronously (a line at a time,
+ * as process.stderr does on a file or a terminal); a client whose stderr is
+ * gone gets nothing more.
+ */
+export function clientOutput(fd: number): Output {
+  let destroyed = false;
+  const sink: Sink = {
+    get destroyed() {
+      return destroyed;
+    },
+    isTTY: isatty(fd),
+    write(chunk) {
+      try {
+        if (typeof chunk === "string") writeSync(fd, chunk);
+        else writeSync(fd, chunk);
+      } catch {
+        destroyed = true;
+      }
+      return true;
+    },
+  };
+  return new Output(sink, new Redactor());
+}

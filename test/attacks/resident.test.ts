@@ -1,0 +1,362 @@
+import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ROOT, VAK_BIN } from "../support/paths.js";
+import { baseEnv, TEST_STATE } from "../support/vak.js";
+
+/**
+ * The resident host (src/resident/) and its native client (native/client.c):
+ * who may use the socket, what a lying client gets, and what dies with whom.
+ * Every client here runs with VAK_RESIDENT=only, so that nothing it asks for
+ * quietly runs in-process instead: the host serves it or it exits 125.
+ */
+
+const CLIENT = join(ROOT, "build/Release/vak-client");
+const base = mkdtempSync(join(tmpdir(), "vak-resident-"));
+let liar = "";
+const hosts: Host[] = [];
+
+interface Host {
+  child: ChildProcess;
+  rt: string;
+  sock: string;
+  pid: number;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until(what: string, ok: () => boolean, ms = 15000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(25);
+  }
+}
+
+/** The pid a host wrote, never 0 or less (process.kill(0) would hit this test's own process group). */
+function hostPid(pidFile: string): number {
+  const pid = Number(readFileSync(pidFile, "utf8"));
+  if (!Number.isInteger(pid) || pid <= 1) throw new Error(`${pidFile} holds no pid`);
+  return pid;
+}
+
+let n = 0;
+async function startHost(idle = 120): Promise<Host> {
+  const rt = join(base, `rt${++n}`);
+  mkdirSync(rt, { mode: 0o700 });
+  const child = spawn(process.execPath, [VAK_BIN, "host", "--idle-seconds", String(idle)], { env: baseEnv({ XDG_RUNTIME_DIR: rt }), stdio: "ignore" });
+  const pidFile = join(rt, "vak", "host.pid");
+  await until("the host's pid file", () => existsSync(pidFile));
+  const h = { child, rt, sock: join(rt, "vak", "host.sock"), pid: hostPid(pidFile) };
+  hosts.push(h);
+  return h;
+}
+
+function workspace(): string {
+  const d = join(base, `ws${++n}`);
+  mkdirSync(d);
+  return d;
+}
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function client(h: Host, args: string[], opts: { cwd: string; env?: Record<string, string>; input?: string; wrapper?: string[] }): { child: ChildProcess; done: Promise<Ran> } {
+  const argv = [...(opts.wrapper ?? []), CLIENT, ...args];
+  const child = spawn(argv[0]!, argv.slice(1), { cwd: opts.cwd, env: { ...baseEnv({ XDG_RUNTIME_DIR: h.rt, VAK_RESIDENT: "only" }), ...opts.env }, stdio: ["pipe", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  // A client refused at once may be gone before its stdin is written: that EPIPE is not the test's finding.
+  child.stdin!.on("error", () => undefined);
+  child.stdin!.end(opts.input ?? "");
+  const done = new Promise<Ran>((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr })));
+  return { child, done };
+}
+
+/**
+ * Processes anywhere on the machine whose command line holds marker (a number
+ * no other process uses) as a word of its own, other than the client asking for it.
+ */
+function running(marker: string): number[] {
+  const out: number[] = [];
+  for (const p of readdirSync("/proc")) {
+    if (!/^\d+$/.test(p)) continue;
+    try {
+      if (readlinkSync(`/proc/${p}/exe`) === CLIENT) continue;
+    } catch {
+      // another user's, or gone
+    }
+    try {
+      if (readFileSync(`/proc/${p}/cmdline`, "utf8").split("\0").includes(marker)) out.push(Number(p));
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
+
+const marker = () => `${1000 + Math.floor(Math.random() * 8000)}.${Math.floor(Math.random() * 1e6)}`;
+
+/** The spool files (the journal's, before ingest) whose text holds s. */
+function spooled(s: string): string[] {
+  const dir = join(TEST_STATE, "vak", "spool");
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir).map((f) => join(dir, f)).filter((f) => readFileSync(f, "utf8").includes(s));
+}
+
+beforeAll(() => {
+  liar = join(base, "liar");
+  execFileSync("cc", ["-O2", "-Wall", "-o", liar, join(ROOT, "test/support/resident-liar.c")]);
+});
+
+afterAll(() => {
+  for (const h of hosts) {
+    try {
+      process.kill(h.pid, "SIGKILL");
+    } catch {
+      // gone
+    }
+  }
+  rmSync(base, { recursive: true, force: true });
+});
+
+describe("the resident host serves its own user's vak exec", () => {
+  it("runs the command sandboxed with the client's cwd, stdio and exit status, on the record", async () => {
+    const h = await startHost();
+    const ws = workspace();
+    const tag = marker();
+    const r = await client(h, ["exec", "--", "/bin/sh", "-c", `echo out-${tag}; pwd; echo err >&2; cat; echo pid $$; exit 7`], { cwd: ws, input: "from-stdin\n" }).done;
+    expect(r.stderr).toContain("err");
+    expect(r.stdout).toContain(`out-${tag}\n${ws}\nfrom-stdin\n`);
+    // Its own pid namespace: the launcher's sandbox, not a bare spawn by the host.
+    expect(Number(/pid (\d+)/.exec(r.stdout)?.[1])).toBeLessThan(10);
+    expect(r.code).toBe(7);
+    const [spool] = spooled(`out-${tag}`);
+    const kinds = readFileSync(spool!, "utf8").trim().split("\n").slice(1).map((l) => (JSON.parse(l) as { kind: string }).kind);
+    expect(kinds).toEqual(["session.started", "policy.generation", "worker.spawned", "worker.exited", "session.ended"]);
+  });
+
+  it("a request the host does not serve goes back to the client (never run weaker): a terminal, --full-access, other settings", async () => {
+    const h = await startHost();
+    const ws = workspace();
+    const full = await client(h, ["exec", "--full-access", "--", "/bin/true"], { cwd: ws }).done;
+    expect(full.code).toBe(125);
+    expect(full.stderr).toContain("no resident host served this (fallback --full-access)");
+    const other = await client(h, ["exec", "--", "/bin/true"], { cwd: ws, env: { XDG_STATE_HOME: join(base, "elsewhere") } }).done;
+    expect(other.code).toBe(125);
+    expect(other.stderr).toContain("XDG_STATE_HOME differs");
+    // script(1) gives the client a terminal on all three descriptors.
+    const tty = spawnSync("script", ["-qec", `${CLIENT} exec -- /bin/true`, "/dev/null"], { cwd: ws, env: baseEnv({ XDG_RUNTIME_DIR: h.rt, VAK_RESIDENT: "only" }), encoding: "utf8" });
+    expect(tty.stdout).toContain("a terminal: the host does not serve terminals yet");
+    expect(tty.status).toBe(125);
+    // Without VAK_RESIDENT=only, what the host sends back runs in Node in-process, exactly as without a host.
+    const back = await client(h, ["exec", "--full-access", "--", "/bin/sh", "-c", "echo full"], { cwd: ws, env: { VAK_RESIDENT: "" } }).done;
+    expect(back.stdout).toBe("full\n");
+    expect(back.stderr).toContain("running WITHOUT a sandbox, by your explicit decision");
+    expect(back.code).toBe(0);
+  });
+
+  it("starts on demand from bin/vak (this command in-process), serves the next, and exits when idle", async () => {
+    const rt = join(base, `rt${++n}`);
+    mkdirSync(rt, { mode: 0o700 });
+    const ws = workspace();
+    const env = baseEnv({ XDG_RUNTIME_DIR: rt, VAK_HOST_IDLE_SECONDS: "3" });
+    const first = spawnSync(join(ROOT, "bin/vak"), ["exec", "--", "/bin/sh", "-c", "echo first"], { cwd: ws, env, encoding: "utf8", input: "" });
+    expect(first.stdout).toBe("first\n");
+    expect(first.status).toBe(0);
+    const pidFile = join(rt, "vak", "host.pid");
+    await until("the host started by the client", () => existsSync(pidFile));
+    const pid = hostPid(pidFile);
+    hosts.push({ child: undefined as unknown as ChildProcess, rt, sock: "", pid });
+    const second = spawnSync(CLIENT, ["exec", "--", "/bin/sh", "-c", "echo second"], { cwd: ws, env: { ...env, VAK_RESIDENT: "only" }, encoding: "utf8", input: "" });
+    expect(second.stdout).toBe("second\n");
+    expect(second.status).toBe(0);
+    expect(statMode(join(rt, "vak"))).toBe(0o700);
+    await until("the idle host to exit", () => !existsSync(`/proc/${pid}`), 20000);
+    expect(existsSync(join(rt, "vak", "host.sock"))).toBe(false);
+  });
+});
+
+function statMode(p: string): number {
+  return Number(execFileSync("stat", ["-c", "%a", p], { encoding: "utf8" }).trim()) && parseInt(execFileSync("stat", ["-c", "%a", p], { encoding: "utf8" }).trim(), 8);
+}
+
+describe("attacks on the resident host", () => {
+  it("another uid (nobody) cannot reach the socket: the host's directory is 0700", async () => {
+    const h = await startHost();
+    const ws = workspace();
+    chmodSync(ws, 0o777);
+    chmodSync(base, 0o755);
+    // Everything above the host's own directory open, as a state directory's parents often are.
+    chmodSync(h.rt, 0o755);
+    try {
+      const r = await client(h, ["exec", "--", "/bin/sh", "-c", "touch nobody-was-here"], { cwd: ws, wrapper: ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] }).done;
+      expect(r.stderr).toContain("Permission denied");
+      expect(r.code).toBe(125);
+      expect(existsSync(join(ws, "nobody-was-here"))).toBe(false);
+    } finally {
+      chmodSync(base, 0o700);
+    }
+  });
+
+  it("another uid that reaches the socket anyway (the directory opened up) is refused by its peer credentials, and that is recorded", async () => {
+    const h = await startHost();
+    const ws = workspace();
+    chmodSync(ws, 0o777);
+    chmodSync(base, 0o755);
+    chmodSync(h.rt, 0o755);
+    chmodSync(join(h.rt, "vak"), 0o755);
+    chmodSync(h.sock, 0o777);
+    try {
+      const r = await client(h, ["exec", "--", "/bin/sh", "-c", "touch nobody-was-here"], { cwd: ws, wrapper: ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] }).done;
+      expect(r.stderr).toContain(`the resident host refused: this host serves uid ${process.getuid!()} only`);
+      expect(r.code).toBe(125);
+      expect(existsSync(join(ws, "nobody-was-here"))).toBe(false);
+      await until("the refusal in the journal's spool", () => spooled("refused a connection from uid 65534").length > 0, 5000);
+      const text = readFileSync(spooled("refused a connection from uid 65534")[0]!, "utf8");
+      expect(text).toContain('"allowed":false');
+      expect(text).toContain("is not this host's uid");
+    } finally {
+      chmodSync(base, 0o700);
+    }
+  });
+
+  it("a sandboxed command cannot reach the host's socket to ask for a wider run, even with a read grant of the runtime directory", async () => {
+    const h = await startHost();
+    const ws = workspace();
+    // Vak's runtime directory is masked (at most an empty directory shows): neither the socket nor its pid file is there.
+    const script = `for p in ${h.sock} ${h.rt}/vak/host.pid; do if test -e $p; then echo visible $p; else echo hidden; fi; done; ls -A ${h.rt}/vak 2>/dev/null | grep -c host; ${CLIENT} exec -- /bin/true; echo inner $?`;
+    for (const flags of [[], ["--allow-read", h.rt], ["--allow-write", h.rt]]) {
+      const r = await client(h, ["exec", ...flags, "--", "/bin/sh", "-c", script], { cwd: ws }).done;
+      if (r.code === 125) {
+        // A grant that names Vak's own directories is refused outright: nothing ran.
+        expect(r.stderr).toMatch(/vak/i);
+        continue;
+      }
+      expect(r.stdout).not.toContain("visible");
+      expect(r.stdout).toContain("hidden\nhidden\n0\n");
+      // A client inside (if it can run there at all) finds no host, and VAK_RESIDENT=only runs nothing in-process.
+      expect(r.stdout).toMatch(/inner (125|126|127)\n/);
+    }
+  });
+
+  const lies: [string, string][] = [
+    ["argc", "request-argv"], // more arguments declared than sent
+    ["envc", "request-argv"], // fewer environment entries declared than sent
+    ["size-huge", "request-too-large"],
+    ["size-long", "request-short"], // declares more bytes than it sends, then hangs up
+    ["size-short", "request-argv"], // declares fewer: the body is cut mid-string
+    ["magic", "request-version"],
+    ["fds3", "request-fds"],
+    ["fds6", "request-fds"],
+    ["no-fds", "request-fds"],
+    ["cwd", "request-cwd"], // names /etc, sends its real directory
+    ["cwd-file", "request-cwd"], // the cwd descriptor is a file
+  ];
+  it.each(lies)("a client lying about its request (%s) gets a clear refusal (%s) and nothing runs", async (lie, code) => {
+    const h = hosts[0] ?? (await startHost());
+    const ws = workspace();
+    const m = join(ws, `ran-${lie}`);
+    const r = spawnSync(liar, [h.sock, lie, m], { cwd: ws, env: baseEnv({ XDG_RUNTIME_DIR: h.rt }), encoding: "utf8", input: "", timeout: 10000 });
+    expect(r.stdout).toMatch(/^refused /);
+    expect(r.stdout).toContain(`(${code})`);
+    await sleep(100);
+    expect(existsSync(m)).toBe(false);
+  });
+
+  it("the same request told the truth runs (the liar's baseline)", async () => {
+    const h = hosts[0] ?? (await startHost());
+    const ws = workspace();
+    const m = join(ws, "ran-none");
+    const r = spawnSync(liar, [h.sock, "none", m], { cwd: ws, env: baseEnv({ XDG_RUNTIME_DIR: h.rt }), encoding: "utf8", input: "", timeout: 10000 });
+    expect(r.stdout.trim()).toBe("exit 0");
+    expect(existsSync(m)).toBe(true);
+  });
+
+  it("a killed client (kill -9) leaves nothing running", async () => {
+    const h = await startHost();
+    const ws = workspace();
+    const tag = marker();
+    const c = client(h, ["exec", "--", "/bin/sleep", tag], { cwd: ws });
+    await until("the command to run", () => running(tag).length > 0);
+    c.child.kill("SIGKILL");
+    await c.done;
+    await until("the sandbox to be gone", () => running(tag).length === 0, 5000);
+    expect(running(tag)).toEqual([]);
+    // The host lives on and serves the next client.
+    expect((await client(h, ["exec", "--", "/bin/true"], { cwd: ws }).done).code).toBe(0);
+  });
+
+  it("a stop signal to the client stops the command (forwarded, as vak exec does in-process)", async () => {
+    const h = await startHost();
+    const ws = workspace();
+    const tag = marker();
+    const c = client(h, ["exec", "--", "/bin/sleep", tag], { cwd: ws });
+    await until("the command to run", () => running(tag).length > 0);
+    c.child.kill("SIGTERM");
+    const r = await c.done;
+    expect(r.code).toBe(143);
+    expect(running(tag)).toEqual([]);
+  });
+
+  it("the host's death (kill -9) mid-command kills the sandbox, the client exits 125, and the journal keeps every event (0 lost)", async () => {
+    const h = await startHost();
+    const ws = workspace();
+    const tag = marker();
+    const c = client(h, ["exec", "--", "/bin/sleep", tag], { cwd: ws });
+    await until("the command to run", () => running(tag).length > 0);
+    await until("the run's first events in the spool", () => spooled(tag).length > 0, 5000);
+    const [spool] = spooled(tag);
+    const written = readFileSync(spool!, "utf8").trim().split("\n").slice(1).map((l) => JSON.parse(l) as { kind: string; payload: unknown });
+    expect(written.map((e) => e.kind)).toEqual(["session.started", "policy.generation", "worker.spawned"]);
+    const reaped = new Promise((r) => h.child.once("exit", r));
+    process.kill(h.pid, "SIGKILL");
+    const r = await c.done;
+    await reaped; // a zombie still counts as a live writer of its spool
+    expect(r.code).toBe(125);
+    expect(r.stderr).toContain("the resident host went away while the command ran; the sandbox was stopped with it");
+    await until("the sandbox to be gone", () => running(tag).length === 0, 5000);
+    // The dead host's spool is taken into the hash chain whole.
+    const env = baseEnv();
+    execFileSync(process.execPath, [VAK_BIN, "journal", "ingest"], { env });
+    const list = JSON.parse(execFileSync(process.execPath, [VAK_BIN, "journal", "list", "--json"], { env, encoding: "utf8" })) as { id: string; title: string }[];
+    const session = list.find((s) => s.title.includes(tag));
+    expect(session).toBeDefined();
+    const events = execFileSync(process.execPath, [VAK_BIN, "journal", "export", session!.id], { env, encoding: "utf8" }).trim().split("\n").map((l) => JSON.parse(l) as { kind: string; payload: unknown });
+    expect(events.slice(0, written.length).map((e) => [e.kind, e.payload])).toEqual(written.map((e) => [e.kind, e.payload]));
+    expect(spawnSync(process.execPath, [VAK_BIN, "journal", "verify"], { env }).status).toBe(0);
+  });
+
+  it("two clients cannot see or stop each other's sessions", async () => {
+    const h = await startHost();
+    const ws = workspace();
+    const tagA = marker();
+    const tagA2 = marker();
+    const tagB = marker();
+    const a = client(h, ["exec", "--", "/bin/sh", "-c", `sleep 2; /bin/sleep ${tagA} & wait; echo A-done`], { cwd: ws, input: "" });
+    const a2 = client(h, ["exec", "--", "/bin/sh", "-c", `/bin/sleep ${tagA2} & sleep 3; echo A2-done`], { cwd: ws });
+    const b = client(h, ["exec", "--", "/bin/sh", "-c", `for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done; exec /bin/sleep ${tagB}`], { cwd: ws });
+    await until("both commands to run", () => running(tagB).length > 0 && running(tagA2).length > 0);
+    // B's sandbox sees its own processes only, never A's.
+    b.child.kill("SIGKILL");
+    const rb = await b.done;
+    expect(rb.stdout).toContain(`/bin/sleep ${tagB}`);
+    expect(rb.stdout).not.toContain(tagA);
+    expect(rb.stdout).not.toContain(tagA2);
+    // Killing B's client stopped B's sandbox and nothing of A's.
+    await until("B's sandbox to be gone", () => running(tagB).length === 0, 5000);
+    expect(running(tagA2).length).toBeGreaterThan(0);
+    const ra2 = await a2.done;
+    expect(ra2.stdout).toBe("A2-done\n");
+    expect(ra2.code).toBe(0);
+    a.child.kill("SIGKILL");
+    await a.done;
+  }, 30000);
+});
