@@ -45,6 +45,35 @@ describe.each(BACKENDS.map((b) => [b().name, b] as const))("journal (%s)", (_nam
     await j.close();
   });
 
+  it("lists sessions by kind, start time, the newest n and the start of an id (vak journal list's filters)", async () => {
+    const j = await backend.open();
+    const started: string[] = [];
+    for (const kind of ["exec", "agent", "workload:build", "exec"]) {
+      const s = j.startSession({ kind, title: kind });
+      await s.end("ok");
+      started.push(s.id);
+      await new Promise((r) => setTimeout(r, 5)); // distinct start times
+    }
+    const all = await j.sessions();
+    expect(all.map((s) => s.id)).toEqual(started);
+    expect((await j.sessions({ kind: "exec" })).map((s) => s.id)).toEqual([started[0], started[3]]);
+    expect((await j.sessions({ kind: "workload" })).map((s) => s.kind)).toEqual(["workload:build"]);
+    expect((await j.sessions({ kind: "work" })).length).toBe(0);
+    expect((await j.sessions({ since: all[1]!.started, until: all[2]!.started })).map((s) => s.id)).toEqual([started[1], started[2]]);
+    // The newest n, still oldest first.
+    expect((await j.sessions({ limit: 2 })).map((s) => s.id)).toEqual([started[2], started[3]]);
+    expect((await j.sessions({ kind: "exec", limit: 1 })).map((s) => s.id)).toEqual([started[3]]);
+    expect((await j.sessions({ idPrefix: started[1]! })).map((s) => s.id)).toEqual([started[1]]);
+    expect((await j.session(started[2]!.slice(0, -3)))?.id).toBe(started[2]);
+    // A prefix several share names none (matching() lists them); a prefix with LIKE or SQL characters matches nothing.
+    expect(await j.session("")).toBeUndefined();
+    expect((await j.matching("")).length).toBe(4);
+    expect(await j.matching("%")).toEqual([]);
+    expect(await j.matching("_")).toEqual([]);
+    expect(await j.matching("' OR '1'='1")).toEqual([]);
+    await j.close();
+  });
+
   it("finds events by full-text search over payloads, with FTS5's query forms", async () => {
     const { j, a } = await populated();
     const hits = await j.search("envrc");
