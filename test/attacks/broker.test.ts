@@ -484,7 +484,7 @@ describe("a refusal is no oracle of the host", () => {
     // One answer per op, whatever was there.
     for (const [i, answers] of seen) expect([...answers], `op ${i}`).toHaveLength(1);
     // Nor does the record hold what the links lead to.
-    const recorded = JSON.stringify(t.events());
+    const recorded = JSON.stringify(await t.events());
     expect(recorded).not.toContain(s.outside);
     expect(recorded).not.toContain("/etc/shadow");
   });
@@ -539,7 +539,7 @@ describe("sizes a model controls, on the broker", () => {
     for (const f of ["sparse", "sparse2"]) if (existsSync(join(s.ws, f))) expect(statSync(join(s.ws, f)).size).toBeLessThanOrEqual(1024 ** 3);
     expect(statSync(join(s.ws, "fine")).size).toBe(900 * 1024 * 1024);
     // A component's own limit still applies in its place.
-    const small = testBroker(s.ws, { limits: { maxFileBytes: 1024 } });
+    const small = await testBroker(s.ws, { limits: { maxFileBytes: 1024 } });
     try {
       await small.broker.run({ kind: "exec", command: "head -c 4096 /dev/zero > capped; true" });
       expect(statSync(join(s.ws, "capped")).size).toBe(1024);

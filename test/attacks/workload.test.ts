@@ -424,7 +424,7 @@ describe("a spec cannot hand the provider key to a component", () => {
   it("a stored secret whose value is a provider key stops the session at its start (library and vak run --spec)", async () => {
     store.set("copied", KEY);
     const spec = () => ({ version: 1 as const, name: "leaky", workspace: ws, tools: { t: { builtin: ["exec" as const], secrets: [{ ref: "secret:copied", env: "TOKEN" }] } } });
-    const host = createHost(spec(), { model: new ScriptedClient({ turns: [{ text: "x" }] }), journalPath: join(root, "lib.db"), secretStore: store, storesDir: join(root, "stores"), env: { ...process.env, OPENAI_API_KEY: KEY } });
+    const host = await createHost(spec(), { model: new ScriptedClient({ turns: [{ text: "x" }] }), journalPath: join(root, "lib.db"), secretStore: store, storesDir: join(root, "stores"), env: { ...process.env, OPENAI_API_KEY: KEY } });
     try {
       expect(() => host.session()).toThrow(/the secret secret:copied \(for TOKEN\) would give its commands the value of a model provider's key/);
     } finally {
@@ -487,7 +487,7 @@ describe("session_search shows what was asked and decided, not what the host loo
     const first = session({ turns: [{ tool_calls: [{ name: "fetcher", args: { path: "/probe-marker" } }, { name: "reader__exec", args: { command: "echo probe-marker" } }] }, { text: "x" }] });
     await first.s.send("probe-marker run");
     await first.s.close();
-    const raw = JSON.stringify(first.events());
+    const raw = JSON.stringify(await first.events());
     expect(raw).toMatch(/"pid":\d+/);
     expect(raw).toMatch(/"address":/);
     const again = session({ turns: [{ tool_calls: [{ name: "session_search", args: { query: "probe" } }] }, { text: "x" }] });
