@@ -7,8 +7,9 @@ export default defineConfig([
   {
     input: { vak: "src/cli/main.ts" },
     platform: "node",
-    // Native addons find their binary relative to their own package; ws requires its optional addons itself.
-    external: [/^node:/, "better-sqlite3", "node-pty", "ws"],
+    // Native addons find their binary relative to their own package; ws requires its optional addons itself;
+    // pg is loaded only for a PostgreSQL journal.
+    external: [/^node:/, "better-sqlite3", "node-pty", "ws", "pg"],
     output: { dir: "dist/bin", format: "cjs", entryFileNames: "[name].cjs", chunkFileNames: "[name]-[hash].cjs" },
   },
   // The resident host (`vak host`), a bundle of its own: vak.cjs stays one file for the in-process start-up.

@@ -1,6 +1,11 @@
 // Journal: sustained events per second through the batched, hash-chained
-// writer, and the latency of an acknowledged (durably committed) write at an
-// offered 10,000 events/s, beside a plain SQLite insert loop in the same run.
+// writer on each backend, SQLite and PostgreSQL, in the same run, each beside
+// its own baseline (a plain insert of the same rows, no chain, no redaction):
+// the latency of an acknowledged (durably committed) write at an offered
+// 10,000 events/s, and a verify of everything written. PostgreSQL is the one
+// VAK_TEST_PG names (a superuser's URL on a throwaway server), or a server
+// started here for the run (test/support/pg-cluster.sh).
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,62 +13,130 @@ import { createRequire } from "node:module";
 
 const require = createRequire(import.meta.url);
 const Database = require("better-sqlite3");
+const pg = require("pg");
 const SECONDS = Number(process.env.BENCH_JOURNAL_SECONDS ?? 2);
 const payload = { op: "read", ok: true, path: "/workspace/src/index.ts", bytes: 4096, digest: "a".repeat(64) };
-
 const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))];
 
-export async function journalBench(root) {
-  const { Journal } = await import(join(root, "dist/journal/journal.js"));
-  const dir = mkdtempSync(join(tmpdir(), "vak-bench-journal-"));
-  try {
-    // Baseline: one durable INSERT per event, as a naive logger would do it.
-    const db = new Database(join(dir, "plain.db"));
-    db.pragma("journal_mode = WAL");
-    db.pragma("synchronous = FULL");
-    db.exec("CREATE TABLE e (seq INTEGER PRIMARY KEY, payload TEXT)");
-    const ins = db.prepare("INSERT INTO e (payload) VALUES (?)");
-    let plain = 0;
-    const lat0 = [];
-    for (const end = Date.now() + SECONDS * 1000; Date.now() < end; plain++) {
+/** Flat out (bursts of 1000 appends, each awaited), then at an offered 10,000 events/s (100 every 10 ms). */
+async function measure(j) {
+  const s = j.startSession({ kind: "bench", title: "throughput" });
+  let n = 0;
+  const t0 = Date.now();
+  while (Date.now() - t0 < SECONDS * 1000) {
+    await Promise.all(Array.from({ length: 1000 }, () => s.append("tool.result", { component: "bench" }, 1, payload)));
+    n += 1000;
+  }
+  const rate = n / ((Date.now() - t0) / 1000);
+  const lat = [];
+  const waits = [];
+  const t1 = Date.now();
+  while (Date.now() - t1 < SECONDS * 1000) {
+    for (let i = 0; i < 100; i++) {
       const t = process.hrtime.bigint();
-      ins.run(JSON.stringify(payload));
-      lat0.push(Number(process.hrtime.bigint() - t) / 1e6);
+      waits.push(s.append("tool.result", { component: "bench" }, 1, payload).then(() => lat.push(Number(process.hrtime.bigint() - t) / 1e6)));
     }
-    db.close();
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  await Promise.all(waits);
+  const offered = lat.length / ((Date.now() - t1) / 1000);
+  const tv = Date.now();
+  const v = await j.verify();
+  return { rate, lat, offered, verify: v, verifyMs: Date.now() - tv };
+}
 
-    // The journal, flat out: bursts of appends, each awaited (acknowledged).
-    const j = Journal.open({ path: join(dir, "journal.db"), ingest: false });
-    const s = j.startSession({ kind: "bench", title: "throughput" });
-    let n = 0;
-    const t0 = Date.now();
-    while (Date.now() - t0 < SECONDS * 1000) {
-      await Promise.all(Array.from({ length: 200 }, () => s.append("tool.result", { component: "bench" }, 1, payload)));
-      n += 200;
-    }
-    const rate = n / ((Date.now() - t0) / 1000);
+/** A row as the events table holds it, for the baselines. */
+const row = (i) => ["s", i, i, new Date().toISOString(), "tool.result", '{"component":"bench"}', 1, JSON.stringify(payload), "0".repeat(64), "0".repeat(64)];
 
-    // The journal at an offered 10,000 events/s: 100 events every 10 ms.
-    const lat = [];
-    const t1 = Date.now();
-    const waits = [];
-    while (Date.now() - t1 < SECONDS * 1000) {
-      for (let i = 0; i < 100; i++) {
-        const t = process.hrtime.bigint();
-        waits.push(s.append("tool.result", { component: "bench" }, 1, payload).then(() => lat.push(Number(process.hrtime.bigint() - t) / 1e6)));
-      }
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    await Promise.all(waits);
-    const v = j.verify();
-    j.close();
+function sqliteBaseline(dir) {
+  // One durable INSERT per event, as a naive logger would do it.
+  const db = new Database(join(dir, "plain.db"));
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = FULL");
+  db.exec("CREATE TABLE e (seq INTEGER PRIMARY KEY, payload TEXT)");
+  const ins = db.prepare("INSERT INTO e (payload) VALUES (?)");
+  let n = 0;
+  for (const end = Date.now() + SECONDS * 1000; Date.now() < end; n++) ins.run(JSON.stringify(payload));
+  db.close();
+  return n / SECONDS;
+}
 
-    console.log(`\njournal: durable writes (${SECONDS} s each, synchronous=FULL, WAL)`);
-    console.log(`  plain SQLite, one INSERT per event         ${(plain / SECONDS).toFixed(0).padStart(8)} events/s   p99 ${pct(lat0, 0.99).toFixed(2)} ms   (baseline)`);
-    console.log(`  vak journal, batched commits, hash chain   ${rate.toFixed(0).padStart(8)} events/s   x${(rate / (plain / SECONDS)).toFixed(1)}`);
-    console.log(`  vak journal at an offered 10,000 events/s: acknowledged write p50 ${pct(lat, 0.5).toFixed(2)} ms, p99 ${pct(lat, 0.99).toFixed(2)} ms`);
-    console.log(`  target: 10,000 events/s sustained; the chain verified afterwards: ${v.ok ? `yes (${v.events} events)` : "NO"}`);
+async function pgBaseline(config) {
+  // Batches of 1000 rows in one multi-row INSERT into a bare table, no index, no chain: what the server alone costs.
+  const c = new pg.Client(config);
+  c.on("error", () => undefined);
+  await c.connect();
+  try {
+  await c.query("CREATE TABLE public.bench_plain (chain text, seq int8, session_seq int8, time text, kind text, actor text, generation int4, payload text, prev_hash text, hash text)");
+  let n = 0;
+  const t0 = Date.now();
+  while (Date.now() - t0 < SECONDS * 1000) {
+    const rows = Array.from({ length: 1000 }, (_, i) => row(n + i));
+    const cols = rows[0].map((_, k) => rows.map((r) => r[k]));
+    await c.query("INSERT INTO public.bench_plain SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::text[], $7::int4[], $8::text[], $9::text[], $10::text[])", cols);
+    n += 1000;
+  }
+  return n / ((Date.now() - t0) / 1000);
   } finally {
+    await c.end();
+  }
+}
+
+function line(name, m, base, baseName) {
+  console.log(`  ${name.padEnd(44)} ${m.rate.toFixed(0).padStart(8)} events/s   x${(m.rate / base).toFixed(2)} of ${baseName}`);
+  console.log(`  ${"".padEnd(44)} at an offered 10,000/s (${m.offered.toFixed(0)} acknowledged/s): p50 ${pct(m.lat, 0.5).toFixed(2)} ms, p99 ${pct(m.lat, 0.99).toFixed(2)} ms`);
+  console.log(`  ${"".padEnd(44)} verified afterwards: ${m.verify.ok ? `yes (${m.verify.events} events, ${m.verifyMs} ms)` : "NO"}`);
+}
+
+export async function journalBench(root) {
+  const { SqliteJournal } = await import(join(root, "dist/journal/sqlite-journal.js"));
+  const { PgJournal } = await import(join(root, "dist/journal/pg-journal.js"));
+  const { pgTarget } = await import(join(root, "dist/journal/pg-connect.js"));
+  const { initDb } = await import(join(root, "dist/journal/pg-admin.js"));
+  const dir = mkdtempSync(join(tmpdir(), "vak-bench-journal-"));
+  let cluster;
+  let adminUrl = process.env.VAK_TEST_PG;
+  const db = `vak_bench_${process.pid}`;
+  try {
+    if (!adminUrl) {
+      cluster = join(tmpdir(), `vak-bench-pg-${process.pid}`);
+      adminUrl = execFileSync("bash", [join(root, "test/support/pg-cluster.sh"), "start", cluster], { encoding: "utf8" }).trim();
+    }
+    const root_ = new pg.Client(pgTarget({ url: adminUrl, what: "VAK_TEST_PG" }).config);
+    await root_.connect();
+    await root_.query(`CREATE DATABASE ${db} ENCODING 'UTF8' TEMPLATE template0`);
+    await root_.end();
+    const u = new URL(adminUrl);
+    u.pathname = `/${db}`;
+    const target = pgTarget({ url: u.toString(), what: "bench" });
+    await initDb(target);
+
+    const sqlitePlain = sqliteBaseline(dir);
+    const sqlite = await SqliteJournal.open({ path: join(dir, "journal.db"), ingest: false });
+    const s = await measure(sqlite);
+    await sqlite.close();
+    const pgPlain = await pgBaseline(target.config);
+    const pj = await PgJournal.open({ target, ingest: false });
+    const p = await measure(pj);
+    await pj.close();
+
+    console.log(`\njournal: durable writes, ${SECONDS} s each (SQLite: synchronous=FULL, WAL; PostgreSQL ${u.searchParams.get("host") ? "over a unix socket" : "over TCP"}, synchronous_commit=on)`);
+    console.log(`  plain SQLite, one INSERT per event              ${sqlitePlain.toFixed(0).padStart(8)} events/s   (baseline)`);
+    line("vak journal on SQLite, batched, hash chain", s, sqlitePlain, "plain SQLite");
+    console.log(`  plain PostgreSQL, 1000-row INSERTs, no index  ${pgPlain.toFixed(0).padStart(8)} events/s   (baseline)`);
+    line("vak journal on PostgreSQL, batched, chains", p, pgPlain, "plain PostgreSQL");
+    console.log(`  PostgreSQL against SQLite (vak journal):       x${(p.rate / s.rate).toFixed(2)}`);
+    console.log(`  target: 10,000 events/s sustained on either: SQLite ${s.rate >= 10_000 ? "met" : "NOT met"}, PostgreSQL ${p.rate >= 10_000 ? "met" : "NOT met"}`);
+  } finally {
+    try {
+      const c = new pg.Client(pgTarget({ url: adminUrl, what: "VAK_TEST_PG" }).config);
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${db} WITH (FORCE)`);
+      await c.end();
+    } catch {
+      // the server may not have started
+    }
+    if (cluster) execFileSync("bash", [join(root, "test/support/pg-cluster.sh"), "stop", cluster]);
     rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -42,7 +42,7 @@ const model = new ScriptedClient({
   ],
 });
 
-const host = createHost(spec, {
+const host = await createHost(spec, {
   model,
   // The application decides approvals; it can say yes or no, never widen a grant.
   onApproval: (req) => {

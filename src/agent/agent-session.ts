@@ -252,8 +252,7 @@ export class AgentSession {
     this.hub = undefined;
     if (hub) await hub.then((h) => h.close(), () => undefined);
     if (this.journalSession) {
-      this.opts.journal?.flush();
-      this.journalSession.end(outcome);
+      await this.journalSession.end(outcome);
     }
   }
 }

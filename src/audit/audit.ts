@@ -19,7 +19,7 @@ export async function runChecks(ctx: AuditContext, deep: boolean): Promise<Check
   out.push(...controlFileChecks(ctx));
   out.push(...secretChecks(ctx));
   out.push(...ruleChecks(ctx));
-  out.push(...recordChecks(ctx));
+  out.push(...(await recordChecks(ctx)));
   out.push(...installChecks(ctx.uid), ...installHeldCheck());
   const exposure = exposureChecks(ctx);
   out.push(...exposure.checks);
@@ -37,7 +37,7 @@ export async function audit(opts: { fix?: boolean; deep?: boolean; env?: NodeJS.
   let fixed: AuditReport["fixed"] = [];
   let errors: string[] = [];
   if (opts.fix && checks.some((c) => c.fixable)) {
-    ({ fixed, errors } = applyFixes(checks, ctx.journalPath, ctx.uid));
+    ({ fixed, errors } = await applyFixes(checks, ctx));
     checks = await runChecks(auditContext(opts.env), opts.deep ?? false);
   }
   const findings = checks.map(finding);

@@ -1,6 +1,6 @@
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
-import { defaultJournalPath } from "../journal/journal.js";
+import { defaultJournalPath } from "../journal/sqlite-journal.js";
 import { pinsDir } from "../mcp/pins.js";
 import { loadUserConfig, type UserConfig, userConfigPath } from "../policy/config.js";
 import { vakDirs } from "../policy/state.js";

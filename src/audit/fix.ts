@@ -1,7 +1,8 @@
 import { closeSync, constants, fchmodSync, fstatSync, openSync } from "node:fs";
-import { Journal } from "../journal/journal.js";
 import { VakError } from "../policy/errors.js";
+import type { AuditContext } from "./context.js";
 import { type Check, type Fixed, type Narrowing, octal } from "./finding.js";
+import { openAuditJournal } from "./record.js";
 
 /**
  * `vak audit --fix`: only modes, and only bits taken away. The path is opened
@@ -24,7 +25,7 @@ export function planFixes(checks: readonly Check[]): (Narrowing & { id: string }
 }
 
 /** Takes bits away from one path's mode through a descriptor opened without following links; returns the modes before and after. */
-export function narrowMode(path: string, bits: number, dir: boolean, uid: number, record: (from: number, to: number) => void): { from: number; to: number } {
+export async function narrowMode(path: string, bits: number, dir: boolean, uid: number, record: (from: number, to: number) => void | Promise<void>): Promise<{ from: number; to: number }> {
   let fd: number;
   try {
     fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | (dir ? constants.O_DIRECTORY : 0));
@@ -39,7 +40,7 @@ export function narrowMode(path: string, bits: number, dir: boolean, uid: number
     const to = from & ~bits;
     if (to !== from) {
       // On the record first: a change the journal cannot hold is not made.
-      record(from, to);
+      await record(from, to);
       fchmodSync(fd, to);
     }
     return { from, to };
@@ -48,18 +49,20 @@ export function narrowMode(path: string, bits: number, dir: boolean, uid: number
   }
 }
 
-export function applyFixes(checks: readonly Check[], journalPath: string, uid: number): { fixed: Fixed[]; errors: string[] } {
+export async function applyFixes(checks: readonly Check[], ctx: AuditContext): Promise<{ fixed: Fixed[]; errors: string[] }> {
   const plan = planFixes(checks);
   if (plan.length === 0) return { fixed: [], errors: [] };
-  const journal = Journal.open({ path: journalPath, ingest: false });
+  const uid = ctx.uid;
+  const journal = await openAuditJournal(ctx);
   const fixed: Fixed[] = [];
   const errors: string[] = [];
   try {
     const s = journal.startSession({ kind: "audit", title: "vak audit --fix", actor: { component: "audit" } });
     for (const p of plan) {
       try {
-        const { from, to } = narrowMode(p.path, p.bits, p.dir, uid, (f, t) => {
-          s.appendNow("audit.fixed", { component: "audit" }, 0, { check: p.id, path: p.path, from: octal(f), to: octal(t) });
+        const { from, to } = await narrowMode(p.path, p.bits, p.dir, uid, async (f, t) => {
+          // Settles once committed (the session's start with it): the change is made only after.
+          await s.append("audit.fixed", { component: "audit" }, 0, { check: p.id, path: p.path, from: octal(f), to: octal(t) });
         });
         if (from === to) continue;
         fixed.push({ id: p.id, path: p.path, from: octal(from), to: octal(to) });
@@ -67,9 +70,9 @@ export function applyFixes(checks: readonly Check[], journalPath: string, uid: n
         errors.push((e as Error).message);
       }
     }
-    s.end(errors.length ? "error" : "ok");
+    await s.end(errors.length ? "error" : "ok");
   } finally {
-    journal.close();
+    await journal.close();
   }
   return { fixed, errors };
 }

@@ -1,6 +1,7 @@
 import { existsSync, statfsSync } from "node:fs";
 import { dirname } from "node:path";
-import { Journal } from "../journal/journal.js";
+import type { Journal } from "../journal/journal.js";
+import { openJournal } from "../journal/open.js";
 import { pendingSpools } from "../journal/spool.js";
 import type { AuditContext } from "./context.js";
 import type { Check } from "./finding.js";
@@ -13,19 +14,27 @@ import type { Check } from "./finding.js";
  */
 const GiB = 1024 ** 3;
 
-export function recordChecks(ctx: AuditContext, now: Date = new Date()): Check[] {
+/** The journal audit reads and --fix records in: the config's PostgreSQL one ([journal] url) unless VAK_JOURNAL names a file, else the SQLite file. */
+export function openAuditJournal(ctx: AuditContext): Promise<Journal> {
+  if (postgres(ctx)) return openJournal({ config: ctx.config, env: ctx.env, ingest: false });
+  return openJournal({ path: ctx.journalPath, ingest: false });
+}
+
+const postgres = (ctx: AuditContext) => Boolean(ctx.config?.journal.url && !ctx.env.VAK_JOURNAL);
+
+export async function recordChecks(ctx: AuditContext, now: Date = new Date()): Promise<Check[]> {
   const out: Check[] = [];
-  if (existsSync(ctx.journalPath)) {
+  if (postgres(ctx) || existsSync(ctx.journalPath)) {
     let j: Journal | undefined;
     try {
-      j = Journal.open({ path: ctx.journalPath, ingest: false });
-      const v = j.verify();
+      j = await openAuditJournal(ctx);
+      const v = await j.verify();
       if (!v.ok)
         out.push({ id: "record.chain-broken", severity: "critical", path: ctx.journalPath, fixable: false, title: "the journal's hash chain does not verify",
-          detail: `at event ${v.seq}${v.session ? ` (session ${v.session}, #${v.sessionSeq})` : ""}: ${v.problem}; the record was changed outside Vak`, fix: "keep a copy for investigation (vak journal verify shows the break); nothing rewrites a chain" });
+          detail: `at event ${v.seq}${v.session ? ` (session ${v.session}${v.sessionSeq ? `, #${v.sessionSeq}` : ""})` : ""}: ${v.problem}; the record was changed outside Vak`, fix: "keep a copy for investigation (vak journal verify shows the break); nothing rewrites a chain" });
       const days = ctx.config?.journal.retention_days;
       if (days !== undefined) {
-        const oldest = j.sessions().reduce<string | undefined>((m, s) => (m === undefined || s.started < m ? s.started : m), undefined);
+        const oldest = (await j.sessions()).reduce<string | undefined>((m, s) => (m === undefined || s.started < m ? s.started : m), undefined);
         if (oldest !== undefined && now.getTime() - Date.parse(oldest) > (days + 1) * 86_400_000)
           out.push({ id: "record.retention", severity: "warn", path: ctx.journalPath, fixable: false, title: "the journal keeps more than its configured retention",
             detail: `journal.retention_days = ${days}, and the oldest session started ${oldest}`, fix: "run: vak journal prune (it records the prune in the chain)" });
@@ -33,7 +42,7 @@ export function recordChecks(ctx: AuditContext, now: Date = new Date()): Check[]
     } catch (e) {
       out.push({ id: "record.unreadable", severity: "critical", path: ctx.journalPath, fixable: false, title: "the journal cannot be opened", detail: (e as Error).message, fix: "see the message; vak journal verify says more" });
     } finally {
-      j?.close();
+      await j?.close().catch(() => undefined);
     }
   }
   const backlog = pendingSpools(ctx.spoolDir);

@@ -1,7 +1,8 @@
 import { realpathSync } from "node:fs";
 import type { ApprovalRules } from "../approvals/approval-rules.js";
 import type { AgentSessionOptions, SessionMode } from "../agent/agent-session.js";
-import { Journal } from "../journal/journal.js";
+import type { Journal } from "../journal/journal.js";
+import { openJournal } from "../journal/open.js";
 import { providerKeys } from "../model/provider-keys.js";
 import { resolveModel } from "../model/providers.js";
 import { parseNetGrants, RuleError } from "../policy/net-grants.js";
@@ -41,12 +42,28 @@ export interface AgentFlags extends GrantFlags {
 
 const APPROVABLE = new Set(["write", "exec"]);
 
-/** Turns flags and the user's config into a session's options (not yet its callbacks); opens the journal unless given one. */
-export function sessionOptions(flags: AgentFlags, open?: Journal): { options: AgentSessionOptions; journal: Journal } {
+/** Turns flags and the user's config into a session's options (not yet its callbacks), and opens the journal. */
+export async function sessionOptions(flags: AgentFlags): Promise<{ options: AgentSessionOptions; journal: Journal }> {
+  sessionFlagsCheck(flags);
+  const journal = await openJournal({ config: loadUserConfig() });
+  try {
+    return sessionOptionsWith(flags, journal);
+  } catch (e) {
+    await journal.close().catch(() => undefined);
+    throw e;
+  }
+}
+
+function sessionFlagsCheck(flags: AgentFlags): void {
   if (flags.fullAccess || flags.mode === "full-access")
     throw new VakError("unsupported", "an agent session always runs its tools in the sandbox; full access is for `vak exec --full-access` only");
   if (flags.mode === "read-only" && flags.allowWrite?.length)
     throw new VakError("bad-input", "--allow-write with --mode read-only: a read-only session writes nothing; use --mode workspace-write with --deny-write to narrow it");
+}
+
+/** The same, on a journal already open (`vak serve`'s sessions share the server's). */
+export function sessionOptionsWith(flags: AgentFlags, journal: Journal): { options: AgentSessionOptions; journal: Journal } {
+  sessionFlagsCheck(flags);
   const config = loadUserConfig();
   const model = resolveModel(flags.model, config);
   const approvalRules: ApprovalRules = { write: config.approvals.write ?? "ask", exec: config.approvals.exec ?? "ask" };
@@ -84,7 +101,6 @@ export function sessionOptions(flags: AgentFlags, open?: Journal): { options: Ag
     const ref = parseRef(spec.slice(eq + 1));
     return { ref: ref.text, value: resolveRef(ref, { commands: config.secret_commands }), recipient: { kind: "env" as const, name } };
   });
-  const journal = open ?? Journal.open();
   const mcp = mcpServers(config, workspace);
   return {
     journal,

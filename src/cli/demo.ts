@@ -6,7 +6,7 @@ import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import type { RunResult } from "../agent/agent.js";
 import { AgentSession } from "../agent/agent-session.js";
-import { Journal } from "../journal/journal.js";
+import { openJournal } from "../journal/open.js";
 import { ScriptedClient } from "../model/scripted.js";
 import { parseNetGrants } from "../policy/net-grants.js";
 import { fmt, own, padded, processOutput } from "./output.js";
@@ -81,7 +81,7 @@ export async function demoCommand(): Promise<number> {
     ],
   }, "demo-script");
 
-  const journal = Journal.open();
+  const journal = await openJournal();
   const results: string[] = [];
   out.useRedactor(journal.redactor);
   const printer = transcriptPrinter(out);
@@ -111,7 +111,7 @@ export async function demoCommand(): Promise<number> {
 
   // results[0] is the README; each attempt follows in order.
   const id = session.journalSession!.id;
-  const events = journal.events(id);
+  const events = await journal.events(id);
   const egress = events.filter((e) => e.kind === "egress").map((e) => e.payload as { asked: string; decision: string });
   const rows = attempts.map((a, i) => ({ a, blocked: a.blocked(results[i + 1] ?? "", egress) }));
   const blocked = rows.filter((r) => r.blocked).length;
@@ -131,7 +131,7 @@ export async function demoCommand(): Promise<number> {
       : undefined;
     if (what) out.line(fmt`  ${own(String(e.sessionSeq).padStart(3))} ${padded(e.kind, 18)} ${what}`);
   }
-  journal.close();
+  await journal.close();
   rmSync(root, { recursive: true, force: true });
   out.line(own(`\n${run.outcome}; ${((Date.now() - started) / 1000).toFixed(1)} s`));
   return blocked === rows.length ? 0 : 1;

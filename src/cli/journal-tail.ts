@@ -1,7 +1,7 @@
 import { closeSync, constants, openSync, readdirSync, readSync, watch, type FSWatcher } from "node:fs";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import type { StoredEvent } from "../journal/events.js";
-import type { Journal } from "../journal/journal.js";
+import type { Journal, Watch } from "../journal/journal.js";
 import { DONE_SUFFIX, OPEN_SUFFIX, spoolDir, type SpoolHeader, type SpoolLine } from "../journal/spool.js";
 import { VakError } from "../policy/errors.js";
 import { Redactor } from "../secrets/redact.js";
@@ -10,10 +10,12 @@ import { fmt, own, processOutput } from "./output.js";
 
 /**
  * `vak journal tail [ID | --all]`: the journal as it is written. Two sources,
- * because `vak exec` keeps SQLite off its start-up path: the database (polled
- * by seq, one indexed query, whenever the journal's directory changes and at
- * least every POLL_MS), and the spool files of runs not yet taken in (read
- * from where the last read stopped). A spooled run's events are shown as they
+ * because `vak exec` keeps the database off its start-up path: the database,
+ * followed with journal.watch() (every host's commits on PostgreSQL, through
+ * LISTEN/NOTIFY; SQLite's data_version), each session read past what was shown
+ * of it, and the spool files of runs not yet taken in (read from where the
+ * last read stopped, whenever the spool directory changes and at least every
+ * POLL_MS). A spooled run's events are shown as they
  * are written; when the journal later takes the run in, the same events (by
  * their place in the session) are not shown again.
  *
@@ -39,12 +41,19 @@ export async function journalTail(id: string | undefined, opts: { all?: boolean 
   // Events are printed through the output (redacted, neutralised, hostile text after its margin); notes are Vak's own.
   const { out } = processOutput(new Redactor());
   const show = (s: string) => out.line(own(s));
-  const j = open();
+  const j = await open();
   const dir = spoolDir();
   // One session: everything it has, then what comes. All: what comes from now on (and runs spooling now, from their start).
   let only: string | undefined;
-  if (id) only = findSession(j, dir, id);
-  let seq = only ? 0 : j.lastSeq();
+  try {
+    if (id) only = await findSession(j, dir, id);
+  } catch (e) {
+    await j.close();
+    throw e;
+  }
+  const since = new Date().toISOString();
+  /** Per session, the last sessionSeq read from the database. */
+  const dbCursors = new Map<string, number>();
   const cursors = new Map<string, SpoolCursor>();
   /** Per session, the events already shown from its spool file. */
   const shownFromSpool = new Map<string, number>();
@@ -57,12 +66,17 @@ export async function journalTail(id: string | undefined, opts: { all?: boolean 
     if (only && e.kind === "session.ended") ended = true;
   };
 
-  const pollDb = () => {
+  /** Reads a session's events past what was read of it; a session first seen while following every session, only those since the tail began. */
+  const readDb = async (session: string, upTo: number) => {
+    const at = dbCursors.get(session);
+    if (at !== undefined && upTo <= at) return;
     for (;;) {
-      const batch = j.eventsAfter(seq, { session: only, limit: 1000 });
+      const cursor = dbCursors.get(session);
+      const batch = await j.events(session, { after: cursor ?? 0, limit: 1000 });
       for (const e of batch) {
-        seq = e.seq;
+        dbCursors.set(session, e.sessionSeq);
         if ((shownFromSpool.get(e.session) ?? 0) >= e.sessionSeq) continue;
+        if (cursor === undefined && !only && e.time < since) continue;
         print(e);
       }
       if (batch.length < 1000) return;
@@ -101,46 +115,72 @@ export async function journalTail(id: string | undefined, opts: { all?: boolean 
   let watchers: FSWatcher[] = [];
   let timer: NodeJS.Timeout | undefined;
   let woken: NodeJS.Timeout | undefined;
+  let dbWatch: Watch | undefined;
   try {
     return await new Promise<number>((resolve, reject) => {
+      let done = false;
       const finish = (code: number) => {
+        done = true;
         for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.off(s, onSignal);
         resolve(code);
       };
+      const fail = (e: unknown) => {
+        done = true;
+        for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.off(s, onSignal);
+        reject(e);
+      };
       const onSignal = () => finish(0);
       for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(s, onSignal);
+      // Database reads one after another, so that a session's events print in order and once.
+      let reads: Promise<void> = Promise.resolve();
+      const queueRead = (session: string, upTo: number) => {
+        reads = reads.then(async () => {
+          if (done) return;
+          await readDb(session, upTo);
+          if (ended) finish(0);
+        }).catch(fail);
+      };
       const poll = () => {
         woken = undefined;
+        if (done) return;
         try {
           pollSpool();
-          pollDb();
         } catch (e) {
-          return reject(e);
+          return fail(e);
         }
         if (ended) finish(0);
       };
       const wake = () => void (woken ??= setTimeout(poll, WAKE_MS));
-      for (const d of [dirname(j.path), dir])
-        try {
-          watchers.push(watch(d, { persistent: false }, wake));
-        } catch {
-          // not there yet (no run has spooled): the timer covers it
-        }
+      try {
+        watchers.push(watch(dir, { persistent: false }, wake));
+      } catch {
+        // not there yet (no run has spooled): the timer covers it
+      }
       timer = setInterval(poll, POLL_MS);
-      if (!only) show("(following every session; Ctrl-C to stop)");
-      poll();
+      // Watch first, then read what the session already has: nothing committed in between is missed.
+      j.watch((c) => void ((!only || c.session === only) && queueRead(c.session, c.sessionSeq)), fail).then(
+        (w) => {
+          dbWatch = w;
+          if (done) return;
+          if (!only) show("(following every session; Ctrl-C to stop)");
+          poll();
+          if (only) queueRead(only, Number.MAX_SAFE_INTEGER);
+        },
+        fail,
+      );
     });
   } finally {
     for (const w of watchers) w.close();
     watchers = [];
     if (timer) clearInterval(timer);
     if (woken) clearTimeout(woken);
-    j.close();
+    await dbWatch?.close().catch(() => undefined);
+    await j.close();
   }
 }
 
 /** A session in the journal, or a run still in the spool, by id, start of id, or "last". */
-function findSession(j: Journal, dir: string, id: string): string {
+async function findSession(j: Journal, dir: string, id: string): Promise<string> {
   let spooled: string[] = [];
   try {
     spooled = readdirSync(dir).filter((n) => n.endsWith(OPEN_SUFFIX) || n.endsWith(DONE_SUFFIX)).map((n) => n.split(".")[0]!);
@@ -149,15 +189,15 @@ function findSession(j: Journal, dir: string, id: string): string {
   }
   const live = id === "last" ? spooled.sort().at(-1) : spooled.filter((s) => s.startsWith(id));
   if (id === "last") {
-    const [newest] = j.sessions({ limit: 1 });
+    const [newest] = await j.sessions({ limit: 1 });
     // Session ids begin with their start time in base 36, so the larger is the newer.
     const candidates = [newest?.id, live as string | undefined].filter((x): x is string => Boolean(x)).sort();
     if (!candidates.length) throw new VakError("bad-input", "the journal holds no sessions yet");
     return candidates.at(-1)!;
   }
   const inSpool = live as string[];
-  if (inSpool.length === 1 && !j.sessions({ idPrefix: id }).length) return inSpool[0]!;
-  return sessionOf(j, id).id;
+  if (inSpool.length === 1 && !(await j.matching(id, 1)).length) return inSpool[0]!;
+  return (await sessionOf(j, id)).id;
 }
 
 /** Reads what was appended to a spool file since the cursor, a line at a time; a torn last line waits for the rest. */

@@ -132,7 +132,7 @@ export function transcript(events: readonly StoredEvent[]): string[] {
         out.push(`${time}  vak audit --fix: ${one(p.check, 80)}: ${one(p.path, 400)} ${one(p.from, 8)} → ${one(p.to, 8)}`);
         break;
       case "session.started": case "op.requested": case "target.resolved": case "worker.spawned": case "worker.exited":
-      case "secret.used": case "journal.pruned": case "mcp.result": case "mcp.initialized": case "mcp.tools": case "mcp.dropped":
+      case "secret.used": case "journal.pruned": case "journal.migrated": case "mcp.result": case "mcp.initialized": case "mcp.tools": case "mcp.dropped":
         break; // in the timeline (--events); the transcript shows what they led to
       default: {
         const unnamed: never = e.kind;

@@ -1,6 +1,6 @@
 import type { StoredEvent } from "../journal/events.js";
-import { Journal } from "../journal/journal.js";
-import type { SessionFilter, SessionInfo } from "../journal/search.js";
+import type { Journal, SessionFilter, SessionInfo } from "../journal/journal.js";
+import { openJournal } from "../journal/open.js";
 import { VakError } from "../policy/errors.js";
 import { parseDuration, UnitError } from "../policy/units.js";
 import { Redactor } from "../secrets/redact.js";
@@ -26,31 +26,43 @@ function clipped(v: unknown, n = 200): Text {
   return s.length > n ? fmt`${s.slice(0, n)}${own(`… (+${s.length - n} characters)`)}` : fmt`${s}`;
 }
 
-export function open(): Journal {
-  return Journal.open({ path: process.env.VAK_JOURNAL || undefined });
+/** The journal the user's config names ([journal] url for PostgreSQL), or VAK_JOURNAL's SQLite file. */
+export function open(): Promise<Journal> {
+  const path = process.env.VAK_JOURNAL;
+  return openJournal(path ? { path } : {});
+}
+
+async function withJournal(body: (j: Journal) => Promise<number>): Promise<number> {
+  const j = await open();
+  try {
+    return await body(j);
+  } finally {
+    await j.close();
+  }
 }
 
 const CANDIDATES = 10;
 
 /** A session by id, by the start of one, or "last"; an id that several sessions start with is refused with them. */
-export function sessionOf(j: Journal, id: string): SessionInfo {
+export async function sessionOf(j: Journal, id: string): Promise<SessionInfo> {
   if (id === "last") {
-    const [newest] = j.sessions({ limit: 1 });
+    const [newest] = await j.sessions({ limit: 1 });
     if (!newest) throw new VakError("bad-input", "the journal holds no sessions yet");
     return newest;
   }
-  const found = /^[0-9a-z-]+$/.test(id) ? j.sessions({ idPrefix: id }) : [];
+  const found = /^[0-9a-z-]+$/.test(id) ? await j.sessions({ idPrefix: id }) : [];
   const exact = found.find((s) => s.id === id);
   if (exact) return exact;
   if (found.length === 1) return found[0]!;
   if (!found.length) throw new VakError("bad-input", `no session ${visible(id)} in the journal; \`vak journal list\` shows them (\`last\` is the newest)`);
-  const shown = found.slice(-CANDIDATES).map((s) => `  ${listLine(s)}`);
+  const shown = found.slice(-CANDIDATES).map((s) => `  ${listLine(s, false)}`);
   const more = found.length > CANDIDATES ? `\n  … and ${found.length - CANDIDATES} older` : "";
   throw new VakError("bad-input", `${found.length} sessions start with ${visible(id)}; give more of the id:\n${shown.map((l) => visible(redactor.text(l))).join("\n")}${more}`);
 }
 
-function listLine(s: SessionInfo): string {
-  return `${s.id}  ${s.started.replace("T", " ").slice(0, 19)}  ${s.kind.padEnd(7)} ${String(s.events).padStart(5)} events  ${(s.outcome ?? "(not ended)").padEnd(10)} ${s.title}`;
+/** One session a line; with hosts (a PostgreSQL journal many hosts share), the host that ran it. */
+function listLine(s: SessionInfo, hosts: boolean): string {
+  return `${s.id}  ${s.started.replace("T", " ").slice(0, 19)}  ${hosts ? `${(s.host ?? "").slice(0, 20).padEnd(20)} ` : ""}${s.kind.padEnd(7)} ${String(s.events).padStart(5)} events  ${(s.outcome ?? "(not ended)").padEnd(10)} ${s.title}`;
 }
 
 /**
@@ -89,24 +101,22 @@ export function filterOf(opts: ListOptions): SessionFilter {
   return { kind: opts.kind, since: since?.toISOString(), until: until?.toISOString(), limit: opts.limit };
 }
 
-export function journalList(opts: ListOptions): number {
+export function journalList(opts: ListOptions): Promise<number> {
   const filter = filterOf(opts);
-  const j = open();
-  try {
-    const sessions = j.sessions(filter);
+  return withJournal(async (j) => {
+    const sessions = await j.sessions(filter);
     if (opts.json) return json(sessions), 0;
     const filtered = Boolean(filter.kind || filter.since || filter.until);
     if (!sessions.length) return out(own(filtered ? "no session in the journal matches" : "the journal holds no sessions yet")), 0;
+    const hosts = new Set(sessions.map((s) => s.host)).size > 1;
     for (const s of sessions)
-      out(fmt`${own(s.id)}  ${s.started.replace("T", " ").slice(0, 19)}  ${padded(s.kind, 7)} ${own(String(s.events).padStart(5))} events  ${padded(s.outcome ?? "(not ended)", 10)} ${s.title}`);
+      out(fmt`${own(s.id)}  ${s.started.replace("T", " ").slice(0, 19)}  ${hosts ? fmt`${padded((s.host ?? "").slice(0, 20), 20)} ` : ""}${padded(s.kind, 7)} ${own(String(s.events).padStart(5))} events  ${padded(s.outcome ?? "(not ended)", 10)} ${s.title}`);
     if (opts.limit && sessions.length === opts.limit) {
-      const all = j.sessions({ ...filter, limit: undefined }).length;
+      const all = (await j.sessions({ ...filter, limit: undefined })).length;
       if (all > sessions.length) out(own(`(the newest ${sessions.length} of ${all}; --limit ${all} shows them all)`));
     }
     return 0;
-  } finally {
-    j.close();
-  }
+  });
 }
 
 /** The limits worker.exited says ended (or cut into) a run: "; stopped by --max-cpu 1". */
@@ -132,6 +142,7 @@ export function describe(e: StoredEvent): Text {
       case "policy.generation": return fmt`generation ${p.generation}: ${p.mode ?? ""}`;
       case "run.cancelled": case "op.requested": case "target.resolved": case "approval.asked": case "approval.answered": case "approval.voided":
       case "model.call": case "secret.used": case "tool.result": case "message": case "journal.pruned": case "mcp.initialized":
+      case "journal.migrated":
         return clipped(p);
       case "mcp.call": return fmt`${own(p.decision === "denied" ? "DENIED" : "allowed")} #${p.call} ${p.tool} ${clipped(p.arguments, 120)}${p.reason ? fmt`: ${p.reason}` : ""}`;
       case "mcp.result": return fmt`#${p.call} ${p.tool} ${p.ok ? "ok" : fmt`error${p.error ? fmt`: ${p.error}` : ""}`}${p.bytes !== undefined ? fmt`, ${p.bytes} bytes in ${p.durationMs} ms` : ""}`;
@@ -148,63 +159,50 @@ export function describe(e: StoredEvent): Text {
   return fmt`${own(String(e.sessionSeq).padStart(4))} ${time} ${padded(e.kind, 17)} ${padded(who, 12)} ${detail}`;
 }
 
-export function journalShow(id: string, opts: { json?: boolean; events?: boolean }): number {
-  const j = open();
-  try {
-    const s = sessionOf(j, id);
-    const events = j.events(s.id);
+export function journalShow(id: string, opts: { json?: boolean; events?: boolean }): Promise<number> {
+  return withJournal(async (j) => {
+    const s = await sessionOf(j, id);
+    const events = await j.events(s.id);
     if (opts.json) return json({ session: s, events }), 0;
-    out(fmt`session ${own(s.id)} (${s.kind}) started ${s.started}${s.workspace ? fmt` in ${s.workspace}` : ""}: ${s.title}`);
+    out(fmt`session ${own(s.id)} (${s.kind}) started ${s.started}${s.host ? fmt` on ${s.host}` : ""}${s.workspace ? fmt` in ${s.workspace}` : ""}: ${s.title}`);
     if (isConversation(s.kind) && !opts.events) {
       for (const l of transcript(events)) relay(l);
       out(own(`(every event: vak journal show ${s.id} --events)`));
     } else for (const e of events) out(describe(e));
     return 0;
-  } finally {
-    j.close();
-  }
+  });
 }
 
-export function journalExport(id: string): number {
-  const j = open();
-  try {
-    for (const e of j.events(sessionOf(j, id).id)) json(e);
+export function journalExport(id: string): Promise<number> {
+  return withJournal(async (j) => {
+    for (const e of await j.events((await sessionOf(j, id)).id)) json(e);
     return 0;
-  } finally {
-    j.close();
-  }
+  });
 }
 
-export function journalSearch(query: string, opts: { json?: boolean; session?: string }): number {
-  const j = open();
-  try {
-    const hits = j.search(query, opts.session ? { session: sessionOf(j, opts.session).id } : {});
+export function journalSearch(query: string, opts: { json?: boolean; session?: string }): Promise<number> {
+  return withJournal(async (j) => {
+    const hits = await j.search(query, opts.session ? { session: (await sessionOf(j, opts.session)).id } : {});
     if (opts.json) return json(hits), 0;
     if (!hits.length) out(fmt`nothing in the journal matches ${JSON.stringify(query)}`);
     for (const e of hits) out(fmt`${own(e.session)}  ${describe(e)}`);
     return 0;
-  } finally {
-    j.close();
-  }
+  });
 }
 
-export function journalIngest(): number {
-  // Journal.open takes every waiting run in.
-  open().close();
-  return 0;
+export function journalIngest(): Promise<number> {
+  // Opening the journal takes every waiting run in.
+  return withJournal(async () => 0);
 }
 
-export function journalVerify(opts: { json?: boolean }): number {
-  const j = open();
-  try {
-    const v = j.verify();
+export function journalVerify(opts: { json?: boolean }): Promise<number> {
+  return withJournal(async (j) => {
+    const v = await j.verify();
     if (opts.json) json(v);
-    else if (v.ok) out(fmt`the journal verifies: ${v.events} events, head ${v.head}`);
-    else out(fmt`the journal is BROKEN at event ${v.seq}${v.session ? fmt` (session ${v.session}, #${v.sessionSeq})` : ""}: ${v.problem}`);
+    else if (v.ok) out(fmt`the journal verifies: ${v.events} events${own(v.chains > 1 ? ` on ${v.chains} chains (one per session)` : "")}, head ${v.head}`);
+    else out(fmt`the journal is BROKEN at event ${v.seq}${v.session ? fmt` (session ${v.session}${v.sessionSeq ? fmt`, #${v.sessionSeq}` : ""})` : ""}: ${v.problem}`);
     return v.ok ? 0 : 1;
-  } finally {
-    j.close();
-  }
+  });
 }
 
 export async function journalPrune(opts: { before?: string }): Promise<number> {
@@ -216,12 +214,9 @@ export async function journalPrune(opts: { before?: string }): Promise<number> {
     if (!days) throw new VakError("bad-input", "no retention is configured: pass --before DATE, or set [journal] retention_days in ~/.config/vak/config.toml");
     before = new Date(Date.now() - days * 86_400_000);
   }
-  const j = open();
-  try {
-    const r = j.prune(before);
+  return withJournal(async (j) => {
+    const r = await j.prune(before);
     out(own(r.events ? `pruned ${r.events} events (${r.sessions} whole sessions) older than ${before.toISOString()}; recorded in the journal` : `nothing is older than ${before.toISOString()}`));
     return 0;
-  } finally {
-    j.close();
-  }
+  });
 }

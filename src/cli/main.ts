@@ -215,7 +215,7 @@ export function program(onlyExec = false, escaped: { message?: string[] | undefi
   secret.command("set").description("store a secret (the value is read without echo, or from stdin)").argument("<name>", "its name; refer to it as secret:NAME")
     .action(async (name: string) => done(await (await import("./secret.js")).secretSet(name)));
   secret.command("list").description("names, sources and who used them; never values").option("--json", "machine-readable")
-    .action(async (opts) => done((await import("./secret.js")).secretList(opts)));
+    .action(async (opts) => done(await (await import("./secret.js")).secretList(opts)));
   secret.command("rm").description("remove a stored secret").argument("<name>", "its name")
     .action(async (name: string) => done((await import("./secret.js")).secretRemove(name)));
   p.command("demo")
@@ -228,27 +228,38 @@ export function program(onlyExec = false, escaped: { message?: string[] | undefi
     .option("--since <when>", "started at or after: an age (2h, 30m, 7d), a date (2026-01-31) or an ISO time")
     .option("--until <when>", "started at or before: an age, a date (its whole day) or an ISO time")
     .option("--json", "machine-readable")
-    .action(async (opts) => done((await import("./journal.js")).journalList(opts)));
+    .action(async (opts) => done(await (await import("./journal.js")).journalList(opts)));
   journal.command("show").description("one session: an agent's or a workload's as a transcript, others as a timeline")
     .argument("<id>", "a session id, the start of one, or last")
     .option("--events", "every event as a timeline, for an agent's session too").option("--json", "machine-readable")
-    .action(async (id: string, opts) => done((await import("./journal.js")).journalShow(id, opts)));
+    .action(async (id: string, opts) => done(await (await import("./journal.js")).journalShow(id, opts)));
   journal.command("tail").description("follow the journal as it is written: one session until it ends, or every session")
     .argument("[id]", "a session id, the start of one, or last (default: every session, from now)")
     .option("--all", "every session, from now on (the default without an id)")
     .action(async (id: string | undefined, opts) => done(await (await import("./journal-tail.js")).journalTail(id, opts)));
   journal.command("export").description("one session as JSON Lines, one event a line").argument("<id>", "a session id, the start of one, or last")
-    .action(async (id: string) => done((await import("./journal.js")).journalExport(id)));
+    .action(async (id: string) => done(await (await import("./journal.js")).journalExport(id)));
   journal.command("search").description("full-text search over arguments, results and reasons").argument("<query>", "words, or an FTS5 query")
     .option("--session <id>", "only this session").option("--json", "machine-readable")
-    .action(async (q: string, opts) => done((await import("./journal.js")).journalSearch(q, opts)));
+    .action(async (q: string, opts) => done(await (await import("./journal.js")).journalSearch(q, opts)));
   journal.command("verify").description("walk the hash chain; exit 1 at the first broken link").option("--json", "machine-readable")
-    .action(async (opts) => done((await import("./journal.js")).journalVerify(opts)));
+    .action(async (opts) => done(await (await import("./journal.js")).journalVerify(opts)));
   journal.command("ingest").description("take spooled runs into the hash chain now (done in the background anyway)")
-    .action(async () => done((await import("./journal.js")).journalIngest()));
+    .action(async () => done(await (await import("./journal.js")).journalIngest()));
   journal.command("prune").description("remove events older than a date (the prune itself is journaled)")
     .option("--before <date>", "a date, a time, or an age such as 90d; default: [journal] retention_days")
     .action(async (opts) => done(await (await import("./journal.js")).journalPrune(opts)));
+  journal.command("init-db").description("create the PostgreSQL journal's schema, triggers and writer role (with the database owner's connection)")
+    .option("--admin-url <url>", "the owner's postgres:// URL without a password, or env:NAME / secret:NAME; default: [journal] admin_url")
+    .option("--role <name>", "the writer role to create and grant (SELECT and INSERT only)", "vak_writer")
+    .option("--grant-to <role...>", "login roles hosts connect as, to be given the writer role")
+    .option("--json", "machine-readable")
+    .action(async (opts) => done(await (await import("./journal-admin.js")).journalInitDb(opts)));
+  journal.command("migrate").description("copy a SQLite journal into PostgreSQL, verifying the chain on both sides")
+    .option("--to <url>", "a postgres:// URL without a password, or env:NAME / secret:NAME; default: [journal] url")
+    .option("--from <path>", "the SQLite journal; default: the one in Vak's state directory")
+    .option("--json", "machine-readable")
+    .action(async (opts) => done(await (await import("./journal-admin.js")).journalMigrate(opts)));
 
   const mcp = grantFlags(p.command("mcp")
     .description("run a stdio MCP server in the sandbox for any MCP client: vak mcp [options] -- CMD [ARGS...]")

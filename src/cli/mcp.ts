@@ -1,7 +1,7 @@
 import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
-import { Journal } from "../journal/journal.js";
+import { openJournal } from "../journal/open.js";
 import { McpRecord } from "../mcp/record.js";
 import { PinStore } from "../mcp/pins.js";
 import { StderrRelay } from "../mcp/stderr.js";
@@ -101,13 +101,13 @@ export async function mcpServe(command: string[], opts: McpOptions): Promise<num
 }
 
 async function serve(server: string, plan: ReturnType<typeof decide>, opts: McpOptions, secrets: { name: string; ref: string; value: string }[]): Promise<number> {
-  const journal = Journal.open();
+  const journal = await openJournal();
   for (const x of secrets) journal.redactor.add(x.value);
   const redact = <T>(v: T): T => journal.redactor.value(v);
   const err = processOutput(journal.redactor).err;
   const say = (text: string) => err.line(fmt`vak: mcp ${server}: ${text}`);
   const ask = opts.ask?.includes("all") ? ("all" as const) : new Set(opts.ask ?? []);
-  const record = McpRecord.start(journal, {
+  const record = await McpRecord.start(journal, {
     server, plan, tools: { deny: opts.denyTool ?? [], ask: ask === "all" ? "all" : [...ask] },
     secrets: secrets.map((x) => ({ ref: x.ref, recipient: `env ${x.name}` })),
   });
@@ -162,8 +162,8 @@ async function serve(server: string, plan: ReturnType<typeof decide>, opts: McpO
   if (record.failed) code = EXIT_REFUSED;
   const drops = record.dropCounts();
   if (drops.length) say(`dropped ${drops.map((d) => `${d.count} × ${d.from}: ${d.problem}`).slice(0, 5).join("; ")}`);
-  record.finish(result, code, { ended: why });
-  journal.close();
+  await record.finish(result, code, { ended: why });
+  await journal.close().catch(() => undefined);
   await new Promise<void>((resolve) => {
     const t = setTimeout(resolve, 1000);
     out.end(() => {

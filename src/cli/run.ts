@@ -42,7 +42,7 @@ async function runToEnd(run: (signal: AbortSignal) => Promise<RunResult>, io: { 
 /** `vak run "…"`: one instruction, the transcript as it happens, then what was refused. */
 export async function runCommand(prompt: string, flags: AgentFlags & { json?: boolean; spec?: string }): Promise<number> {
   if (flags.spec) return runSpec(flags.spec, prompt, flags);
-  const { options, journal } = sessionOptions(flags);
+  const { options, journal } = await sessionOptions(flags);
   // The journal's redactor is the session's: it learns the provider key and every secret as the session starts.
   const io = processOutput(journal.redactor);
   const interactive = Boolean(process.stdin.isTTY && io.err.isTTY);
@@ -61,7 +61,7 @@ export async function runCommand(prompt: string, flags: AgentFlags & { json?: bo
   } finally {
     rl?.close();
     await session.close();
-    journal.close();
+    await journal.close();
   }
 }
 
@@ -79,7 +79,7 @@ const HELP = `  /mode read-only | workspace-write   change the mode (revokes wha
  * send the next instruction, cancel, or switch the mode.
  */
 export async function interactiveCommand(flags: AgentFlags & { serve?: boolean; port?: number }, first?: string): Promise<number> {
-  const { options, journal } = sessionOptions(flags);
+  const { options, journal } = await sessionOptions(flags);
   const { out } = processOutput(journal.redactor);
   let session: AgentSession | undefined = undefined;
   const approver = new TerminalApprover(() => session!.approvals, out);
@@ -190,7 +190,7 @@ export async function interactiveCommand(flags: AgentFlags & { serve?: boolean; 
   const id = s.journalSession?.id;
   if (server) await server.close();
   else await s.close();
-  journal.close();
+  await journal.close();
   out.line(own(`\nsession ended; the record: vak journal show ${id}`));
   return 0;
 }
@@ -202,13 +202,13 @@ async function runSpec(file: string, prompt: string, flags: AgentFlags & { json?
   const { resolveModel } = await import("../model/providers.js");
   const { providerKeys } = await import("../model/provider-keys.js");
   const { loadUserConfig } = await import("../policy/config.js");
-  const { Journal } = await import("../journal/journal.js");
+  const { openJournal } = await import("../journal/open.js");
   const mode = flags.mode === "read-only" ? "read-only" : "workspace-write";
   const config = loadUserConfig();
   const keys = providerKeys(config, process.env);
   const plan = loadSpec(file, { mode, providerKeys: keys });
   const model = resolveModel(flags.model ?? plan.harness.model, config);
-  const journal = Journal.open();
+  const journal = await openJournal({ config });
   const io = processOutput(journal.redactor);
   const interactive = Boolean(process.stdin.isTTY && io.err.isTTY);
   let session: InstanceType<typeof WorkloadSession> | undefined = undefined;
@@ -228,6 +228,6 @@ async function runSpec(file: string, prompt: string, flags: AgentFlags & { json?
   } finally {
     rl?.close();
     await session?.close();
-    journal.close();
+    await journal.close();
   }
 }

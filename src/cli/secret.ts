@@ -1,4 +1,4 @@
-import { Journal } from "../journal/journal.js";
+import { openJournal } from "../journal/open.js";
 import { VakError } from "../policy/errors.js";
 import { loadUserConfig } from "../policy/config.js";
 import { SECRET_NAME, SecretStore } from "../secrets/store.js";
@@ -53,7 +53,7 @@ export function secretRemove(name: string): number {
 }
 
 /** Names, where each comes from, and who used it (from the journal); never a value. */
-export function secretList(opts: { json?: boolean }): number {
+export async function secretList(opts: { json?: boolean }): Promise<number> {
   const store = new SecretStore();
   const config = loadUserConfig();
   const rows = [
@@ -61,10 +61,10 @@ export function secretList(opts: { json?: boolean }): number {
     ...Object.entries(config.secret_commands).map(([n, argv]) => ({ ref: `cmd:${n}`, source: `command: ${argv[0]}` })),
   ];
   const uses = new Map<string, Set<string>>();
-  const journal = Journal.open();
+  const journal = await openJournal({ config });
   try {
     for (const r of rows)
-      for (const e of journal.search(`"${r.ref}"`, { limit: 1000 })) {
+      for (const e of await journal.search(`"${r.ref}"`, { limit: 1000 })) {
         const p = e.payload as { name?: string; recipient?: string };
         if (e.kind !== "secret.used" || p.name !== r.ref) continue;
         const set = uses.get(r.ref) ?? new Set();
@@ -72,7 +72,7 @@ export function secretList(opts: { json?: boolean }): number {
         uses.set(r.ref, set);
       }
   } finally {
-    journal.close();
+    await journal.close();
   }
   const out = rows.map((r) => ({ ...r, usedBy: [...(uses.get(r.ref) ?? [])] }));
   const print = processOutput().out;

@@ -2,7 +2,8 @@ import { lstatSync, readFileSync, realpathSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { parse } from "smol-toml";
 import { AgentSession } from "../agent/agent-session.js";
-import { Journal } from "../journal/journal.js";
+import type { Journal } from "../journal/journal.js";
+import { openJournal } from "../journal/open.js";
 import { resolveModel } from "../model/providers.js";
 import { loadUserConfig, userConfigPath } from "../policy/config.js";
 import { VakError } from "../policy/errors.js";
@@ -12,7 +13,7 @@ import { startServer } from "../server/server.js";
 import { loadSpec } from "../workload/spec.js";
 import { WorkloadSession } from "../workload/workload-session.js";
 import type { CreateSession } from "../server/wire.js";
-import { type AgentFlags, sessionOptions } from "./agent-options.js";
+import { type AgentFlags, sessionOptionsWith } from "./agent-options.js";
 import { visible } from "../text/visible.js";
 import { fmt, own, processOutput } from "./output.js";
 
@@ -61,7 +62,7 @@ export function sessionFactory(flags: ServeFlags, journal: Journal, root: string
     if (ceiling === "read-only" && body.mode !== "read-only") throw new VakError("bad-input", "this server was started with --mode read-only: its sessions are read-only");
     if (body.kind === "agent") {
       const workspace = inside(root, body.workspace, "workspace");
-      const { options } = sessionOptions({ ...flags, mode: body.mode, model: body.model ?? flags.model, workspace }, journal);
+      const { options } = sessionOptionsWith({ ...flags, mode: body.mode, model: body.model ?? flags.model, workspace }, journal);
       const title = body.title ?? (body.prompt ? body.prompt.slice(0, 200) : "web session");
       const s = new AgentSession({ ...options, title, onEvent: hooks.onEvent, onApproval: hooks.onApproval, onApprovalSettled: hooks.onApprovalSettled, onPolicy: hooks.onPolicy });
       return hostAgent(s, title, workspace, ceiling);
@@ -88,7 +89,7 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
     throw new VakError("bad-input", `--workspace ${flags.workspace}: ${(e as Error).message}`);
   }
   const notice = repositoryServerNotice(root);
-  const journal = Journal.open();
+  const journal = await openJournal({ config });
   const { out, err } = processOutput(journal.redactor);
   // The notice names the repository's file and what it asks for: a line of Vak's with the repository's text in it, through the output.
   if (notice) err.relayed(visible(journal.redactor.text(notice)));
@@ -103,7 +104,7 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
       info: { workspace: root, model: flags.model ?? config.model.default ?? null, mode: flags.mode, version: 1 },
     });
   } catch (e) {
-    journal.close();
+    await journal.close().catch(() => undefined);
     throw e;
   }
   // The URL and the token are Vak's own (the token is not a secret the redactor should hide from the one who asked for it).
@@ -119,7 +120,6 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
     process.once("SIGTERM", stop);
   });
   await server.close();
-  journal.flush();
-  journal.close();
+  await journal.close();
   return 0;
 }

@@ -1,91 +1,86 @@
 import { createHash } from "node:crypto";
-import type Database from "better-sqlite3";
-import type { StoredEvent } from "./events.js";
-import { type Db, type Row, toStored } from "./schema.js";
 
 /**
- * The hash chain: one chain through every event of every session. Each row
- * holds the hash of the row before it and its own hash over all its fields,
+ * The hash chain, as both backends hold it: each event stores the hash of the
+ * event before it on its chain and its own hash over all its stored fields,
  * so changing, removing or reordering any stored event breaks the chain at
- * that event; the head row catches events removed at the end, and an anchor
- * (left by a prune) is where a pruned chain starts.
+ * that event. The bytes hashed are computed here, in Vak, from the exact text
+ * the backend stores (actor and payload are stored as the JSON text that was
+ * hashed, never re-serialised by a database), and verify() recomputes them
+ * from that stored text.
+ *
+ * SQLite holds one chain through every event of every session; PostgreSQL one
+ * chain per session (hosts sharing a database never wait on each other's
+ * events), each rooted in its session's entry in a chain of sessions. The
+ * walker below checks one chain's links and is shared by both.
  */
 export const GENESIS = "0".repeat(64);
 
+/** The fields of a stored event that its hash covers, in the order they are hashed. */
+export interface ChainRow {
+  seq: number;
+  session: string;
+  session_seq: number;
+  time: string;
+  kind: string;
+  actor: string;
+  generation: number;
+  payload: string;
+}
+
 /** The bytes an event's hash covers: every stored field but the hash itself. */
-export function eventHash(prev: string, r: Omit<Row, "hash" | "prev_hash">): string {
+export function eventHash(prev: string, r: ChainRow): string {
   const canonical = JSON.stringify([r.seq, r.session, r.session_seq, r.time, r.kind, r.actor, r.generation, r.payload]);
-  return createHash("sha256").update(prev).update("\n").update(canonical).digest("hex");
+  return sha256(`${prev}\n${canonical}`);
+}
+
+export function sha256(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
 }
 
 export type VerifyResult =
-  | { ok: true; events: number; head: string }
+  | { ok: true; events: number; chains: number; head: string }
   | { ok: false; events: number; seq: number; session?: string; sessionSeq?: number; problem: string };
 
-/** Appends to the chain; the caller holds the transaction. */
-export class Chain {
-  private readonly insert: Database.Statement;
-  private readonly setHead: Database.Statement;
-  private readonly lastEvent: Database.Statement;
+export type Broken = Extract<VerifyResult, { ok: false }>;
 
-  constructor(private readonly db: Db) {
-    this.insert = db.prepare(
-      "INSERT INTO events (seq, session, session_seq, time, kind, actor, generation, payload, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
-    );
-    this.setHead = db.prepare("INSERT INTO head (one, seq, hash) VALUES (1, ?, ?) ON CONFLICT(one) DO UPDATE SET seq = excluded.seq, hash = excluded.hash");
-    this.lastEvent = db.prepare("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1");
+/**
+ * Walks one chain, row by row in the order of seq: each row must come next,
+ * follow from the row before, and hash to what it stores. `label` names the
+ * chain in messages ("" for SQLite's single chain).
+ */
+export class ChainWalker {
+  private expectSeq: number;
+  private prev: string;
+  count = 0;
+
+  constructor(
+    start: { seq: number; hash: string },
+    private readonly label: string,
+  ) {
+    this.expectSeq = start.seq + 1;
+    this.prev = start.hash;
   }
 
-  /** The last event in the chain, if any. */
-  last(): { seq: number; hash: string } | undefined {
-    return this.lastEvent.get() as { seq: number; hash: string } | undefined;
+  get last(): { seq: number; hash: string } {
+    return { seq: this.expectSeq - 1, hash: this.prev };
   }
 
-  /** Appends rows after the last event (or the latest anchor, or genesis), and moves the head. */
-  append(rows: Omit<Row, "seq" | "prev_hash" | "hash">[]): StoredEvent[] {
-    const last = this.last();
-    const anchor = last ? undefined : (this.db.prepare("SELECT seq, hash FROM anchors ORDER BY seq DESC LIMIT 1").get() as { seq: number; hash: string } | undefined);
-    let seq = last?.seq ?? anchor?.seq ?? 0;
-    let prev = last?.hash ?? anchor?.hash ?? GENESIS;
-    const stored: StoredEvent[] = [];
-    for (const r of rows) {
-      seq += 1;
-      const ev = { ...r, seq };
-      const hash = eventHash(prev, ev);
-      this.insert.run(ev.seq, ev.session, ev.session_seq, ev.time, ev.kind, ev.actor, ev.generation, ev.payload, prev, hash);
-      stored.push(toStored({ ...ev, prev_hash: prev, hash }));
-      prev = hash;
-    }
-    this.setHead.run(seq, prev);
-    return stored;
+  /** Checks the next row; a Broken result names the first broken link. */
+  step(r: ChainRow & { prev_hash: string; hash: string }, eventsBefore: number): Broken | undefined {
+    const where = { seq: r.seq, session: r.session, sessionSeq: r.session_seq, events: eventsBefore + this.count };
+    const ev = (n: number) => `event ${n}${this.label}`;
+    if (r.seq !== this.expectSeq)
+      return {
+        ok: false, ...where,
+        problem: r.seq > this.expectSeq ? `events ${this.expectSeq} to ${r.seq - 1}${this.label} are missing (removed)` : `${ev(r.seq)} is out of order`,
+      };
+    if (r.prev_hash !== this.prev)
+      return { ok: false, ...where, problem: `${ev(r.seq)} does not follow from ${r.seq === 1 ? "the start of its chain" : `event ${r.seq - 1}`} (one of them was changed, removed or reordered)` };
+    if (eventHash(this.prev, r) !== r.hash) return { ok: false, ...where, problem: `${ev(r.seq)} was changed after it was written (its hash does not match its contents)` };
+    this.prev = r.hash;
+    this.expectSeq += 1;
+    this.count += 1;
+    return undefined;
   }
-}
-
-/** Walks the whole chain and reports the first broken link. */
-export function verifyChain(db: Db): VerifyResult {
-  const anchors = db.prepare("SELECT seq, hash FROM anchors ORDER BY seq").all() as { seq: number; hash: string }[];
-  const anchor = anchors[anchors.length - 1];
-  let expectSeq = (anchor?.seq ?? 0) + 1;
-  let prev = anchor?.hash ?? GENESIS;
-  let count = 0;
-  let prunedNamed = anchor === undefined;
-  for (const r of db.prepare("SELECT * FROM events ORDER BY seq").iterate() as IterableIterator<Row>) {
-    const where = { seq: r.seq, session: r.session, sessionSeq: r.session_seq, events: count };
-    if (r.seq !== expectSeq)
-      return { ok: false, ...where, problem: r.seq > expectSeq ? `events ${expectSeq} to ${r.seq - 1} are missing (removed)` : `event ${r.seq} is out of order` };
-    if (r.prev_hash !== prev) return { ok: false, ...where, problem: `event ${r.seq} does not follow from event ${r.seq - 1} (one of them was changed, removed or reordered)` };
-    if (eventHash(prev, r) !== r.hash) return { ok: false, ...where, problem: `event ${r.seq} was changed after it was written (its hash does not match its contents)` };
-    if (anchor && r.kind === "journal.pruned") {
-      const p = JSON.parse(r.payload) as { throughSeq?: number; anchorHash?: string };
-      if (p.throughSeq === anchor.seq && p.anchorHash === anchor.hash) prunedNamed = true;
-    }
-    prev = r.hash;
-    expectSeq += 1;
-    count += 1;
-  }
-  const head = db.prepare("SELECT seq, hash FROM head").get() as { seq: number; hash: string } | undefined;
-  if (head && (head.seq !== expectSeq - 1 || head.hash !== prev))
-    return { ok: false, events: count, seq: expectSeq, problem: `the journal ends at event ${expectSeq - 1}, but event ${head.seq} was written (events at the end were removed)` };
-  if (!prunedNamed) return { ok: false, events: count, seq: anchor!.seq, problem: `the chain starts after event ${anchor!.seq}, but no journal.pruned event records that prune` };
-  return { ok: true, events: count, head: prev };
 }

@@ -25,6 +25,8 @@ export const EVENT_FIELDS = {
   "journal.pruned": ["before", "events"],
   // `vak audit --fix` (src/audit/): one mode narrowed, recorded before the change is made.
   "audit.fixed": ["check", "path", "from", "to"],
+  // `vak journal migrate`: a SQLite journal copied in, with the head its chain verified to.
+  "journal.migrated": ["from", "events", "sessions", "head"],
   // MCP (src/mcp/): a call and its decision (durable before the server sees it), its result, the
   // connection's two sides, what a listing withheld, and every message that was dropped.
   "mcp.call": ["server", "tool", "decision"],

@@ -1,18 +1,16 @@
 import { renameSync, unlinkSync } from "node:fs";
-import type Database from "better-sqlite3";
 import { boundStrings } from "./bounds.js";
 import type { Redactor } from "../secrets/redact.js";
-import type { Chain } from "./chain.js";
+import type { PreparedEvent } from "./commit-queue.js";
 import { checkEvent, type EventKind } from "./events.js";
-import type { Db } from "./schema.js";
+import type { SessionRow } from "./session-writer.js";
 import { MAX_SPOOL_LINE, OPEN_SUFFIX, pendingSpools, type SpoolHeader, type SpoolLine, spoolDir, spoolLines, type SpoolText } from "./spool.js";
 
-/** What ingest writes into: the journal's database, its chain, its redactor and its sessions insert. */
+/** What ingest writes into: a backend that takes one run in one transaction. */
 export interface IngestTarget {
-  db: Db;
-  chain: Chain;
   redactor: Redactor;
-  insertSession: Database.Statement;
+  /** Writes the run's session and events (batches, read lazily) in one commit; does nothing if the session is already in the journal. */
+  takeRun(session: string, row: SessionRow, batches: Iterable<PreparedEvent[]>): unknown;
 }
 
 /**
@@ -26,7 +24,7 @@ export interface IngestTarget {
  * beside the spool as .partial, and a message says so: one bad file never
  * stops the journal.
  */
-export function ingestSpools(into: IngestTarget, dir: string = spoolDir()): number {
+export async function ingestSpools(into: IngestTarget, dir: string = spoolDir()): Promise<number> {
   let taken = 0;
   for (const found of pendingSpools(dir)) {
     const file = found.replace(/\.ingesting-\d+$/, "");
@@ -50,7 +48,8 @@ export function ingestSpools(into: IngestTarget, dir: string = spoolDir()): numb
     const problems: string[] = [];
     const kept = `${file}.partial`;
     try {
-      takeRun(into, header, lines, file.endsWith(OPEN_SUFFIX), problems, kept);
+      const row = { kind: header.kind, started: header.started, title: into.redactor.text(header.title), workspace: header.workspace };
+      await into.takeRun(header.session, row, runBatches(into.redactor, header, lines, file.endsWith(OPEN_SUFFIX), problems, kept));
     } finally {
       lines.return(undefined); // closes the file, whether or not every line was read
     }
@@ -64,39 +63,30 @@ export function ingestSpools(into: IngestTarget, dir: string = spoolDir()): numb
   return taken;
 }
 
-/** One spooled run into the chain, in one commit. */
-function takeRun(into: IngestTarget, header: SpoolHeader, lines: Iterable<SpoolText>, open: boolean, problems: string[], kept: string): void {
-  const { db, chain, redactor } = into;
-  db.transaction(() => {
-    if (db.prepare("SELECT 1 FROM sessions WHERE id = ?").get(header.session)) return;
-    // The spool holds known secrets redacted already; credential shapes are redacted here, on the way in.
-    into.insertSession.run(header.session, header.kind, header.started, redactor.text(header.title), header.workspace);
-    let batch: SpoolLine[] = [];
-    let count = 0;
-    let last: EventKind | undefined;
-    const add = (e: SpoolLine) => {
-      batch.push(e);
-      last = e.kind;
-      if (batch.length >= 1000) flush();
-    };
-    const flush = () => {
-      chain.append(batch.map((e) => ({
-        session: header.session, session_seq: ++count, time: e.time, kind: e.kind, actor: JSON.stringify(boundStrings(redactor.value(e.actor))),
-        generation: e.generation, payload: JSON.stringify(boundStrings(redactor.value(e.payload))),
-      })));
-      batch = [];
-    };
-    for (const l of lines) {
-      if (l.bytes === 0) continue;
-      const e = l.text === undefined ? undefined : spoolEvent(l.text);
-      if (e) add(e);
-      // A torn last line: its write never returned, so it was never acknowledged.
-      else if (l.terminated) add(placeholder(l, problems, kept));
-    }
-    if (open && last !== "session.ended")
-      add({ kind: "session.ended", actor: { component: "host" }, generation: 0, time: new Date().toISOString(), payload: { outcome: "interrupted: vak stopped before the run ended" } });
-    flush();
-  }).immediate();
+/** One spooled run's events, redacted, numbered and in batches of 1000, as they are read. */
+function* runBatches(redactor: Redactor, header: SpoolHeader, lines: Iterable<SpoolText>, open: boolean, problems: string[], kept: string): Generator<PreparedEvent[]> {
+  // The spool holds known secrets redacted already; credential shapes are redacted here, on the way in.
+  let batch: PreparedEvent[] = [];
+  let count = 0;
+  let last: EventKind | undefined;
+  const add = (e: SpoolLine) => {
+    last = e.kind;
+    batch.push({
+      session: header.session, session_seq: ++count, time: e.time, kind: e.kind, actor: JSON.stringify(boundStrings(redactor.value(e.actor))),
+      generation: e.generation, payload: JSON.stringify(boundStrings(redactor.value(e.payload))),
+    });
+  };
+  for (const l of lines) {
+    if (l.bytes === 0) continue;
+    const e = l.text === undefined ? undefined : spoolEvent(l.text);
+    if (e) add(e);
+    // A torn last line: its write never returned, so it was never acknowledged.
+    else if (l.terminated) add(placeholder(l, problems, kept));
+    if (batch.length >= 1000) yield batch.splice(0);
+  }
+  if (open && last !== "session.ended")
+    add({ kind: "session.ended", actor: { component: "host" }, generation: 0, time: new Date().toISOString(), payload: { outcome: "interrupted: vak stopped before the run ended" } });
+  if (batch.length) yield batch;
 }
 
 /** A spool line as an event the chain can hold, or undefined. */

@@ -1,10 +1,17 @@
+import { randomBytes } from "node:crypto";
 import type { Actor, EventKind, NewEvent, Payload, StoredEvent } from "./events.js";
-import type { SessionRow } from "./schema.js";
+
+/** A session's row, as it goes into the sessions table with its first commit. */
+export interface SessionRow {
+  kind: string;
+  started: string;
+  title: string;
+  workspace: string | null;
+}
 
 /** Where a session's events go: the journal, which numbers and commits them. */
 export interface EventSink {
   enqueue(session: SessionWriter, event: NewEvent): Promise<StoredEvent>;
-  commitNow(session: SessionWriter, event: NewEvent): StoredEvent;
 }
 
 /**
@@ -14,6 +21,8 @@ export interface EventSink {
  */
 export class SessionWriter {
   private seqInSession: number;
+  /** Settles once the session's start is committed (rejects if it could not be). */
+  started: Promise<StoredEvent> = Promise.reject(new Error("not started"));
 
   constructor(
     private readonly journal: EventSink,
@@ -22,6 +31,7 @@ export class SessionWriter {
     private row?: SessionRow,
   ) {
     this.seqInSession = lastSeq;
+    this.started.catch(() => undefined);
   }
 
   /** @internal the sessions row, until a commit has written it */
@@ -34,7 +44,7 @@ export class SessionWriter {
     this.row = undefined;
   }
 
-  /** @internal numbering happens inside the commit */
+  /** @internal numbering happens as a commit takes the event */
   nextSeq(): number {
     return ++this.seqInSession;
   }
@@ -44,17 +54,17 @@ export class SessionWriter {
     this.seqInSession -= 1;
   }
 
-  /** Batched: resolves after the commit that holds it. */
+  /** Resolves after the commit that holds it; rejects (and so does every later append) if that commit fails. */
   append(kind: EventKind, actor: Actor, generation: number, payload: Payload): Promise<StoredEvent> {
     return this.journal.enqueue(this, { kind, actor, generation, payload });
   }
 
-  /** Committed before it returns; throws a VakError if it cannot be. */
-  appendNow(kind: EventKind, actor: Actor, generation: number, payload: Payload): StoredEvent {
-    return this.journal.commitNow(this, { kind, actor, generation, payload });
+  end(outcome: string, payload: Payload = {}): Promise<StoredEvent> {
+    return this.append("session.ended", { component: "host" }, 0, { outcome, ...payload });
   }
+}
 
-  end(outcome: string, payload: Payload = {}): StoredEvent {
-    return this.appendNow("session.ended", { component: "host" }, 0, { outcome, ...payload });
-  }
+/** A session id: sortable by time, unguessable. */
+export function newSessionId(): string {
+  return `${Date.now().toString(36)}-${randomBytes(5).toString("hex")}`;
 }

@@ -84,7 +84,7 @@ export class HostMcpServer {
     for (const [k, v] of Object.entries(plan.env))
       if (withheld.some((w) => v.includes(w)))
         throw new VakError("bad-input", `mcp server ${o.name}: the variable ${k} would give it the value of a model provider's key; the key stays with the host`);
-    const record = McpRecord.start(o.journal, {
+    const record = await McpRecord.start(o.journal, {
       server: o.name, plan, tools: { deny: o.def.deny_tools, ask: [] }, secrets: o.secrets.map((s) => ({ ref: s.ref, recipient: `env ${s.env}` })),
     });
     let egress: BrokerEgress | undefined;
@@ -145,7 +145,7 @@ export class HostMcpServer {
     await this.client.close(); // ends the server's stdin: the connection stops as for any client
     const { result, why } = await this.conn.ended;
     await this.egress?.close();
-    this.record.finish(result, 0, { ended: why });
+    await this.record.finish(result, 0, { ended: why });
   }
 }
 

@@ -39,23 +39,25 @@ export class McpRecord implements RelayRecord {
     private readonly server: string,
   ) {}
 
-  static start(journal: Journal, info: McpRecordInfo): McpRecord {
+  /** Starts the record; resolves once the policy and the plan are committed, before the server is started. */
+  static async start(journal: Journal, info: McpRecordInfo): Promise<McpRecord> {
     const actor: Actor = { component: "mcp", identity: userInfo().username };
     const p = info.plan;
     const session = journal.startSession({
       kind: "mcp", title: `mcp ${info.server}`, workspace: p.workspace, actor,
       payload: { server: info.server, command: p.command, cwd: p.cwd, mode: p.mode, sandbox: p.sandbox },
     });
-    session.appendNow("policy.generation", actor, 1, {
+    const first = [session.started, session.append("policy.generation", actor, 1, {
       generation: 1, mode: p.mode, grants: p.grants, limits: p.limits, defaultMaxProcs: p.defaultMaxProcs,
       network: p.network.kind === "gate" ? { allow: p.network.grants.allow.map((r) => r.text), deny: p.network.grants.deny.map((r) => r.text) } : "none",
       tools: { deny: [...info.tools.deny], ask: info.tools.ask === "all" ? "all" : [...info.tools.ask] },
-    });
-    for (const x of info.secrets) session.appendNow("secret.used", actor, 1, { name: x.ref, recipient: x.recipient, component: "mcp" });
-    session.appendNow("worker.spawned", actor, 1, {
+    })];
+    for (const x of info.secrets) first.push(session.append("secret.used", actor, 1, { name: x.ref, recipient: x.recipient, component: "mcp" }));
+    first.push(session.append("worker.spawned", actor, 1, {
       sandbox: p.sandbox, command: p.command, cwd: p.cwd, server: info.server,
       mounts: p.mounts.map((m) => `${m.kind} ${m.path}`), protect: p.protect.length, env: Object.keys(p.env).sort(),
-    });
+    }));
+    await Promise.all(first);
     return new McpRecord(session, actor, info.server);
   }
 
@@ -132,7 +134,7 @@ export class McpRecord implements RelayRecord {
   }
 
   /** Records how the connection ended, with the counts of what was dropped past the first of each kind. */
-  finish(result: LaunchResult | undefined, code: number, extra: Record<string, unknown> = {}): void {
+  async finish(result: LaunchResult | undefined, code: number, extra: Record<string, unknown> = {}): Promise<void> {
     for (const d of result?.denied ?? []) this.note("decision", { op: d.op, path: d.path, allowed: false, reason: d.reason, pid: d.pid });
     const over = this.dropCounts().filter((d) => d.count > DROPS_RECORDED);
     if (this.failure) return;
@@ -143,7 +145,7 @@ export class McpRecord implements RelayRecord {
       ...extra,
     });
     try {
-      this.session.end(code === 0 ? "ok" : `exit ${code}`);
+      await this.session.end(code === 0 ? "ok" : `exit ${code}`);
     } catch {
       // the failure is on stderr already
     }

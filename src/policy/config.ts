@@ -18,6 +18,13 @@ export const UserConfigSchema = z
       .object({
         /** Days of journal to keep; `vak journal prune` without --before removes older events. */
         retention_days: z.number().int().positive().optional(),
+        /** A PostgreSQL journal shared by many hosts: a postgres:// URL without a password, or a reference to one (env:NAME, secret:NAME, cmd:NAME). */
+        url: z.string().min(1).optional(),
+        /** A reference to the password of url (secret:NAME, env:NAME, cmd:NAME). */
+        password: z.string().regex(/^(secret|env|cmd):/, "a password is named by reference: secret:NAME, env:NAME or cmd:NAME").optional(),
+        /** The database owner's connection, for `vak journal init-db` and `prune` (same forms as url). */
+        admin_url: z.string().min(1).optional(),
+        admin_password: z.string().regex(/^(secret|env|cmd):/, "a password is named by reference: secret:NAME, env:NAME or cmd:NAME").optional(),
       })
       .strict()
       .default({}),

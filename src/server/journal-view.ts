@@ -29,6 +29,7 @@ export function isRefusal(e: StoredEvent): boolean {
     case "mcp.initialized": return false;
     case "session.started": case "session.ended": case "policy.generation": case "op.requested": case "target.resolved":
     case "approval.asked": case "worker.spawned": case "secret.used": case "message": case "journal.pruned": case "audit.fixed":
+    case "journal.migrated":
       return false;
     default: return unhandled(kind, "journal event kind");
   }
@@ -66,6 +67,7 @@ export function eventLine(e: StoredEvent): string {
       return `${s(p.role)}${typeof p.text === "string" && p.text ? `: ${p.text}` : ""}${calls}`;
     }
     case "journal.pruned": return `pruned ${s(p.events)} events before ${s(p.before)}`;
+    case "journal.migrated": return `${s(p.events)} events of ${s(p.sessions)} sessions copied in from ${s(p.from)}`;
     case "mcp.call": return `${p.decision === "denied" ? "DENIED" : "allowed"} ${s(p.server)} ${s(p.tool)} ${s(p.arguments)}${p.reason ? `: ${s(p.reason)}` : ""}`;
     case "mcp.result": return `${s(p.server)} ${s(p.tool)} ${p.ok ? "ok" : `error${p.error ? `: ${s(p.error)}` : ""}`}${p.bytes !== undefined ? `, ${s(p.bytes)} bytes` : ""}`;
     case "mcp.initialized": return `${s(p.client)} ↔ ${s(p.server)}`;

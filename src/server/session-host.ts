@@ -55,17 +55,17 @@ export class SessionHost {
   }
 
   /** The live session with this id, or a 404/410 that says why not. */
-  liveOrThrow(id: string): LiveSession {
+  async liveOrThrow(id: string): Promise<LiveSession> {
     const l = this.live.get(id);
     if (l) return l;
     if (!SESSION_ID.test(id)) throw new ServerError("not-found", "no such session");
-    throw this.journal.session(id) ? new ServerError("gone", "this session is not hosted by this server (it ended, or another process runs it); its record is read-only") : new ServerError("not-found", "no such session");
+    throw (await this.journal.session(id)) ? new ServerError("gone", "this session is not hosted by this server (it ended, or another process runs it); its record is read-only") : new ServerError("not-found", "no such session");
   }
 
-  /** Live sessions first, then the journal's, newest first. */
-  list(): SessionSummary[] {
+  /** Live sessions first, then the journal's (of every host that shares it), newest first. */
+  async list(): Promise<SessionSummary[]> {
     const f = this.filter;
-    const rows = this.journal.sessions().slice(-MAX_LISTED).reverse();
+    const rows = (await this.journal.sessions()).slice(-MAX_LISTED).reverse();
     const out: SessionSummary[] = rows.map((r) => ({
       id: r.id, kind: label(f, r.kind, 100), title: label(f, r.title, 500), workspace: r.workspace === null ? null : label(f, r.workspace),
       started: r.started, live: this.live.has(r.id), state: this.live.get(r.id)?.state(), events: r.events, ended: r.ended, outcome: r.outcome === null ? null : label(f, r.outcome, 500),
@@ -73,14 +73,14 @@ export class SessionHost {
     return out.sort((a, b) => Number(b.live) - Number(a.live));
   }
 
-  summary(id: string): SessionSummary | undefined {
+  async summary(id: string): Promise<SessionSummary | undefined> {
     if (!SESSION_ID.test(id)) return undefined;
-    return this.list().find((s) => s.id === id);
+    return (await this.list()).find((s) => s.id === id);
   }
 
   /** Ends a hosted session: it stops, its record says so, and from then on it is the journal's (read-only). */
   async close(id: string): Promise<void> {
-    const l = this.liveOrThrow(id);
+    const l = await this.liveOrThrow(id);
     await l.close();
     this.live.delete(id);
     this.publish({ type: "sessions" });

@@ -1,7 +1,7 @@
 import type { AgentEvent, RunResult } from "../agent/agent.js";
 import type { ApprovalRequest } from "../approvals/approval-gate.js";
 import { viewLines } from "../approvals/approval-view.js";
-import { Journal } from "../journal/journal.js";
+import { openJournal } from "../journal/open.js";
 import { visible } from "../text/visible.js";
 import { providerKeys } from "../model/provider-keys.js";
 import { resolveModel } from "../model/providers.js";
@@ -76,14 +76,14 @@ export interface WorkloadSessionHandle {
  * shape as an object). Sessions run the harness against the spec's
  * components, each with exactly its grants; everything is journaled.
  */
-export function createHost(spec: WorkloadSpecInput | string, opts: HostOptions = {}): Host {
+export async function createHost(spec: WorkloadSpecInput | string, opts: HostOptions = {}): Promise<Host> {
   const config = loadUserConfig();
   // Every provider key the host holds (not only the one this host calls with): no component may be handed one, and each is redacted.
   const keys = providerKeys(config, opts.env ?? process.env);
   const plan = typeof spec === "string" ? loadSpec(spec, { mode: opts.mode, providerKeys: keys, env: opts.env }) : checkSpec(spec, { mode: opts.mode, providerKeys: keys, env: opts.env });
   const resolved = typeof opts.model === "object" ? { client: opts.model, key: undefined } : resolveModel(opts.model ?? plan.harness.model, config, opts.env);
   const withheld = [...new Set([...(resolved.key ? [resolved.key] : []), ...keys.values])];
-  const journal = Journal.open(opts.journalPath ? { path: opts.journalPath } : {});
+  const journal = await openJournal(opts.journalPath ? { path: opts.journalPath } : { config });
   const sessions = new Set<WorkloadSession>();
   return {
     spec: plan,
@@ -135,7 +135,7 @@ export function createHost(spec: WorkloadSpecInput | string, opts: HostOptions =
     async close() {
       for (const s of [...sessions]) await s.close();
       sessions.clear();
-      journal.close();
+      await journal.close();
     },
   };
 }

@@ -101,7 +101,7 @@ export class WorkloadSession {
       this.live = this.start(plan);
     } catch (e) {
       this.stores.close();
-      this.journalSession?.end(`refused: ${(e as Error).message}`);
+      void this.journalSession?.end(`refused: ${(e as Error).message}`).catch(() => undefined);
       throw e;
     }
     void this.journalSession?.append("policy.generation", { component: "host" }, 1, { generation: 1, spec: plan.source, hash: plan.hash, components: describe(plan) }).catch(() => {});
@@ -293,9 +293,9 @@ export class WorkloadSession {
     if (!a.success) return { text: `refused (bad-request): session_search: ${a.error.issues[0]!.message}`, ok: false, code: "bad-request" };
     const journal = this.opts.journal;
     if (!journal) return { text: "no record is kept in this session", ok: true };
-    journal.flush();
-    const mine = journal.sessions().filter((s) => s.kind === `workload:${this.plan.id}`);
-    const hits = mine.flatMap((s) => journal.search(a.data.query, { session: s.id, limit: 20 }).map((e) => ({ s, e })));
+    await journal.flush();
+    const mine = (await journal.sessions()).filter((s) => s.kind === `workload:${this.plan.id}`);
+    const hits = (await Promise.all(mine.map(async (s) => (await journal.search(a.data.query, { session: s.id, limit: 20 })).map((e) => ({ s, e }))))).flat();
     const text = hits
       .slice(0, 50)
       .map(({ s, e }) => `${s.id} ${e.time} ${e.actor.component} ${e.kind}: ${JSON.stringify(modelView(e.kind, e.payload)).slice(0, 300)}`)
@@ -370,8 +370,7 @@ export class WorkloadSession {
     this.live = [];
     this.stores.close();
     if (this.journalSession) {
-      this.opts.journal?.flush();
-      this.journalSession.end(outcome);
+      await this.journalSession.end(outcome);
     }
   }
 }

@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Journal } from "../../src/journal/journal.js";
+import { readJournal } from "../support/journal-read.js";
 import { processesWith, scratch, type Scratch } from "../support/fs.js";
 import { EVERYTHING, HOSTILE, NODE_MODULES, SUPPORT } from "../support/mcp.js";
 import { baseEnv, runVak } from "../support/vak.js";
@@ -24,7 +24,7 @@ describe("MCP tools in vak run", () => {
     return file;
   };
   const events = () => {
-    const j = Journal.open({ path: join(s.root, "state", "vak", "journal.db") });
+    const j = readJournal(join(s.root, "state", "vak", "journal.db"));
     try {
       return j.sessions().map((x) => ({ ...x, events: j.events(x.id) }));
     } finally {
@@ -53,7 +53,7 @@ describe("MCP tools in vak run", () => {
     const file = script([{ tool_calls: [{ name: "mcp__everything__echo", args: { message: "x" } }] }, { text: "done" }]);
     const r = await runVak(["run", "--model", `scripted:${file}`, "echo"], { cwd: s.ws, env });
     expect(r.stdout).toMatch(/mcp__everything__echo: refused \(not-approved\)/);
-    const mcp = events().find((x) => x.kind === "mcp")!;
+    const mcp = (await events()).find((x) => x.kind === "mcp")!;
     expect(mcp.events.filter((e) => e.kind === "mcp.call")).toEqual([]);
   });
 
@@ -71,7 +71,7 @@ describe("MCP tools in vak run", () => {
     const file = script([{ tool_calls: [{ name: "mcp__repo__echo", args: {} }] }, { text: "done" }]);
     const before = await runVak(["run", "--model", `scripted:${file}`, "--approve", "exec", "x"], { cwd: s.ws, env });
     expect(before.stderr).toContain("was not started (review and approve it with `vak mcp approve repo`)");
-    expect(events().filter((x) => x.kind === "mcp")).toEqual([]);
+    expect((await events()).filter((x) => x.kind === "mcp")).toEqual([]);
     expect(processesWith(marker)).toEqual([]);
 
     const approve = await runVak(["mcp", "approve", "repo", "--yes"], { cwd: s.ws, env });
@@ -79,13 +79,13 @@ describe("MCP tools in vak run", () => {
     // The proposal's server gets no grants beyond a read-only workspace: it cannot even read its own script here.
     const after = await runVak(["run", "--model", `scripted:${file}`, "--approve", "exec", "x"], { cwd: s.ws, env });
     expect(after.stderr).not.toContain("was not started");
-    expect(events().filter((x) => x.kind === "mcp")).toHaveLength(1);
+    expect((await events()).filter((x) => x.kind === "mcp")).toHaveLength(1);
 
     // The repository changes the definition: a new approval is needed.
     proposal(["--evil"]);
     const changed = await runVak(["run", "--model", `scripted:${file}`, "--approve", "exec", "x"], { cwd: s.ws, env });
     expect(changed.stderr).toContain("was not started");
-    expect(events().filter((x) => x.kind === "mcp")).toHaveLength(1);
+    expect((await events()).filter((x) => x.kind === "mcp")).toHaveLength(1);
   });
 });
 

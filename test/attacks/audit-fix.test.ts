@@ -19,23 +19,23 @@ beforeEach(() => {
 afterEach(() => h.cleanup());
 
 describe("vak audit --fix", () => {
-  it("a link swapped in for an audited file is refused, not followed (the target keeps its mode)", () => {
+  it("a link swapped in for an audited file is refused, not followed (the target keeps its mode)", async () => {
     const target = join(h.root, "victim");
     writeFileSync(target, "x", { mode: 0o666 });
     chmodSync(target, 0o666);
     const link = join(h.root, "config.toml");
     symlinkSync(target, link);
-    expect(() => narrowMode(link, 0o077, false, uid, () => undefined)).toThrow(/cannot be opened as a plain file \(ELOOP\)/);
+    await expect(narrowMode(link, 0o077, false, uid, () => undefined)).rejects.toThrow(/cannot be opened as a plain file \(ELOOP\)/);
     expect(mode(target)).toBe(0o666);
   });
 
-  it("a directory link swapped in for an audited directory is refused", () => {
+  it("a directory link swapped in for an audited directory is refused", async () => {
     const target = join(h.root, "victim-dir");
     mkdirSync(target, { mode: 0o777 });
     chmodSync(target, 0o777);
     const link = join(h.root, "state");
     symlinkSync(target, link);
-    expect(() => narrowMode(link, 0o077, true, uid, () => undefined)).toThrow(/not changed/);
+    await expect(narrowMode(link, 0o077, true, uid, () => undefined)).rejects.toThrow(/not changed/);
     expect(mode(target)).toBe(0o777);
   });
 
@@ -46,12 +46,12 @@ describe("vak audit --fix", () => {
     expect(r.report.fixed).toEqual([{ id: "control.readable", path: store, from: "0440", to: "0400" }]);
   });
 
-  it.runIf(uid === 0)("a file of another user is not changed, even by root", () => {
+  it.runIf(uid === 0)("a file of another user is not changed, even by root", async () => {
     const f = join(h.root, "theirs");
     writeFileSync(f, "x", { mode: 0o666 });
     chmodSync(f, 0o666);
     chownSync(f, 65534, 65534);
-    expect(() => narrowMode(f, 0o077, false, uid, () => undefined)).toThrow(/belongs to uid 65534/);
+    await expect(narrowMode(f, 0o077, false, uid, () => undefined)).rejects.toThrow(/belongs to uid 65534/);
     expect(mode(f)).toBe(0o666);
   });
 
@@ -63,11 +63,11 @@ describe("vak audit --fix", () => {
     expect(mode(cfg)).toBe(0o644);
   });
 
-  it("the record is written before the change: a record that throws leaves the mode as it was", () => {
+  it("the record is written before the change: a record that throws leaves the mode as it was", async () => {
     const f = join(h.root, "f");
     writeFileSync(f, "x", { mode: 0o644 });
     chmodSync(f, 0o644);
-    expect(() => narrowMode(f, 0o077, false, uid, () => { throw new Error("journal full"); })).toThrow(/journal full/);
+    await expect(narrowMode(f, 0o077, false, uid, () => { throw new Error("journal full"); })).rejects.toThrow(/journal full/);
     expect(mode(f)).toBe(0o644);
   });
 });

@@ -14,11 +14,11 @@ const SECRET = "TOP-SECRET-OUTSIDE-THE-WORKSPACE";
 
 let s: Scratch;
 let t: TestBroker;
-beforeEach(() => {
+beforeEach(async () => {
   s = scratch({ git: true });
   writeFileSync(join(s.outside, "secret.txt"), `${SECRET}\n`);
   writeFileSync(join(s.ws, "inside.txt"), "inside\n");
-  t = testBroker(s.ws);
+  t = await testBroker(s.ws);
 });
 afterEach(async () => {
   await t.close();
@@ -51,7 +51,7 @@ function swapper(dir: string, name: string, harmless: string, evil: string): Chi
 }
 
 /** Whether a race was real: some ops reached a worker and some were refused or caught. */
-function raced(events: ReturnType<TestBroker["events"]>): { workers: number; refused: number } {
+function raced(events: Awaited<ReturnType<TestBroker["events"]>>): { workers: number; refused: number } {
   return {
     workers: events.filter((e) => e.kind === "worker.spawned").length,
     refused: events.filter((e) => e.kind === "tool.result" && !(e.payload as { ok: boolean }).ok).length,
@@ -86,7 +86,7 @@ describe("symlink-swap races", () => {
         expect(JSON.stringify(r)).not.toContain(SECRET);
         expect(JSON.stringify(h)).not.toContain("secret.txt");
       }
-      const race = raced(t.events());
+      const race = raced((await t.events()));
       expect(race.workers).toBeGreaterThan(10);
       expect(race.refused).toBeGreaterThan(10);
     } finally {
@@ -105,7 +105,7 @@ describe("symlink-swap races", () => {
           t.broker.run({ kind: "edit", path: "flip", old: "harmless", new: "edited" }),
         ]);
       }
-      const race = raced(t.events());
+      const race = raced((await t.events()));
       expect(race.workers).toBeGreaterThan(20);
       expect(race.refused).toBeGreaterThan(20);
     } finally {
@@ -321,7 +321,7 @@ describe("a worker gone wrong fails closed", () => {
 describe("cancellation", () => {
   for (const sandbox of ["namespaces", "reduced"] as const) {
     it(`a cancelled op's grandchildren do not outlive it (${sandbox})`, async () => {
-      const b = testBroker(s.ws, { sandbox });
+      const b = await testBroker(s.ws, { sandbox });
       const marker = `${Math.floor(Math.random() * 1e6) + 1000}.9`;
       try {
         const ac = new AbortController();
@@ -344,7 +344,7 @@ describe("cancellation", () => {
   }
 
   it("closing the broker stops every worker, warm or busy", async () => {
-    const b = testBroker(s.ws, { poolSize: 2 });
+    const b = await testBroker(s.ws, { poolSize: 2 });
     b.broker.prewarm();
     const marker = `${Math.floor(Math.random() * 1e6) + 1000}.3`;
     const op = b.broker.run({ kind: "exec", command: `sleep ${marker}` });
@@ -357,7 +357,7 @@ describe("cancellation", () => {
 
 describe("policy generations", () => {
   it("a policy change with 20 ops in flight: none finishes under the old generation", async () => {
-    const b = testBroker(s.ws, { maxConcurrent: 8, poolSize: 2 });
+    const b = await testBroker(s.ws, { maxConcurrent: 8, poolSize: 2 });
     b.broker.prewarm();
     try {
       const ops = Array.from({ length: 20 }, (_, i) =>
@@ -367,7 +367,7 @@ describe("policy generations", () => {
       );
       await new Promise((r) => setTimeout(r, 300));
       await b.broker.setGeneration(2, "test: grants narrowed");
-      const changedAt = b.events().find((e) => e.kind === "policy.generation")!.seq;
+      const changedAt = (await b.events()).find((e) => e.kind === "policy.generation")!.seq;
       const results = await Promise.all(ops);
       for (const r of results) expect(r).toMatchObject({ ok: false });
       expect(results.map((r) => (r.ok ? "ok" : r.code)).every((c) => c === "revoked" || c === "cancelled")).toBe(true);
@@ -375,7 +375,7 @@ describe("policy generations", () => {
       expect(readdirSync(s.ws).filter((f) => f.startsWith("late-"))).toEqual([]);
       await b.broker.close();
       // After the change, the journal holds no successful result of the old generation.
-      const late = b.events().filter((e) => e.seq > changedAt && e.kind === "tool.result" && (e.payload as { ok: boolean }).ok && e.generation < 2);
+      const late = (await b.events()).filter((e) => e.seq > changedAt && e.kind === "tool.result" && (e.payload as { ok: boolean }).ok && e.generation < 2);
       expect(late).toEqual([]);
       expect(b.broker.generation).toBe(2);
     } finally {
@@ -384,7 +384,7 @@ describe("policy generations", () => {
   });
 
   it("the warm pool hands out a worker once, and drains on a policy change", async () => {
-    const b = testBroker(s.ws, { poolSize: 1 });
+    const b = await testBroker(s.ws, { poolSize: 1 });
     b.broker.prewarm();
     try {
       for (let i = 0; i < 5; i++) {
@@ -393,9 +393,9 @@ describe("policy generations", () => {
       }
       await b.broker.setGeneration(2);
       expect(await b.broker.run({ kind: "read", path: "inside.txt" })).toMatchObject({ ok: true });
-      const spawned = b.events().filter((e) => e.kind === "worker.spawned").map((e) => (e.payload as { pid: number }).pid);
+      const spawned = (await b.events()).filter((e) => e.kind === "worker.spawned").map((e) => (e.payload as { pid: number }).pid);
       expect(new Set(spawned).size).toBe(spawned.length);
-      expect(b.events().filter((e) => e.kind === "worker.spawned" && (e.payload as { warm: boolean }).warm).length).toBeGreaterThan(2);
+      expect((await b.events()).filter((e) => e.kind === "worker.spawned" && (e.payload as { warm: boolean }).warm).length).toBeGreaterThan(2);
     } finally {
       await b.close();
     }
@@ -412,7 +412,7 @@ describe("Vak's state behind a symlinked HOME", () => {
     writeFileSync(join(real, ".local", "state", "vak", "journal.db"), "journal");
     symlinkSync(real, link);
     const env = { ...process.env, XDG_CONFIG_HOME: join(link, ".config"), XDG_STATE_HOME: join(link, ".local", "state") };
-    const b = testBroker(real, { host: hostFacts(env) });
+    const b = await testBroker(real, { host: hostFacts(env) });
     try {
       for (const path of [".config/vak/secrets.json", join(real, ".config/vak/secrets.json"), ".local/state/vak/journal.db"])
         expect(await b.broker.run({ kind: "read", path })).toMatchObject({ ok: false, code: "denied", message: expect.stringContaining("Vak's own state") });
@@ -432,7 +432,7 @@ describe("Vak's state behind a symlinked HOME", () => {
 describe("read-only means nothing is written", () => {
   it("drops explicit write grants too, on a downgrade and for a read-only broker", async () => {
     mkdirSync(join(s.ws, "extra"));
-    const b = testBroker(s.ws, { grants: { write: ["extra"] } });
+    const b = await testBroker(s.ws, { grants: { write: ["extra"] } });
     try {
       expect(await b.broker.run({ kind: "write", path: "extra/one.txt", content: "1" })).toMatchObject({ ok: true });
       await b.broker.setGeneration(2, "test: downgrade", { mode: "read-only" });
@@ -484,7 +484,7 @@ describe("a refusal is no oracle of the host", () => {
     // One answer per op, whatever was there.
     for (const [i, answers] of seen) expect([...answers], `op ${i}`).toHaveLength(1);
     // Nor does the record hold what the links lead to.
-    const recorded = JSON.stringify(t.events());
+    const recorded = JSON.stringify(await t.events());
     expect(recorded).not.toContain(s.outside);
     expect(recorded).not.toContain("/etc/shadow");
   });
@@ -539,7 +539,7 @@ describe("sizes a model controls, on the broker", () => {
     for (const f of ["sparse", "sparse2"]) if (existsSync(join(s.ws, f))) expect(statSync(join(s.ws, f)).size).toBeLessThanOrEqual(1024 ** 3);
     expect(statSync(join(s.ws, "fine")).size).toBe(900 * 1024 * 1024);
     // A component's own limit still applies in its place.
-    const small = testBroker(s.ws, { limits: { maxFileBytes: 1024 } });
+    const small = await testBroker(s.ws, { limits: { maxFileBytes: 1024 } });
     try {
       await small.broker.run({ kind: "exec", command: "head -c 4096 /dev/zero > capped; true" });
       expect(statSync(join(s.ws, "capped")).size).toBe(1024);

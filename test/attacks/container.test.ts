@@ -125,11 +125,11 @@ for name, nr in (('ptrace', 101), ('bpf', 321), ('keyctl', 250), ('perf_event_op
 
   it("a broker's workers run on the container backend too", async () => {
     writeFileSync(join(s.ws, "a.txt"), "hello\n");
-    const t = testBroker(s.ws, { sandbox: "container" });
+    const t = await testBroker(s.ws, { sandbox: "container" });
     try {
       expect(await t.broker.run({ kind: "read", path: "a.txt" })).toMatchObject({ ok: true, output: expect.stringContaining("hello") });
       expect(await t.broker.run({ kind: "read", path: "/etc/shadow" })).toMatchObject({ ok: false });
-      expect(t.events().some((e) => e.kind === "worker.spawned" && (e.payload as { sandbox: string }).sandbox === "container")).toBe(true);
+      expect((await t.events()).some((e) => e.kind === "worker.spawned" && (e.payload as { sandbox: string }).sandbox === "container")).toBe(true);
     } finally {
       await t.close();
     }

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSy
 import { createServer, type Server } from "node:http";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { Journal } from "../../src/journal/journal.js";
+import { readJournal } from "../support/journal-read.js";
 import { processesWith, scratch, type Scratch } from "../support/fs.js";
 import { HOSTILE, RawClient, SUPPORT, textOf, WITH_TERMINAL } from "../support/mcp.js";
 import { VAK_BIN } from "../support/paths.js";
@@ -13,7 +13,7 @@ import { baseEnv, TEST_STATE } from "../support/vak.js";
 // Vak sends. Each test is one attack; the server is real, the sandbox is real, the journal is real.
 
 const journalEvents = (server: string) => {
-  const j = Journal.open({ path: join(TEST_STATE, "vak", "journal.db") });
+  const j = readJournal(join(TEST_STATE, "vak", "journal.db"));
   try {
     const s = j.sessions().filter((x) => x.title === `mcp ${server}`).at(-1);
     return s ? j.events(s.id) : [];
@@ -368,7 +368,7 @@ describe("vak mcp against a hostile server", () => {
     await c.call("\u001b]0;owned\u0007\u001b[2J\u202ehidden");
     c.close();
     await c.exited;
-    const j = Journal.open({ path: join(TEST_STATE, "vak", "journal.db") });
+    const j = readJournal(join(TEST_STATE, "vak", "journal.db"));
     const id = j.sessions().filter((x) => x.title === `mcp ${name}`).at(-1)!.id;
     j.close();
     for (const cmd of [["journal", "show", id], ["journal", "search", "hidden"]]) {

@@ -245,7 +245,7 @@ describe("what a protected name leads to is protected too", () => {
     symlinkSync("editor/vscode", join(s.ws, ".vscode"));
     writeFileSync(join(s.ws, "envrc.sh"), "export A=1\n");
     symlinkSync("envrc.sh", join(s.ws, ".envrc"));
-    const t = testBroker(s.ws);
+    const t = await testBroker(s.ws);
     try {
       for (const path of ["editor/vscode/settings.json", "editor/vscode/tasks.json", "envrc.sh", ".envrc"]) {
         const r = await t.broker.run({ kind: "write", path, content: "evil\n" });

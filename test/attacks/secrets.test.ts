@@ -6,7 +6,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { AgentSession } from "../../src/agent/agent-session.js";
 import { Broker } from "../../src/broker/broker.js";
 import { parseNetGrants } from "../../src/policy/net-grants.js";
-import { Journal } from "../../src/journal/journal.js";
+import type { Journal } from "../../src/journal/journal.js";
+import { openJournal } from "../../src/journal/open.js";
 import { ScriptedClient } from "../../src/model/scripted.js";
 import type { InjectedSecret } from "../../src/secrets/grant.js";
 import { Redactor } from "../../src/secrets/redact.js";
@@ -118,12 +119,12 @@ describe("secrets injected into one component", () => {
   let s: Scratch;
   let journal: Journal;
   const value = `inj-${Math.random().toString(36).slice(2)}-${Math.random().toString(36).slice(2)}`;
-  beforeEach(() => {
+  beforeEach(async () => {
     s = scratch();
-    journal = Journal.open({ path: join(dir, "journal.db"), ingest: false });
+    journal = await openJournal({ path: join(dir, "journal.db"), ingest: false });
   });
-  afterEach(() => {
-    journal.close();
+  afterEach(async () => {
+    await journal.close();
     s.cleanup();
   });
 
@@ -157,10 +158,10 @@ describe("secrets injected into one component", () => {
       expect(seen).not.toContain(value);
       expect(seen).not.toContain(Buffer.from(value).toString("base64"));
       // The journal names the secret and its recipient, never the value.
-      journal.flush();
-      const used = journal.events(a.journalSession!.id).filter((e) => e.kind === "secret.used");
+      await journal.flush();
+      const used = (await journal.events(a.journalSession!.id)).filter((e) => e.kind === "secret.used");
       expect(used[0]!.payload).toMatchObject({ name: "secret:deploy", recipient: "env DEPLOY_TOKEN", component: "agent" });
-      expect(journal.events(b.journalSession!.id).filter((e) => e.kind === "secret.used")).toEqual([]);
+      expect((await journal.events(b.journalSession!.id)).filter((e) => e.kind === "secret.used")).toEqual([]);
       for (const f of ["journal.db", "journal.db-wal"]) {
         try {
           expect(readFileSync(join(dir, f)).includes(value)).toBe(false);
@@ -183,7 +184,7 @@ describe("a header secret", () => {
   let ports: number[] = [];
   beforeEach(async () => {
     s = scratch();
-    journal = Journal.open({ path: join(dir, "journal.db"), ingest: false });
+    journal = await openJournal({ path: join(dir, "journal.db"), ingest: false });
     seen.length = 0;
     ports = [];
     for (const name of ["declared", "other"]) {
@@ -198,7 +199,7 @@ describe("a header secret", () => {
   });
   afterEach(async () => {
     for (const srv of servers.splice(0)) await new Promise((r) => srv.close(r));
-    journal.close();
+    await journal.close();
     s.cleanup();
   });
 
@@ -219,11 +220,11 @@ describe("a header secret", () => {
       expect(placeholder).toMatch(/^vak-placeholder-/);
       expect(placeholder).not.toContain(value);
       expect(seen).toEqual([{ server: "declared", key: value }, { server: "other", key: placeholder }]);
-      journal.flush();
-      const used = journal.events(session.id).filter((e) => e.kind === "secret.used");
+      await journal.flush();
+      const used = (await journal.events(session.id)).filter((e) => e.kind === "secret.used");
       expect(used).toHaveLength(1);
       expect(used[0]!.payload).toMatchObject({ name: "secret:api", recipient: expect.stringContaining(`127.0.0.1:${declared}`) });
-      expect(JSON.stringify(journal.events(session.id))).not.toContain(value);
+      expect(JSON.stringify(await journal.events(session.id))).not.toContain(value);
     } finally {
       await broker.close();
     }

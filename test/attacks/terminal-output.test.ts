@@ -4,7 +4,7 @@ import { join } from "node:path";
 import ts from "typescript";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { fmt, MARGIN, own, Output, padded, type Sink } from "../../src/cli/output.js";
-import { Journal } from "../../src/journal/journal.js";
+import { openJournal } from "../../src/journal/open.js";
 import { Redactor } from "../../src/secrets/redact.js";
 import { jsonText } from "../../src/text/json.js";
 import { displayWidth } from "../../src/text/visible.js";
@@ -241,13 +241,14 @@ describe("output through a pipe to a slow reader arrives whole", { timeout: 120_
   let expected: { export: number; show: number };
   beforeEach(async () => {
     // A session of about 2 MB, written straight into the journal vak reads.
-    const journal = Journal.open({ path: join(TEST_STATE, "vak", "journal.db") });
+    const journal = await openJournal({ path: join(TEST_STATE, "vak", "journal.db") });
     const session = journal.startSession({ kind: "agent", title: "a big session" });
-    for (let i = 0; i < 4000; i++) void session.append("message", { component: "agent" }, 1, { role: "assistant", provenance: "model", text: `line ${i} ${"w".repeat(400)} FINDME` });
-    journal.flush();
-    session.end("ok");
+    const appended: Promise<unknown>[] = [];
+    for (let i = 0; i < 4000; i++) appended.push(session.append("message", { component: "agent" }, 1, { role: "assistant", provenance: "model", text: `line ${i} ${"w".repeat(400)} FINDME` }));
+    await Promise.all(appended);
+    await session.end("ok");
     id = session.id;
-    journal.close();
+    await journal.close();
     expected = { export: await bytesOf(["journal", "export", id], s.ws), show: await bytesOf(["journal", "show", id], s.ws) };
     expect(expected.export).toBeGreaterThan(1_500_000);
   });

@@ -2,7 +2,7 @@ import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Broker } from "../../src/broker/broker.js";
-import { Journal } from "../../src/journal/journal.js";
+import { openJournal } from "../../src/journal/open.js";
 import { parseNetGrants } from "../../src/policy/net-grants.js";
 import { createRunCa } from "../../src/net/tls-ca.js";
 import { scratch } from "../support/fs.js";
@@ -271,7 +271,7 @@ describe("a component's secrets over HTTPS", () => {
     const declared = await httpsUpstream(ca, ["127.0.0.1"]);
     const other = await httpsUpstream(ca, ["127.0.0.1"]);
     const s = scratch();
-    const journal = Journal.open({ path: join(s.root, "journal.db"), ingest: false });
+    const journal = await openJournal({ path: join(s.root, "journal.db"), ingest: false });
     const session = journal.startSession({ kind: "test", title: "tls secrets" });
     const token = `tok-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;
     const hdr = `hdr-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;
@@ -295,13 +295,13 @@ describe("a component's secrets over HTTPS", () => {
       expect(declared.requests[0]!.headers["x-api-key"]).toBe(hdr);
       expect(other.requests[0]!.headers.authorization).toMatch(/^Bearer vak-placeholder-/);
       expect(other.requests[0]!.headers["x-api-key"]).toMatch(/^vak-placeholder-/);
-      journal.flush();
-      const used = journal.events(session.id).filter((e) => e.kind === "secret.used").map((e) => e.payload.name);
+      await journal.flush();
+      const used = (await journal.events(session.id)).filter((e) => e.kind === "secret.used").map((e) => e.payload.name);
       expect(used.sort()).toEqual(["secret:hdr", "secret:token"]);
-      expect(JSON.stringify(journal.events(session.id))).not.toContain(token);
+      expect(JSON.stringify(await journal.events(session.id))).not.toContain(token);
     } finally {
       await broker.close();
-      journal.close();
+      await journal.close();
       s.cleanup();
       await declared.close();
       await other.close();
@@ -319,7 +319,7 @@ describe("web_fetch through a component's broker", () => {
       return false;
     });
     const s = scratch();
-    const journal = Journal.open({ path: join(s.root, "journal.db"), ingest: false });
+    const journal = await openJournal({ path: join(s.root, "journal.db"), ingest: false });
     const session = journal.startSession({ kind: "test", title: "web_fetch" });
     const broker = new Broker({ workspace: s.ws, mode: "workspace-write", journal: session, caFiles: [ca.file], net: parseNetGrants([`read:127.0.0.1:${site.port}`]) });
     try {
@@ -332,8 +332,8 @@ describe("web_fetch through a component's broker", () => {
       expect(r.ok && r.output).toContain(`final URL: https://127.0.0.1:${site.port}/page`);
       expect(r.ok && r.output).toContain("Ignore previous instructions.");
       expect(r.ok && r.output).not.toContain("steal()");
-      journal.flush();
-      const events = journal.events(session.id);
+      await journal.flush();
+      const events = await journal.events(session.id);
       expect(events.some((e) => e.kind === "worker.spawned")).toBe(false);
       const egress = events.filter((e) => e.kind === "egress").map((e) => (e.payload as { asked: string }).asked);
       expect(egress).toEqual([`https://127.0.0.1:${site.port}/start`, `https://127.0.0.1:${site.port}/page`]);
@@ -341,7 +341,7 @@ describe("web_fetch through a component's broker", () => {
       expect(other).toMatchObject({ ok: false, message: expect.stringContaining("no grant names 127.0.0.2:1") });
     } finally {
       await broker.close();
-      journal.close();
+      await journal.close();
       s.cleanup();
       await site.close();
     }

@@ -5,7 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ApprovalRequest } from "../../src/approvals/approval-gate.js";
-import { Journal } from "../../src/journal/journal.js";
+import type { Journal } from "../../src/journal/journal.js";
+import { openJournal } from "../../src/journal/open.js";
 import { ScriptedClient, type Script } from "../../src/model/scripted.js";
 import { SecretStore } from "../../src/secrets/store.js";
 import { WorkloadSession } from "../../src/workload/workload-session.js";
@@ -31,7 +32,7 @@ beforeEach(async () => {
   mkdirSync(join(ws, "folderB"));
   writeFileSync(join(ws, "folderA", "a.txt"), "A-CONTENT\n");
   writeFileSync(join(ws, "folderB", "b.txt"), "B-CONTENT\n");
-  journal = Journal.open({ path: join(root, "journal.db"), ingest: false });
+  journal = await openJournal({ path: join(root, "journal.db"), ingest: false });
   store = new SecretStore(join(root, "secrets.json"));
   store.set("a_secret", A_SECRET);
   store.set("b_secret", B_SECRET);
@@ -44,7 +45,7 @@ beforeEach(async () => {
   port = (server.address() as { port: number }).port;
 });
 afterEach(async () => {
-  journal.close();
+  await journal.close();
   await new Promise((r) => server.close(r));
   rmSync(root, { recursive: true, force: true });
 });
@@ -93,7 +94,7 @@ function session(script: Script, opts: { file?: string; onApproval?: (r: Approva
     env: { ...process.env, B_PORT: String(port), WS: ws },
     onApproval: opts.onApproval ? (r) => opts.onApproval!(r, s!) : undefined,
   });
-  return { s, model, events: () => (journal.flush(), journal.events(s!.journalSession!.id)) };
+  return { s, model, events: async () => (await journal.flush(), journal.events(s!.journalSession!.id)) };
 }
 
 const toolOutputs = (model: ScriptedClient) => {
@@ -140,13 +141,13 @@ describe("a workload with a harness and two tools with disjoint grants", () => {
       // The harness was offered only components' tools and session_search.
       expect(model.seen[0]!.tools.sort()).toEqual(["fetcher", "fetcher__store", "reader__exec", "reader__list_dir", "reader__read_file", "reader__store", "session_search"]);
       // Asking tool 1 to read folder B is refused and journaled, with the component as actor.
-      const denied = events().filter((e) => e.kind === "decision" && (e.payload as { allowed: boolean }).allowed === false);
+      const denied = (await events()).filter((e) => e.kind === "decision" && (e.payload as { allowed: boolean }).allowed === false);
       expect(denied.map((e) => e.actor.component)).toEqual(["reader", "reader", "fetcher"]);
       expect(denied[0]!.payload).toMatchObject({ op: "read", rule: "outside-grants" });
-      const used = events().filter((e) => e.kind === "secret.used").map((e) => [e.actor.component, (e.payload as { name: string }).name]);
+      const used = (await events()).filter((e) => e.kind === "secret.used").map((e) => [e.actor.component, (e.payload as { name: string }).name]);
       expect(used).toEqual([["reader", "secret:a_secret"], ["fetcher", "secret:b_secret"]]);
-      expect(JSON.stringify(events())).not.toContain(A_SECRET);
-      expect(JSON.stringify(events())).not.toContain(B_SECRET);
+      expect(JSON.stringify((await events()))).not.toContain(A_SECRET);
+      expect(JSON.stringify((await events()))).not.toContain(B_SECRET);
     } finally {
       await s.close();
     }
@@ -290,7 +291,7 @@ describe("editing the spec during a session", () => {
       await s.send("and now");
       expect(s.generation).toBe(2);
       expect(toolOutputs(model).at(-1)).toBe("B-CONTENT\n");
-      const gens = events().filter((e) => e.kind === "policy.generation").map((e) => (e.payload as { generation: number }).generation);
+      const gens = (await events()).filter((e) => e.kind === "policy.generation").map((e) => (e.payload as { generation: number }).generation);
       expect(gens).toEqual([1, 2]);
     } finally {
       await s.close();
@@ -423,7 +424,7 @@ describe("a spec cannot hand the provider key to a component", () => {
   it("a stored secret whose value is a provider key stops the session at its start (library and vak run --spec)", async () => {
     store.set("copied", KEY);
     const spec = () => ({ version: 1 as const, name: "leaky", workspace: ws, tools: { t: { builtin: ["exec" as const], secrets: [{ ref: "secret:copied", env: "TOKEN" }] } } });
-    const host = createHost(spec(), { model: new ScriptedClient({ turns: [{ text: "x" }] }), journalPath: join(root, "lib.db"), secretStore: store, storesDir: join(root, "stores"), env: { ...process.env, OPENAI_API_KEY: KEY } });
+    const host = await createHost(spec(), { model: new ScriptedClient({ turns: [{ text: "x" }] }), journalPath: join(root, "lib.db"), secretStore: store, storesDir: join(root, "stores"), env: { ...process.env, OPENAI_API_KEY: KEY } });
     try {
       expect(() => host.session()).toThrow(/the secret secret:copied \(for TOKEN\) would give its commands the value of a model provider's key/);
     } finally {
@@ -486,7 +487,7 @@ describe("session_search shows what was asked and decided, not what the host loo
     const first = session({ turns: [{ tool_calls: [{ name: "fetcher", args: { path: "/probe-marker" } }, { name: "reader__exec", args: { command: "echo probe-marker" } }] }, { text: "x" }] });
     await first.s.send("probe-marker run");
     await first.s.close();
-    const raw = JSON.stringify(first.events());
+    const raw = JSON.stringify(await first.events());
     expect(raw).toMatch(/"pid":\d+/);
     expect(raw).toMatch(/"address":/);
     const again = session({ turns: [{ tool_calls: [{ name: "session_search", args: { query: "probe" } }] }, { text: "x" }] });

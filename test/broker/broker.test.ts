@@ -10,13 +10,13 @@ import { grepWithJavaScript } from "../../src/worker/ops/grep.js";
 describe("broker ops", () => {
   let s: Scratch;
   let t: TestBroker;
-  beforeEach(() => {
+  beforeEach(async () => {
     s = scratch();
     writeFileSync(join(s.ws, "a.txt"), "one\ntwo\nthree\nfour\n");
     mkdirSync(join(s.ws, "src"));
     writeFileSync(join(s.ws, "src", "main.ts"), "export const answer = 42;\n// TODO: more\n");
     writeFileSync(join(s.ws, "src", "util.js"), "function todo() {}\n");
-    t = testBroker(s.ws);
+    t = await testBroker(s.ws);
   });
   afterEach(async () => {
     await t.close();
@@ -81,14 +81,14 @@ describe("broker ops", () => {
   });
 
   it("a read-only session's broker refuses writes before any worker starts", async () => {
-    const ro = testBroker(s.ws, { mode: "read-only" });
+    const ro = await testBroker(s.ws, { mode: "read-only" });
     try {
       const r = await ro.broker.run({ kind: "write", path: "a.txt", content: "x" });
       expect(r).toMatchObject({ ok: false, code: "denied", message: expect.stringContaining("read-only") });
       const ex = await ro.broker.run({ kind: "exec", command: "echo x > a.txt" });
       expect(ex.ok && ex.data?.exitCode).not.toBe(0);
       expect(readFileSync(join(s.ws, "a.txt"), "utf8")).toBe("one\ntwo\nthree\nfour\n");
-      expect(ro.events().some((e) => e.kind === "worker.spawned" && (e.payload as { op: string }).op === "write")).toBe(false);
+      expect((await ro.events()).some((e) => e.kind === "worker.spawned" && (e.payload as { op: string }).op === "write")).toBe(false);
     } finally {
       await ro.close();
     }
@@ -99,20 +99,20 @@ describe("broker ops", () => {
       const r = await t.broker.run(bad);
       expect(r).toMatchObject({ ok: false, code: "bad-request" });
     }
-    expect(t.events().filter((e) => e.kind === "worker.spawned")).toHaveLength(0);
+    expect((await t.events()).filter((e) => e.kind === "worker.spawned")).toHaveLength(0);
   });
 
   it("every op is on the record: request, decision, target, worker, result", async () => {
     await t.broker.run({ kind: "read", path: "a.txt" });
     await t.broker.run({ kind: "read", path: "../outside" });
     await t.broker.close();
-    const kinds = t.events().map((e) => e.kind);
+    const kinds = (await t.events()).map((e) => e.kind);
     const firstOp = ["op.requested", "target.resolved", "decision", "worker.spawned", "tool.result"];
     expect(kinds.filter((k) => firstOp.includes(k)).slice(0, 5)).toEqual(firstOp);
     expect(kinds).toContain("worker.exited");
-    const denied = t.events().find((e) => e.kind === "decision" && (e.payload as { allowed: boolean }).allowed === false);
+    const denied = (await t.events()).find((e) => e.kind === "decision" && (e.payload as { allowed: boolean }).allowed === false);
     expect(denied?.payload).toMatchObject({ rule: "outside-grants" });
-    const result = t.events().find((e) => e.kind === "tool.result" && (e.payload as { ok: boolean }).ok);
+    const result = (await t.events()).find((e) => e.kind === "tool.result" && (e.payload as { ok: boolean }).ok);
     expect(result?.payload).toMatchObject({ op: "read", bytes: 19 });
     expect(existsSync(join(s.ws, "..", "outside"))).toBe(true);
   });

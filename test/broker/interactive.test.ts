@@ -11,10 +11,10 @@ import { testBroker, type TestBroker } from "../support/broker.js";
 describe("interactive sandboxes", () => {
   let s: Scratch;
   let t: TestBroker;
-  beforeEach(() => {
+  beforeEach(async () => {
     s = scratch();
     writeFileSync(join(s.ws, "a.txt"), "x\n");
-    t = testBroker(s.ws, { mode: "read-only", grants: { read: [s.outside] } });
+    t = await testBroker(s.ws, { mode: "read-only", grants: { read: [s.outside] } });
   });
   afterEach(async () => {
     await t.close();
@@ -33,7 +33,7 @@ describe("interactive sandboxes", () => {
     sb.started(4242);
     sb.exited(0, ["write /x: refused"]);
     await new Promise((r) => setTimeout(r, 20));
-    const ev = t.events();
+    const ev = await t.events();
     expect(ev.find((e) => e.kind === "worker.spawned" && e.payload.op === "terminal")?.payload).toMatchObject({ pid: 4242, command: ["/bin/sh", "-i"] });
     expect(ev.find((e) => e.kind === "worker.exited" && e.payload.op === "terminal")?.payload).toMatchObject({ code: 0, denied: ["write /x: refused"] });
   });

@@ -26,10 +26,10 @@ const SAMPLES: Record<string, Record<string, unknown>> = {
 describe("tool parity", () => {
   let s: Scratch;
   let t: TestBroker;
-  beforeAll(() => {
+  beforeAll(async () => {
     s = scratch();
     writeFileSync(join(s.ws, "a.txt"), "hello\n");
-    t = testBroker(s.ws);
+    t = await testBroker(s.ws);
   });
   afterAll(async () => {
     await t.close();
@@ -44,10 +44,10 @@ describe("tool parity", () => {
     const call = toolCallToOp(name, SAMPLES[name]);
     expect(call.ok).toBe(true);
     if (!call.ok) return;
-    const before = t.events().length;
+    const before = (await t.events()).length;
     const r = await t.broker.run(call.op);
     expect(r.ok).toBe(true);
-    const mine = t.events().slice(before);
+    const mine = (await t.events()).slice(before);
     const spawned = mine.filter((e) => e.kind === "worker.spawned");
     expect(spawned).toHaveLength(1);
     expect(spawned[0]!.payload).toMatchObject({ sandbox: "namespaces", op: call.op.kind });
@@ -97,10 +97,10 @@ describe("tool parity", () => {
   it("web_fetch is made by the host under the component's network grants: no worker starts, and without a grant it reaches nothing", async () => {
     const call = toolCallToOp("web_fetch", SAMPLES.web_fetch);
     if (!call.ok) throw new Error(call.message);
-    const before = t.events().length;
+    const before = (await t.events()).length;
     const r = await t.broker.run(call.op);
     expect(r).toMatchObject({ ok: false, code: "denied", message: expect.stringContaining("no network grant") });
-    const mine = t.events().slice(before);
+    const mine = (await t.events()).slice(before);
     expect(mine.some((e) => e.kind === "worker.spawned")).toBe(false);
     expect(mine.some((e) => e.kind === "decision" && (e.payload as { allowed: boolean }).allowed === false)).toBe(true);
   });

@@ -1,20 +1,27 @@
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
-import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { processesWith, scratch, type Scratch } from "../support/fs.js";
-import { baseEnv, runVak, sandboxSh, spawnVak, TEST_STATE } from "../support/vak.js";
-
-const journal = (...args: string[]) => runVak(["journal", ...args], { cwd: "/" });
+import { BACKENDS } from "../support/journal-backends.js";
+import { baseEnv, runVak, sandboxSh as sandboxShIn, spawnVak } from "../support/vak.js";
 
 // vak exec records every run: the policy and plan before it starts, what the
-// guard refused, and how it ended; `vak journal` reads it back.
-describe("vak exec on the record", () => {
+// guard refused, and how it ended; `vak journal` reads it back. On both
+// backends: with [journal] url set, the spool goes into PostgreSQL.
+describe.each(BACKENDS.map((b) => [b().name, b] as const))("vak exec on the record (%s)", (_name, make) => {
+  const backend = make();
   let s: Scratch;
-  beforeAll(() => {
+  beforeAll(async () => {
     s = scratch({ git: true });
+    await backend.setup();
   });
-  afterAll(() => s.cleanup());
+  afterAll(async () => {
+    s.cleanup();
+    await backend.teardown();
+  });
+  const env = () => baseEnv(backend.env());
+  const journal = (...args: string[]) => runVak(["journal", ...args], { cwd: "/", env: env() });
+  const sandboxSh = (ws: string, script: string, flags: string[] = []) => sandboxShIn(ws, script, flags, { env: env() });
 
   it("records the policy, the plan, each refusal and the exit", async () => {
     const marker = `record-${Date.now()}`;
@@ -57,15 +64,15 @@ describe("vak exec on the record", () => {
   it("verify passes, then fails with exit 1 naming the event once a byte is changed", async () => {
     const ok = await journal("verify");
     expect(ok.code).toBe(0);
-    const db = new Database(join(TEST_STATE, "vak", "journal.db"));
-    db.exec("DROP TRIGGER events_no_update");
-    db.prepare(`UPDATE events SET payload = replace(payload, '"code":', '"code" :') WHERE seq = (SELECT max(seq) FROM events WHERE kind = 'worker.exited')`).run();
-    const seq = (db.prepare("SELECT max(seq) AS s FROM events WHERE kind = 'worker.exited'").get() as { s: number }).s;
-    db.exec("CREATE TRIGGER events_no_update BEFORE UPDATE ON events BEGIN SELECT RAISE(ABORT, 'append-only'); END;");
-    db.close();
+    const list = JSON.parse((await journal("list", "--json")).stdout) as { id: string }[];
+    const last = list.at(-1)!;
+    const events = (JSON.parse((await journal("show", last.id, "--json")).stdout) as { events: { kind: string; sessionSeq: number; seq: number }[] }).events;
+    const exited = events.find((e) => e.kind === "worker.exited")!;
+    await backend.change(last.id, exited.sessionSeq, "payload", (v) => v.replace('"code":', '"code" :'));
     const broken = await journal("verify");
     expect(broken.code).toBe(1);
-    expect(broken.stdout).toContain(`BROKEN at event ${seq}`);
+    expect(broken.stdout).toContain(`BROKEN at event ${exited.seq}`);
+    expect(broken.stdout).toContain(last.id);
   });
 });
 

@@ -1,23 +1,24 @@
-import { closeSync, existsSync, ftruncateSync, fstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, writeSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { closeSync, existsSync, ftruncateSync, fstatSync, mkdirSync, openSync, readdirSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { BACKENDS } from "../support/journal-backends.js";
 import { baseEnv, runVak } from "../support/vak.js";
 
 // A spooled run the journal cannot take whole, as a flood from a sandbox (or a
 // damaged disk) can leave one: it must not break the journal for every later
 // command, and the rest of the record must still go in.
-describe("taking in spool files", () => {
-  let state: string;
+// On both backends: a PostgreSQL journal takes the local spool in just as SQLite does.
+describe.each(BACKENDS.map((b) => [b().name, b] as const))("taking in spool files (%s)", (_name, make) => {
+  const backend = make();
   let spool: string;
-  beforeEach(() => {
-    state = mkdtempSync(join(tmpdir(), "vak-ingest-"));
-    spool = join(state, "vak", "spool");
+  beforeEach(async () => {
+    await backend.setup();
+    spool = join(backend.state(), "vak", "spool");
     mkdirSync(spool, { recursive: true, mode: 0o700 });
   });
-  afterEach(() => rmSync(state, { recursive: true, force: true }));
+  afterEach(() => backend.teardown());
 
-  const journal = (...args: string[]) => runVak(["journal", ...args], { cwd: "/", env: baseEnv({ XDG_STATE_HOME: state }) });
+  const journal = (...args: string[]) => runVak(["journal", ...args], { cwd: "/", env: baseEnv(backend.env()) });
 
   /** A finished run's spool file, as `vak exec` writes one; middle() may append anything between its events. */
   function spoolFile(session: string, middle: (fd: number) => void = () => {}): string {

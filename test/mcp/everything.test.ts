@@ -3,7 +3,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Journal } from "../../src/journal/journal.js";
+import { readJournal } from "../support/journal-read.js";
 import { scratch, type Scratch } from "../support/fs.js";
 import { EVERYTHING, NODE_MODULES, sdkClient, type SdkConnection } from "../support/mcp.js";
 import { TEST_STATE } from "../support/vak.js";
@@ -157,7 +157,7 @@ describe("server-everything through vak mcp", () => {
 
   it("every call was on the record, and the stderr of the server reached vak's stderr", () => {
     expect(c.stderr()).toContain(`mcp everything-${process.pid}: `);
-    const j = Journal.open({ path: join(TEST_STATE, "vak", "journal.db") });
+    const j = readJournal(join(TEST_STATE, "vak", "journal.db"));
     try {
       const session = j.sessions().filter((x) => x.title === `mcp everything-${process.pid}`).at(-1)!;
       const ev = j.events(session.id);

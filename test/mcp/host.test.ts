@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { Journal } from "../../src/journal/journal.js";
+import type { Journal } from "../../src/journal/journal.js";
+import { openJournal } from "../../src/journal/open.js";
 import { HostMcpServer } from "../../src/mcp/host.js";
 import { PinStore } from "../../src/mcp/pins.js";
 import { McpServerSchema } from "../../src/mcp/servers.js";
@@ -13,12 +14,12 @@ describe("an MCP server for Vak's own agent", () => {
   let s: Scratch;
   let journal: Journal;
   const logs: string[] = [];
-  beforeEach(() => {
+  beforeEach(async () => {
     s = scratch();
-    journal = Journal.open({ path: join(s.root, "journal.db") });
+    journal = await openJournal({ path: join(s.root, "journal.db") });
   });
-  afterEach(() => {
-    journal.close();
+  afterEach(async () => {
+    await journal.close();
     s.cleanup();
   });
   const env = () => ({ ...process.env, XDG_STATE_HOME: join(s.root, "state") });
@@ -36,8 +37,8 @@ describe("an MCP server for Vak's own agent", () => {
     } finally {
       await srv.close();
     }
-    const session = journal.sessions().find((x) => x.title === `mcp everything-${process.pid}`)!;
-    const kinds = journal.events(session.id).map((e) => e.kind);
+    const session = (await journal.sessions()).find((x) => x.title === `mcp everything-${process.pid}`)!;
+    const kinds = (await journal.events(session.id)).map((e) => e.kind);
     expect(kinds.filter((k) => k === "mcp.call")).toHaveLength(2);
     expect(kinds.at(-1)).toBe("session.ended");
   });

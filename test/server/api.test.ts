@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Journal } from "../../src/journal/journal.js";
+import { openJournal } from "../../src/journal/open.js";
 import { scratch, type Scratch } from "../support/fs.js";
 import { serve, type Served } from "../support/serve.js";
 import { baseEnv, runVak } from "../support/vak.js";
@@ -87,12 +87,12 @@ describe("the API", () => {
     const c = await api("POST", "sessions", { kind: "agent", model: script([{ text: "x" }]) });
     const id = c.body.id as string;
     await srv.close();
-    const j = Journal.open({ path: join(srv.state, "vak", "journal.db"), ingest: false });
+    const j = await openJournal({ path: join(srv.state, "vak", "journal.db"), ingest: false });
     try {
-      expect(j.events(id).at(-1)!.kind).toBe("session.ended");
-      expect(j.verify().ok).toBe(true);
+      expect((await j.events(id)).at(-1)!.kind).toBe("session.ended");
+      expect((await j.verify()).ok).toBe(true);
     } finally {
-      j.close();
+      await j.close();
     }
   });
 });

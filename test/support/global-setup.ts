@@ -5,8 +5,14 @@ import { join } from "node:path";
 import type { TestProject } from "vitest/node";
 import { ROOT } from "./paths.js";
 
-/** Checks that the product is built and compiles the C test helpers once per run. */
-export default function setup(project: TestProject): void {
+/**
+ * Checks that the product is built, compiles the C test helpers once per run,
+ * and finds the PostgreSQL the journal's tests run against: VAK_TEST_PG (a
+ * superuser's URL on a throwaway server; .ci/run starts one and sets it), or,
+ * when it is not set, a server started here for this run. If neither can be
+ * had, every PostgreSQL test fails, saying why: none is skipped.
+ */
+export default function setup(project: TestProject): () => void {
   for (const f of ["build/Release/vak-launcher", "dist/cli/main.js"])
     if (!existsSync(join(ROOT, f))) throw new Error(`${f} is missing: run \`npm ci\` (it builds the launcher and the CLI)`);
   const out = mkdtempSync(join(tmpdir(), "vak-test-helpers-"));
@@ -22,6 +28,25 @@ export default function setup(project: TestProject): void {
   const syscallProbe = join(out, "syscall-probe");
   execFileSync("cc", ["-O2", "-Wall", "-Werror", "-o", syscallProbe, join(ROOT, "test/support/syscall-probe.c")]);
   project.provide("syscallProbe", syscallProbe);
+
+  let pg = process.env.VAK_TEST_PG ?? "";
+  let problem = "";
+  let cluster: string | undefined;
+  if (!pg) {
+    // Directly in /tmp: when we are root the server runs as postgres, which must reach the directory.
+    cluster = join(tmpdir(), `vak-test-pg-${process.pid}-${Date.now().toString(36)}`);
+    try {
+      pg = execFileSync("bash", [join(ROOT, "test/support/pg-cluster.sh"), "start", cluster], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim();
+    } catch (e) {
+      problem = `VAK_TEST_PG is not set and no PostgreSQL server could be started here (${String((e as { stderr?: string }).stderr ?? e).trim().split("\n").slice(-3).join(" ")}); install postgresql or set VAK_TEST_PG to a superuser's URL on a throwaway server`;
+      cluster = undefined;
+    }
+  }
+  project.provide("pgAdmin", pg);
+  project.provide("pgProblem", problem);
+  return () => {
+    if (cluster) execFileSync("bash", [join(ROOT, "test/support/pg-cluster.sh"), "stop", cluster], { stdio: "ignore" });
+  };
 }
 
 declare module "vitest" {
@@ -29,5 +54,8 @@ declare module "vitest" {
     noUserns: string;
     seccompTable: string;
     syscallProbe: string;
+    /** A PostgreSQL superuser's URL, or "" when there is none (then pgProblem says why). */
+    pgAdmin: string;
+    pgProblem: string;
   }
 }

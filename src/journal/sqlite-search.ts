@@ -1,33 +1,11 @@
 import type { StoredEvent } from "./events.js";
-import { type Db, type Row, toStored } from "./schema.js";
+import type { SessionFilter, SessionInfo } from "./journal.js";
+import { type Db, type Row, toStored } from "./sqlite-schema.js";
 
 /**
- * Reading the journal: its sessions, one session's events, and full-text
+ * Reading the SQLite journal: its sessions, one session's events, and full-text
  * search over payloads (arguments, results, reasons). Nothing here writes.
  */
-export interface SessionInfo {
-  id: string;
-  kind: string;
-  started: string;
-  title: string;
-  workspace: string | null;
-  events: number;
-  ended: string | null;
-  outcome: string | null;
-}
-
-/** Which sessions to list: a kind (a workload's kind is "workload:ID"; "workload" matches them all), a start-time window, the newest n. */
-export interface SessionFilter {
-  kind?: string | undefined;
-  /** ISO times, inclusive. */
-  since?: string | undefined;
-  until?: string | undefined;
-  /** Only the newest n (still listed oldest first). */
-  limit?: number | undefined;
-  /** Only sessions whose id starts with this. */
-  idPrefix?: string | undefined;
-}
-
 export function listSessions(db: Db, f: SessionFilter = {}): SessionInfo[] {
   const where: string[] = [];
   const args: (string | number)[] = [];
@@ -41,7 +19,7 @@ export function listSessions(db: Db, f: SessionFilter = {}): SessionInfo[] {
   if (f.limit) args.push(f.limit);
   return db
     .prepare(
-      `SELECT s.id, s.kind, s.started, s.title, s.workspace,
+      `SELECT s.id, s.kind, s.started, s.title, s.workspace, NULL AS host,
          (SELECT count(*) FROM events e WHERE e.session = s.id) AS events,
          (SELECT e.time FROM events e WHERE e.session = s.id AND e.kind = 'session.ended' ORDER BY e.seq DESC LIMIT 1) AS ended,
          (SELECT json_extract(e.payload, '$.outcome') FROM events e WHERE e.session = s.id AND e.kind = 'session.ended' ORDER BY e.seq DESC LIMIT 1) AS outcome
@@ -50,21 +28,8 @@ export function listSessions(db: Db, f: SessionFilter = {}): SessionInfo[] {
     .all(...args) as SessionInfo[];
 }
 
-/** Events after seq (the whole journal, or one session), oldest first, at most limit: what `vak journal tail` polls for. */
-export function eventsAfter(db: Db, seq: number, opts: { session?: string | undefined; limit?: number } = {}): StoredEvent[] {
-  const rows = opts.session
-    ? db.prepare("SELECT * FROM events WHERE seq > ? AND session = ? ORDER BY seq LIMIT ?").all(seq, opts.session, opts.limit ?? 1000)
-    : db.prepare("SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?").all(seq, opts.limit ?? 1000);
-  return (rows as Row[]).map(toStored);
-}
-
-/** The journal's last seq (0 when empty). */
-export function lastSeq(db: Db): number {
-  return (db.prepare("SELECT coalesce(max(seq), 0) AS seq FROM events").get() as { seq: number }).seq;
-}
-
-export function sessionEvents(db: Db, sessionId: string): StoredEvent[] {
-  return (db.prepare("SELECT * FROM events WHERE session = ? ORDER BY seq").all(sessionId) as Row[]).map(toStored);
+export function sessionEvents(db: Db, sessionId: string, after = 0): StoredEvent[] {
+  return (db.prepare("SELECT * FROM events WHERE session = ? AND session_seq > ? ORDER BY seq").all(sessionId, after) as Row[]).map(toStored);
 }
 
 /** One session's events after a position in it, at most limit of them: a page. */

@@ -1,5 +1,5 @@
-import type { Chain } from "./chain.js";
-import type { Db } from "./schema.js";
+import type { SqliteChain } from "./sqlite-chain.js";
+import type { Db } from "./sqlite-schema.js";
 
 /**
  * Pruning: the only way events leave the journal. It removes a prefix of the
@@ -17,7 +17,7 @@ export interface Pruned {
 }
 
 /** Removes the events older than before, in one transaction; undefined when there is nothing to remove. */
-export function prunePrefix(db: Db, chain: Chain, before: Date): Pruned | undefined {
+export function prunePrefix(db: Db, chain: SqliteChain, before: Date): Pruned | undefined {
   const cutoff = before.toISOString();
   const first = db.prepare("SELECT seq FROM events WHERE time >= ? ORDER BY seq LIMIT 1").get(cutoff) as { seq: number } | undefined;
   const through = (first ? first.seq : (chain.last()?.seq ?? 0) + 1) - 1;

@@ -3,7 +3,7 @@ import { VakError } from "../policy/errors.js";
 import type { Actor, EventKind, Payload, StoredEvent } from "./events.js";
 
 /**
- * The journal's tables, as SQLite holds them. Events are append-only (the
+ * The journal's tables, as SQLite holds them (one chain: seq runs through every session). Events are append-only (the
  * triggers refuse UPDATE, and DELETE outside a prune); events_fts indexes
  * their payloads for search; head and anchors let verify() notice events
  * removed at the end or a prune that is not on the record.
@@ -56,14 +56,6 @@ export interface Row {
   payload: string;
   prev_hash: string;
   hash: string;
-}
-
-/** A session's row, as the sessions table holds it. */
-export interface SessionRow {
-  kind: string;
-  started: string;
-  title: string;
-  workspace: string | null;
 }
 
 export type Db = Database.Database;

@@ -1,0 +1,124 @@
+import { VakError } from "../policy/errors.js";
+import type { Redactor } from "../secrets/redact.js";
+import { boundStrings } from "./bounds.js";
+import { checkEvent, type NewEvent, type StoredEvent } from "./events.js";
+import type { SessionRow, SessionWriter } from "./session-writer.js";
+
+/**
+ * Batched durable commits, the same for both backends: appends made in one
+ * turn of the event loop go into one commit, at most one commit is in flight
+ * (so a session's events commit in the order they were appended), an append
+ * settles only after the commit that holds it, and a failed commit rejects
+ * every append in it and every one after: the journal has failed, and callers
+ * stop rather than go on unrecorded. Redaction and numbering happen here; the
+ * backend only writes.
+ */
+export interface PreparedEvent {
+  session: string;
+  /** The session's row, with the first commit of a session. */
+  newSession?: SessionRow;
+  session_seq: number;
+  time: string;
+  kind: string;
+  /** JSON text: exactly what is stored and hashed. */
+  actor: string;
+  generation: number;
+  payload: string;
+}
+
+/** Writes one batch in one durable transaction; returns the stored events in order, or throws. */
+export type Commit = (batch: PreparedEvent[]) => StoredEvent[] | Promise<StoredEvent[]>;
+
+interface Pending {
+  session: SessionWriter;
+  event: NewEvent;
+  resolve: (e: StoredEvent) => void;
+  reject: (e: Error) => void;
+}
+
+/** The most events one commit holds; more wait for the next. */
+const MAX_BATCH = 5000;
+
+export class CommitQueue {
+  private queue: Pending[] = [];
+  private scheduled = false;
+  private inFlight = false;
+  private idle: { resolve: () => void; reject: (e: Error) => void }[] = [];
+  failed: VakError | undefined;
+
+  constructor(
+    private readonly commit: Commit,
+    private readonly redactor: Redactor,
+    private readonly failure: (e: unknown) => VakError,
+  ) {}
+
+  enqueue(session: SessionWriter, event: NewEvent): Promise<StoredEvent> {
+    if (this.failed) return Promise.reject(this.failed);
+    checkEvent(event);
+    return new Promise((resolve, reject) => {
+      this.queue.push({ session, event, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /** Settles once everything queued so far is committed (or the journal has failed). */
+  flush(): Promise<void> {
+    if (this.failed) return Promise.reject(this.failed);
+    if (!this.queue.length && !this.inFlight) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.idle.push({ resolve, reject });
+      this.schedule();
+    });
+  }
+
+  get pending(): number {
+    return this.queue.length;
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    if (this.inFlight || this.failed) return;
+    while (this.queue.length) {
+      const batch = this.queue.splice(0, MAX_BATCH);
+      this.inFlight = true;
+      const withRow = new Set<SessionWriter>();
+      let stored: StoredEvent[];
+      try {
+        const time = new Date().toISOString();
+        const prepared = batch.map((p): PreparedEvent => {
+          const row = withRow.has(p.session) ? undefined : p.session.unwrittenRow();
+          if (row) withRow.add(p.session);
+          const e = p.event;
+          return {
+            session: p.session.id, newSession: row, session_seq: p.session.nextSeq(), time, kind: e.kind,
+            actor: JSON.stringify(boundStrings(this.redactor.value(e.actor))), generation: e.generation, payload: JSON.stringify(boundStrings(this.redactor.value(e.payload))),
+          };
+        });
+        stored = await this.commit(prepared);
+      } catch (e) {
+        this.inFlight = false;
+        this.fail(e, batch);
+        return;
+      }
+      this.inFlight = false;
+      for (const s of withRow) s.rowWritten();
+      batch.forEach((p, i) => p.resolve(stored[i]!));
+    }
+    for (const w of this.idle.splice(0)) w.resolve();
+  }
+
+  private fail(e: unknown, batch: Pending[]): void {
+    for (const p of batch.reverse()) p.session.rollback();
+    this.failed = e instanceof VakError ? e : this.failure(e);
+    for (const p of [...batch, ...this.queue.splice(0)]) p.reject(this.failed);
+    for (const w of this.idle.splice(0)) w.reject(this.failed);
+  }
+}

@@ -1,0 +1,120 @@
+import { VakError } from "../policy/errors.js";
+
+/**
+ * The journal's tables in PostgreSQL, in a schema of their own (vak), as
+ * `vak journal init-db` creates them with the database owner's connection.
+ *
+ * - sessions: one row per session, and together a chain of their own (reg_seq,
+ *   prev_hash, hash), serialised by one advisory lock taken only when a session
+ *   starts: removing or changing a whole session breaks it.
+ * - events: one chain per session (chain = the session's id; seq its place on
+ *   the chain; UNIQUE (chain, seq)), the first event following from the
+ *   session's own hash. actor and payload are the JSON text that was hashed,
+ *   stored as text: the hash is recomputed from these exact characters, never
+ *   from a JSONB rendering.
+ * - heads: every commit's end on each chain it touched ('' is the chain of
+ *   sessions), insert-only: events removed at the end of a chain are missed by
+ *   the chain itself, but not by its heads.
+ * - anchors: where a pruned chain now starts, each named by a journal.pruned event.
+ *
+ * Triggers refuse UPDATE and DELETE (row) and TRUNCATE (statement: row triggers
+ * do not fire on TRUNCATE) on every table but meta; DELETE of events is let
+ * through only inside `vak journal prune`'s transaction (vak.pruning), which
+ * needs the owner anyway, since the writer role holds only SELECT and INSERT.
+ */
+export const PG_SCHEMA_VERSION = 1;
+
+/** The role hosts write as, unless init-db is told otherwise. */
+export const DEFAULT_WRITER_ROLE = "vak_writer";
+
+export const ROLE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** Indexed text per payload: at most this many characters (a tsvector holds at most 1 MB). */
+export const SEARCH_CHARS = 65536;
+
+export const PG_SCHEMA = `
+CREATE SCHEMA IF NOT EXISTS vak;
+CREATE TABLE IF NOT EXISTS vak.meta (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE IF NOT EXISTS vak.sessions (
+  id text PRIMARY KEY,
+  reg_seq bigint NOT NULL UNIQUE,
+  host text NOT NULL,
+  kind text NOT NULL,
+  started text NOT NULL,
+  title text NOT NULL,
+  workspace text,
+  prev_hash text NOT NULL,
+  hash text NOT NULL
+);
+CREATE TABLE IF NOT EXISTS vak.events (
+  chain text NOT NULL REFERENCES vak.sessions(id),
+  seq bigint NOT NULL,
+  session_seq bigint NOT NULL,
+  time text NOT NULL,
+  kind text NOT NULL,
+  actor text NOT NULL,
+  generation integer NOT NULL,
+  payload text NOT NULL,
+  prev_hash text NOT NULL,
+  hash text NOT NULL,
+  UNIQUE (chain, seq)
+);
+CREATE INDEX IF NOT EXISTS events_time ON vak.events (time);
+CREATE INDEX IF NOT EXISTS events_kind ON vak.events (kind);
+CREATE TABLE IF NOT EXISTS vak.heads (chain text NOT NULL, seq bigint NOT NULL, hash text NOT NULL, PRIMARY KEY (chain, seq));
+CREATE TABLE IF NOT EXISTS vak.anchors (
+  chain text NOT NULL, seq bigint NOT NULL, hash text NOT NULL, prune text NOT NULL, pruned_at text NOT NULL,
+  PRIMARY KEY (chain, seq)
+);
+
+-- Search: words as SQLite's FTS5 sees them (runs of letters and digits, case-folded, no stemming).
+CREATE OR REPLACE FUNCTION vak.search_words(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+  AS $$ SELECT pg_catalog.regexp_replace(pg_catalog.left(t, ${SEARCH_CHARS}), '[^[:alnum:]]+', ' ', 'g') $$;
+CREATE OR REPLACE FUNCTION vak.search_vector(t text) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE
+  AS $$ SELECT pg_catalog.to_tsvector('pg_catalog.simple'::pg_catalog.regconfig, vak.search_words(t)) $$;
+CREATE INDEX IF NOT EXISTS events_search ON vak.events USING gin (vak.search_vector(payload));
+
+CREATE OR REPLACE FUNCTION vak.refuse_change() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+  IF TG_OP = 'DELETE' AND TG_TABLE_NAME = 'events' AND current_setting('vak.pruning', true) = 'on' THEN
+    RETURN OLD;
+  END IF;
+  RAISE EXCEPTION 'the journal is append-only: % on vak.% is refused%', TG_OP, TG_TABLE_NAME,
+    CASE WHEN TG_TABLE_NAME = 'events' AND TG_OP = 'DELETE' THEN ' (events are removed only by vak journal prune)' ELSE '' END;
+END $$;
+DO $$
+DECLARE t text;
+BEGIN
+  FOREACH t IN ARRAY ARRAY['sessions', 'events', 'heads', 'anchors'] LOOP
+    EXECUTE format('DROP TRIGGER IF EXISTS %I ON vak.%I', t || '_no_change', t);
+    EXECUTE format('CREATE TRIGGER %I BEFORE UPDATE OR DELETE ON vak.%I FOR EACH ROW EXECUTE FUNCTION vak.refuse_change()', t || '_no_change', t);
+    EXECUTE format('DROP TRIGGER IF EXISTS %I ON vak.%I', t || '_no_truncate', t);
+    EXECUTE format('CREATE TRIGGER %I BEFORE TRUNCATE ON vak.%I FOR EACH STATEMENT EXECUTE FUNCTION vak.refuse_change()', t || '_no_truncate', t);
+  END LOOP;
+END $$;
+INSERT INTO vak.meta (key, value) VALUES ('schema', '${PG_SCHEMA_VERSION}') ON CONFLICT (key) DO NOTHING;
+`;
+
+/** The writer role's grants: read everything, insert into sessions, events and heads, nothing else. */
+export function writerGrants(role: string): string {
+  if (!ROLE_NAME.test(role)) throw new VakError("bad-input", `${role}: a role name is lower-case letters, digits and _ (at most 63)`);
+  return `
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = '${role}') THEN CREATE ROLE ${role} NOLOGIN; END IF;
+END $$;
+REVOKE ALL ON SCHEMA vak FROM PUBLIC;
+REVOKE ALL ON ALL TABLES IN SCHEMA vak FROM PUBLIC, ${role};
+REVOKE ALL ON FUNCTION vak.refuse_change() FROM PUBLIC;
+GRANT USAGE ON SCHEMA vak TO ${role};
+GRANT SELECT, INSERT ON vak.sessions, vak.events, vak.heads TO ${role};
+GRANT SELECT ON vak.anchors, vak.meta TO ${role};
+`;
+}
+
+/** Refuses a database whose schema this Vak does not know, or none at all, with what to run. */
+export function checkSchemaVersion(found: string | undefined, location: string): void {
+  if (found === undefined)
+    throw new VakError("journal", `the journal at ${location} has no Vak schema; create it once with the database owner: vak journal init-db --admin-url REF`);
+  if (Number(found) !== PG_SCHEMA_VERSION)
+    throw new VakError("journal", `the journal at ${location} has schema version ${found}; this Vak knows version ${PG_SCHEMA_VERSION}`);
+}
