@@ -21,6 +21,8 @@ export interface ApiDeps {
   auth: ServerAuth;
   filter: TextFilter;
   info: () => Record<string, unknown>;
+  /** The live feed's position now: answers the feed later changes carry it (hub.ts). */
+  feedPosition: () => number;
 }
 
 async function body<T extends z.ZodType>(c: Context<Env>, schema: T): Promise<z.infer<T>> {
@@ -74,12 +76,14 @@ export function api(d: ApiDeps): Hono<Env> {
   app.get("/sessions/:id", async (c) => {
     const s = await d.sessions.summary(sessionId(c));
     if (!s) throw new ServerError("not-found", "no such session");
-    return c.json(s);
+    // The summary waited on the journal: a live session's state is read again, in one turn with the position (hub.ts).
+    const l = d.sessions.get(s.id);
+    return c.json({ ...s, ...(l ? { state: l.state() } : {}), feed: d.feedPosition() });
   });
   app.get("/sessions/:id/messages", async (c) => {
     const id = sessionId(c);
     const l = d.sessions.get(id);
-    if (l) return c.json({ live: true, items: l.messages() });
+    if (l) return c.json({ live: true, items: l.messages(), feed: d.feedPosition() });
     if (!(await d.journal.session(id))) throw new ServerError("not-found", "no such session");
     return c.json({ live: false, items: transcriptFromJournal(await d.journal.events(id), d.filter) });
   });
@@ -97,7 +101,11 @@ export function api(d: ApiDeps): Hono<Env> {
     await d.sessions.close(sessionId(c));
     return c.json({ closed: true });
   });
-  app.get("/sessions/:id/approvals", async (c) => c.json({ approvals: (await d.sessions.liveOrThrow(sessionId(c))).approvals() }));
+  app.get("/sessions/:id/approvals", async (c) => {
+    const l = await d.sessions.liveOrThrow(sessionId(c));
+    // The cards and the position read together, in one turn (hub.ts).
+    return c.json({ approvals: l.approvals(), feed: d.feedPosition() });
+  });
   app.post("/sessions/:id/approvals", async (c) => {
     const l = await d.sessions.liveOrThrow(sessionId(c));
     const a = await body(c, ApprovalAnswerBody);
@@ -115,7 +123,9 @@ export function api(d: ApiDeps): Hono<Env> {
     const l = await d.sessions.liveOrThrow(sessionId(c));
     const { mode } = await body(c, ModeBody);
     // Answered only once everything of the old generation has stopped.
-    return c.json({ state: await l.setMode(mode, "the browser") });
+    await l.setMode(mode, "the browser");
+    // The state and the position read together, in one turn: what the answer says is exactly the feed up to it.
+    return c.json({ state: l.state(), feed: d.feedPosition() });
   });
   app.get("/sessions/:id/events", async (c) => {
     const id = sessionId(c);

@@ -118,6 +118,7 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   const application = app({
     hosts, origins, files, sessions, journal: o.journal, auth, filter: o.filter, log: o.log,
     info: () => ({ ...o.info, terminal: exposure.terminal, exposed: !exposure.loopback }),
+    feedPosition: () => hub.position,
   });
   handler = getRequestListener(application.fetch) as (req: IncomingMessage, res: ServerResponse) => void;
   const upgrades = upgradeHandler({

@@ -182,3 +182,6 @@ export type LiveMessage =
   | { type: "state"; session: string; state: SessionState }
   | { type: "sessions" }
   | { type: "events"; events: EventView[] };
+
+/** A live message as sent: with its position in the feed (hub.ts). */
+export type FeedMessage = LiveMessage & { feed: number };

@@ -1,11 +1,11 @@
-import type { LiveMessage } from "../wire.js";
+import type { FeedMessage } from "../wire.js";
 
 /**
  * The live feed (/api/ws): one WebSocket, reconnected with a growing delay.
  * Listeners get every message; on each (re)connect they are told to reload,
  * since what happened while the feed was down is not replayed.
  */
-type Listener = (m: LiveMessage | { type: "connected" }) => void;
+type Listener = (m: FeedMessage | { type: "connected" }) => void;
 
 export class Feed {
   private readonly listeners = new Set<Listener>();
@@ -25,9 +25,9 @@ export class Feed {
     };
     ws.onmessage = (e) => {
       if (typeof e.data !== "string") return;
-      let m: LiveMessage;
+      let m: FeedMessage;
       try {
-        m = JSON.parse(e.data) as LiveMessage;
+        m = JSON.parse(e.data) as FeedMessage;
       } catch {
         return;
       }
@@ -51,7 +51,7 @@ export class Feed {
     return () => this.listeners.delete(l);
   }
 
-  private emit(m: LiveMessage | { type: "connected" }): void {
+  private emit(m: FeedMessage | { type: "connected" }): void {
     for (const l of this.listeners) l(m);
   }
 }

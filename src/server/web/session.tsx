@@ -1,4 +1,4 @@
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useMemo, useState } from "preact/hooks";
 import type { ApprovalCard as Card, EventView, ReachView, SessionState, SessionSummary, TranscriptItem, VerifyView } from "../wire.js";
 import { ApiError, get, post, sessionPath } from "./api.js";
 import { ApprovalCard } from "./approval.js";
@@ -6,6 +6,7 @@ import { Calls } from "./calls.js";
 import { Chat } from "./chat.js";
 import { feed } from "./feed.js";
 import { Reach } from "./reach.js";
+import { SessionFeed } from "./session-feed.js";
 import { time } from "./text.js";
 
 type Tab = "chat" | "reach" | "calls";
@@ -16,7 +17,7 @@ type Tab = "chat" | "reach" | "calls";
  * approval is denied, every run cancelled and every worker of the old
  * generation stopped; until then it says it is switching.
  */
-function ModeSwitch({ session, state, onState }: { session: string; state: SessionState; onState: (s: SessionState) => void }) {
+function ModeSwitch({ session, state, onState }: { session: string; state: SessionState; onState: (s: SessionState, feed: number) => void }) {
   const [want, setWant] = useState(state.mode ?? "workspace-write");
   const [error, setError] = useState<string | undefined>();
   useEffect(() => setWant(state.mode ?? "workspace-write"), [state.mode]);
@@ -24,8 +25,8 @@ function ModeSwitch({ session, state, onState }: { session: string; state: Sessi
   const apply = async () => {
     setError(undefined);
     try {
-      const r = await post<{ state: SessionState }>(sessionPath(session, "/mode"), { mode: want });
-      onState(r.state);
+      const r = await post<{ state: SessionState; feed: number }>(sessionPath(session, "/mode"), { mode: want });
+      onState(r.state, r.feed);
     } catch (e) {
       setError(e instanceof ApiError ? e.message : String(e));
     }
@@ -44,10 +45,14 @@ function ModeSwitch({ session, state, onState }: { session: string; state: Sessi
 }
 
 export function SessionView({ id, tab, summary }: { id: string; tab: Tab; summary: SessionSummary | undefined }) {
-  const [items, setItems] = useState<TranscriptItem[]>([]);
+  // The transcript, the cards and the state: loaded and followed in either order (session-feed.ts).
+  const shown = useMemo(() => new SessionFeed(id), [id]);
+  const [, setShownVersion] = useState(0);
+  const redraw = () => setShownVersion((v) => v + 1);
+  const items = shown.items;
+  const cards = shown.cards;
+  const state = shown.state ?? summary?.state;
   const [live, setLive] = useState(false);
-  const [state, setState] = useState<SessionState | undefined>(summary?.state);
-  const [cards, setCards] = useState<Card[]>([]);
   const [reach, setReach] = useState<ReachView | undefined>();
   const [events, setEvents] = useState<EventView[]>([]);
   const [more, setMore] = useState(false);
@@ -56,20 +61,27 @@ export function SessionView({ id, tab, summary }: { id: string; tab: Tab; summar
 
   const loadEvents = async (after: number, replace: boolean) => {
     const r = await get<{ events: EventView[]; next: number | null }>(`${sessionPath(id, "/events")}?after=${after}&limit=200`);
-    setEvents((old) => (replace ? r.events : [...old, ...r.events]));
+    // Journal events never change: a complete answer keeps the newer ones the feed brought while it was on its way.
+    const last = r.events[r.events.length - 1]?.seq ?? 0;
+    setEvents((old) => (replace ? [...r.events, ...(r.next === null ? old.filter((e) => e.seq > last) : [])] : [...old, ...r.events]));
     setMore(r.next !== null);
   };
   const loadVerify = () => get<VerifyView>("journal/verify").then(setVerify, () => undefined);
   const loadReach = () => get<ReachView>(sessionPath(id, "/reach")).then(setReach, () => undefined);
-  const load = async () => {
+  const show = (r: "shown" | "stale" | "reload") => (r === "reload" ? void load() : r === "shown" && redraw());
+  const load = async (): Promise<void> => {
     setError(undefined);
+    const token = shown.loading();
     try {
-      const m = await get<{ live: boolean; items: TranscriptItem[] }>(sessionPath(id, "/messages"));
-      setItems(m.items);
+      const m = await get<{ live: boolean; items: TranscriptItem[]; feed?: number }>(sessionPath(id, "/messages"));
+      // A session no longer live has no feed position: its transcript comes from the journal and no longer changes.
+      show(shown.answer("items", m.items, m.feed ?? Number.MAX_SAFE_INTEGER, token));
       setLive(m.live);
       if (m.live) {
-        setCards((await get<{ approvals: Card[] }>(sessionPath(id, "/approvals"))).approvals);
-        setState((await get<SessionSummary>(sessionPath(id))).state);
+        const a = await get<{ approvals: Card[]; feed: number }>(sessionPath(id, "/approvals"));
+        show(shown.answer("cards", a.approvals, a.feed, token));
+        const s = await get<SessionSummary & { feed: number }>(sessionPath(id));
+        if (s.state) show(shown.answer("state", s.state, s.feed, token));
         void loadReach();
       }
       await loadEvents(0, true);
@@ -80,13 +92,14 @@ export function SessionView({ id, tab, summary }: { id: string; tab: Tab; summar
   };
 
   useEffect(() => {
-    setItems([]);
-    setCards([]);
     setEvents([]);
     setReach(undefined);
     void load();
     return feed.on((m) => {
-      if (m.type === "connected") return void load();
+      if (m.type === "connected") {
+        shown.connected();
+        return void load();
+      }
       if (m.type === "events") {
         const mine = m.events.filter((e) => e.session === id);
         if (mine.length) {
@@ -99,17 +112,7 @@ export function SessionView({ id, tab, summary }: { id: string; tab: Tab; summar
         }
         return;
       }
-      if (!("session" in m) || m.session !== id) return;
-      if (m.type === "transcript") setItems((old) => {
-        const i = old.findIndex((x) => x.seq === m.item.seq);
-        if (i < 0) return [...old, m.item];
-        const copy = old.slice();
-        copy[i] = m.item;
-        return copy;
-      });
-      else if (m.type === "approval") setCards((old) => [...old.filter((c) => c.nonce !== m.card.nonce), m.card]);
-      else if (m.type === "approval-closed") setCards((old) => old.filter((c) => c.nonce !== m.nonce));
-      else if (m.type === "state") setState(m.state);
+      if (shown.live(m)) redraw();
     });
   }, [id]);
 
@@ -124,7 +127,7 @@ export function SessionView({ id, tab, summary }: { id: string; tab: Tab; summar
         </p>
         {live && state ? (
           <div class="row">
-            <ModeSwitch session={id} state={state} onState={setState} />
+            <ModeSwitch session={id} state={state} onState={(st, at) => show(shown.answer("state", st, at, shown.loading()))} />
             {state.terminal ? <a href={`/terminal.html#${id}`} target="_blank" rel="noopener noreferrer">Open a terminal in its sandbox</a> : null}
           </div>
         ) : null}
