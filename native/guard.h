@@ -56,6 +56,8 @@ void log_denial(struct call *c, const char *path, const char *why);
 
 /* guard_explain.c: --explain's lookups, answered CONTINUE; 1 when this call was one */
 int explain_lookup(struct call *c);
+/* guard_noread.c: an open for reading or an execve of a --deny-read path in the view, refused with a line; 1 when it was */
+int refuse_denied_read(struct call *c, int dir_arg, int path_arg);
 
 /* guard_caller.c: reading the caller */
 int read_mem(pid_t tid, __u64 addr, void *buf, size_t len);

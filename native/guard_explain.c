@@ -6,7 +6,9 @@
  * because nothing rests on what the guard read: an open's flags come from the
  * registers seccomp saw (one with a write flag is not a lookup and goes to the
  * write path, which never continues), and the path is only a hint that vak
- * checks again on the host. Without --explain the filter has none of this. */
+ * checks again on the host. Without --explain the filter has none of this,
+ * unless a --deny-read path lies in the view: then the same lookups come here
+ * so that guard_noread.c can refuse a read of it by name first. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -82,9 +84,10 @@ static void note_missing(struct call *c, int dir_arg, int path_arg) {
 
 int explain_lookup(struct call *c) {
   int dir_arg, path_arg;
-  if (!c->plan->explain || !lookup_args(&c->req->data, &dir_arg, &path_arg)) return 0;
+  if (!(c->plan->explain || c->plan->read_denied) || !lookup_args(&c->req->data, &dir_arg, &path_arg)) return 0;
+  if (c->plan->read_denied && refuse_denied_read(c, dir_arg, path_arg)) return 1;
   c->op = c->req->data.nr == SYS_open || c->req->data.nr == SYS_openat ? "open" : c->req->data.nr == SYS_execve ? "execve" : "stat";
-  note_missing(c, dir_arg, path_arg);
+  if (c->plan->explain) note_missing(c, dir_arg, path_arg);
   struct seccomp_notif_resp resp = {.id = c->req->id, .val = 0, .error = 0, .flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE};
   if (ioctl(c->listener, SECCOMP_IOCTL_NOTIF_SEND, &resp) != 0 && errno != ENOENT)
     warn_step("guard", "continue: %s", strerror(errno));

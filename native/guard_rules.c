@@ -121,7 +121,7 @@ const char *check(const struct plan *p, const char *op, const char *path, enum a
   }
   for (int i = 0; i < p->nrules; i++) {
     const struct protect_rule *r = &p->rules[i];
-    if (r->kind != PROT_ABS) continue;
+    if (r->kind != PROT_ABS && r->kind != PROT_NOREAD) continue;
     if (below(path, r->pattern) || (access == ACCESS_ENTRY && below(r->pattern, path))) {
       snprintf(why, cap, "protected path %s", r->pattern);
       return why;
@@ -166,7 +166,7 @@ const char *check(const struct plan *p, const char *op, const char *path, enum a
   int places = !strcmp(op, "rename") || !strcmp(op, "symlink");
   for (int r = 0; r < p->nrules; r++) {
     const struct protect_rule *pr = &p->rules[r];
-    if (pr->kind == PROT_ABS) continue;
+    if (pr->kind == PROT_ABS || pr->kind == PROT_NOREAD) continue;
     char pat[PATH_MAX], *pc[64];
     snprintf(pat, sizeof pat, "%s", pr->pattern);
     int k = split(pat, pc, 64);

@@ -33,6 +33,7 @@ enum prot_kind {
   PROT_TREE,  /* the named entry and everything below it */
   PROT_FILE,  /* the entry itself: no create, write, rename or remove */
   PROT_ABS,   /* an absolute path and everything below it */
+  PROT_NOREAD, /* as PROT_ABS, and not read either: a --deny-read path the view masks (guard_lookup.c) */
 };
 
 struct protect_rule {
@@ -48,6 +49,7 @@ struct plan {
   int guard;           /* run the write guard (seccomp user notification) */
   int allow_inet;      /* inet sockets permitted (only inside a private netns) */
   int explain;         /* --explain: report paths the command looked for that are not in its view */
+  int read_denied;     /* a PROT_NOREAD rule exists: the guard sees the command's lookups to refuse them by name */
   const char *net_gate; /* host directory holding the egress gate's socket; NULL: no network */
   int net_port;         /* the relay's port on the sandbox's loopback */
   char net_token[72];   /* names this worker to the gate; read from --net-token-fd */

@@ -64,7 +64,7 @@
 #define GUARDED(call, why_) RULE(call, W_COMMAND | W_GUARD, NOTIFY, why_)
 /* --explain: every other open (flags & 0 == 0 always holds) goes to the guard, which lets it go on. */
 #define EXPLAINED(flags_arg) CLAUSE(W_EXPLAIN, NOTIFY, MASKED(flags_arg, 0, 0))
-#define LOOKUP(call) RULE(call, W_COMMAND | W_GUARD | W_EXPLAIN, NOTIFY, "--explain: a lookup, reported when it misses")
+#define LOOKUP(call) RULE(call, W_COMMAND | W_GUARD | W_EXPLAIN, NOTIFY, "--explain or --deny-read in the view: a lookup, reported when it misses or refused when denied")
 #define REDUCED_IPC(call) RULE(call, W_REDUCED, ERR(EPERM), "reduced mode: the host's IPC objects")
 /* Reduced mode: only the caller itself (0) may be named. */
 #define SELF_ONLY(call, arg) \
@@ -227,7 +227,7 @@ const struct sc_filter *seccomp_table(void) { return &FILTER; }
 
 unsigned seccomp_conditions(const struct plan *p, int for_guard) {
   unsigned w = (p->use_ns ? 0 : W_REDUCED) | (p->allow_inet ? W_INET : 0);
-  if (!for_guard) w |= W_COMMAND | (p->guard ? W_GUARD : 0) | (p->guard && p->explain ? W_EXPLAIN : 0);
+  if (!for_guard) w |= W_COMMAND | (p->guard ? W_GUARD : 0) | (p->guard && (p->explain || p->read_denied) ? W_EXPLAIN : 0);
   return w;
 }
 

@@ -2,6 +2,7 @@ import { lstatSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { LaunchPlan } from "../policy/plan.js";
 import { inView, type PresetEntry, presetFor } from "./exec-hints.js";
+import { fmt, own, type Text } from "./output.js";
 
 /**
  * `vak exec --explain`: after the run, what the command tried to reach and
@@ -27,7 +28,7 @@ export class Explain {
   /** The guard stopped reporting (its bound): more may have missed. */
   private truncated = false;
   /** Lines already said during the run (refusals), repeated in the summary. */
-  private readonly said: string[] = [];
+  private readonly said: Text[] = [];
 
   constructor(private readonly plan: LaunchPlan) {}
 
@@ -53,28 +54,29 @@ export class Explain {
     else if (!p.names.has(name)) p.more = true;
   }
 
-  alsoSaid(line: string): void {
+  alsoSaid(line: Text): void {
     if (this.said.length < MAX_EXPLAIN_DIRS) this.said.push(line);
   }
 
-  /** The summary's lines, without the "vak: " prefix; the caller neutralises them. */
-  lines(presets: PresetEntry[], droppedEnv: readonly string[]): string[] {
-    const out: string[] = [];
+  /**
+   * The summary's lines, without the "vak: " prefix: Texts whose values (the
+   * paths, names and variables the command chose) the output module redacts
+   * and neutralises one by one.
+   */
+  lines(presets: PresetEntry[], droppedEnv: readonly string[]): Text[] {
+    const out: Text[] = [];
+    const orProfile = (p: string | undefined) => (p ? fmt`, or --profile ${p}` : own(""));
     for (const [dir, p] of this.dirs) {
-      const preset = presetFor(dir, presets);
-      const names = p.names.size ? ` (${[...p.names].join(", ")}${p.more ? ", …" : ""})` : "";
-      out.push(`  not in the view: ${dir}${names}, by ${[...p.ops].sort().join(", ")}: --allow-read ${dir}${preset ? `, or --profile ${preset}` : ""}`);
+      const names = p.names.size ? fmt` (${[...p.names].join(", ")}${p.more ? ", …" : ""})` : own("");
+      out.push(fmt`  not in the view: ${dir}${names}, by ${[...p.ops].sort().join(", ")}: --allow-read ${dir}${orProfile(presetFor(dir, presets))}`);
     }
-    if (this.overflow) out.push(`  … and ${this.overflow} more paths outside the view in other directories`);
-    if (this.truncated) out.push("  … and the sandbox stopped reporting lookups that missed after its bound: there may be more");
-    for (const l of this.said) out.push(`  ${l}`);
-    for (const d of this.plan.pathDropped) {
-      const preset = presetFor(d, presets);
-      out.push(`  left out of PATH: ${d}: --allow-read ${d}${preset ? `, or --profile ${preset}` : ""}`);
-    }
-    for (const l of droppedEnv) out.push(`  ${l}`);
+    if (this.overflow) out.push(fmt`  … and ${this.overflow} more paths outside the view in other directories`);
+    if (this.truncated) out.push(own("  … and the sandbox stopped reporting lookups that missed after its bound: there may be more"));
+    for (const l of this.said) out.push(fmt`  ${l}`);
+    for (const d of this.plan.pathDropped) out.push(fmt`  left out of PATH: ${d}: --allow-read ${d}${orProfile(presetFor(d, presets))}`);
+    for (const l of droppedEnv) out.push(fmt`  ${l}`);
     return [
-      out.length ? "--explain: what the command tried to reach and could not (nothing was granted):" : "--explain: the command reached for nothing outside its grants",
+      own(out.length ? "--explain: what the command tried to reach and could not (nothing was granted):" : "--explain: the command reached for nothing outside its grants"),
       ...out,
     ];
   }

@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { userInfo } from "node:os";
 import type { Actor } from "../journal/events.js";
 import { pendingSpools, Spool } from "../journal/spool.js";
+import type { Redactor } from "../secrets/redact.js";
 import type { EgressEvent } from "../net/egress-gate.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { installation } from "../policy/install.js";
@@ -32,8 +33,9 @@ export class ExecRecord {
     private readonly actor: Actor,
   ) {}
 
-  static start(plan: LaunchPlan, secrets: readonly SecretUse[] = []): ExecRecord {
-    const spool = Spool.start({ kind: "exec", title: plan.command.join(" "), workspace: plan.workspace });
+  /** redactor: knows the values of the secrets the command was given, so that no path or host it chose records one. */
+  static start(plan: LaunchPlan, secrets: readonly SecretUse[] = [], redactor?: Redactor): ExecRecord {
+    const spool = Spool.start({ kind: "exec", title: plan.command.join(" "), workspace: plan.workspace }, { redactor });
     const actor: Actor = { component: "exec", identity: userInfo().username };
     spool.append("session.started", actor, 0, { kind: "exec", title: plan.command.join(" "), command: plan.command, cwd: plan.cwd, mode: plan.mode, sandbox: plan.sandbox }, false);
     spool.append("policy.generation", actor, 1, {

@@ -5,7 +5,7 @@ import { PROTECTED_PATHS } from "../policy/protected.js";
 import type { EgressEvent } from "../net/egress-gate.js";
 import { type PresetEntry, presetFor } from "./exec-hints.js";
 import type { ResolvedGrants } from "./exec-grants.js";
-import { visible } from "../text/visible.js";
+import { fmt, own, type Text } from "./output.js";
 
 /**
  * What the sandbox refused, printed as it happens (a command that hangs
@@ -13,7 +13,10 @@ import { visible } from "../text/visible.js";
  * first refusal of each kind and place, with what would grant it, and at the
  * end how many more there were. Writes are grouped by directory and the hint
  * names the directory, not one file at a time. Bounded: past MAX_GROUPS kinds
- * and places only a count.
+ * and places only a count. Each line is a Text: Vak's words and the values
+ * (a path, a host, the guard's reason) are separate segments, redacted and
+ * neutralised one by one by the output module, so that a path ending in
+ * `token` never makes Vak's own next words look like a credential.
  */
 export const MAX_GROUPS = 12;
 
@@ -40,28 +43,28 @@ export class Refusals {
     private readonly plan: LaunchPlan,
     private readonly grants: ResolvedGrants | undefined,
     private readonly presets: () => PresetEntry[],
-    private readonly out: (line: string) => void,
+    private readonly out: (line: Text) => void,
   ) {}
 
   private presetsNow(): PresetEntry[] {
     return (this.index ??= this.presets());
   }
 
-  private note(key: string, place: string, line: () => string): void {
+  private note(key: string, place: string, line: () => Text): void {
     const g = this.groups.get(key);
     if (g) return void (g.count += 1);
     if (this.groups.size >= MAX_GROUPS) return void (this.overflow += 1);
     this.groups.set(key, { count: 1, place });
-    this.out(visible(line()));
+    this.out(line());
   }
 
   /** A refusal the guard reported. */
   denied(d: Denial): void {
     const network = /^\[?[0-9a-f.:]+\]?:\d+$/i.test(d.path) && !d.path.startsWith("/");
     // Not a path ("(a new user namespace)", "(a TCP socket)"): one line per kind of call and reason.
-    if (!d.path.startsWith("/") && !network) return this.note(`${d.op}\0${d.reason}`, `(${d.op})`, () => `refused ${d.op} ${d.path}: ${d.reason}`);
+    if (!d.path.startsWith("/") && !network) return this.note(`${d.op}\0${d.reason}`, `(${d.op})`, () => fmt`refused ${d.op} ${d.path}: ${d.reason}`);
     const place = network ? d.path : dirname(d.path);
-    this.note(`${d.reason}\0${place}`, network ? d.path : `in ${place}`, () => `refused ${d.op} ${d.path}: ${d.reason}${this.hint(d, place, network)}`);
+    this.note(`${d.reason}\0${place}`, network ? d.path : `in ${place}`, () => fmt`refused ${d.op} ${d.path}: ${d.reason}${this.hint(d, place, network)}`);
   }
 
   /** A request or connection the egress gate refused. */
@@ -73,7 +76,7 @@ export class Refusals {
     if (this.groups.has(key) || this.groups.size >= MAX_GROUPS) return;
     this.groups.set(key, { count: 0, place: e.asked });
     this.egressShown += 1;
-    this.out(visible(`refused ${e.method === "-" ? "a connection" : `${e.method} ${e.asked}`}: ${e.reason}`));
+    this.out(fmt`refused ${e.method === "-" ? own("a connection") : fmt`${e.method} ${e.asked}`}: ${e.reason}`);
   }
 
   /** A name the sandbox's resolver was asked for: names resolve only at the egress gate. */
@@ -82,42 +85,42 @@ export class Refusals {
     const p = gate ? undefined : this.presetsNow().find((x) => x.net.some((n) => n === name || (n.startsWith("*.") && name.endsWith(n.slice(1)))));
     this.note(`dns\0${name}`, name, () =>
       gate
-        ? `a lookup of ${name} inside the sandbox was answered "no such name": names resolve only at the egress gate; use the proxy (HTTPS_PROXY=${this.plan.env.HTTPS_PROXY ?? "http://127.0.0.1:3128"}), which most clients do by themselves`
-        : `a lookup of ${name} was answered "no such name": this sandbox has no network; --allow-net ${name} would reach it${p ? ` (or --profile ${p.name})` : ""}`,
+        ? fmt`a lookup of ${name} inside the sandbox was answered "no such name": names resolve only at the egress gate; use the proxy (HTTPS_PROXY=${this.plan.env.HTTPS_PROXY ?? "http://127.0.0.1:3128"}), which most clients do by themselves`
+        : fmt`a lookup of ${name} was answered "no such name": this sandbox has no network; --allow-net ${name} would reach it${p ? fmt` (or --profile ${p.name})` : own("")}`,
     );
   }
 
   /** At the end: how many more of each kind there were, and of kinds not shown. */
   finish(): void {
-    for (const g of this.groups.values()) if (g.count > 1) this.out(visible(`… and ${g.count - 1} more refused ${g.place} (the same reason)`));
-    if (this.overflow) this.out(`… and ${this.overflow} more refusals of other kinds (all of them are in the journal)`);
-    if (this.egressTotal > this.egressShown) this.out(`… and ${this.egressTotal - this.egressShown} more egress refusals`);
+    for (const g of this.groups.values()) if (g.count > 1) this.out(fmt`… and ${g.count - 1} more refused ${g.place} (the same reason)`);
+    if (this.overflow) this.out(fmt`… and ${this.overflow} more refusals of other kinds (all of them are in the journal)`);
+    if (this.egressTotal > this.egressShown) this.out(fmt`… and ${this.egressTotal - this.egressShown} more egress refusals`);
   }
 
-  private hint(d: Denial, dir: string, network: boolean): string {
+  private hint(d: Denial, dir: string, network: boolean): Text {
     const plan = this.plan;
-    if (network) return plan.network.kind === "gate" ? "" : `; --allow-net ${d.path} would reach it through the egress gate`;
+    if (network) return plan.network.kind === "gate" ? own("") : fmt`; --allow-net ${d.path} would reach it through the egress gate`;
     const readOnly = /^(.*) is granted read-only$/.exec(d.reason)?.[1];
     if (readOnly !== undefined) {
-      if (plan.mode === "read-only" && readOnly === plan.workspace) return "; use --mode workspace-write to allow writes";
+      if (plan.mode === "read-only" && readOnly === plan.workspace) return own("; use --mode workspace-write to allow writes");
       const p = presetFor(dir, this.presetsNow().map((x) => ({ ...x, read: [] })));
-      return `; grant the directory with --allow-write ${dir}${p ? `, or --profile ${p}` : ""}`;
+      return fmt`; grant the directory with --allow-write ${dir}${p ? fmt`, or --profile ${p}` : own("")}`;
     }
-    if (/ is outside every grant$/.test(d.reason)) return `; it is in none of the granted paths (--allow-write ${dir} if it is a host directory you mean to share)`;
+    if (/ is outside every grant$/.test(d.reason)) return fmt`; it is in none of the granted paths (--allow-write ${dir} if it is a host directory you mean to share)`;
     // A worktree's pointers, by a pattern rule or an absolute one: say what to do instead.
     if (/^protected path /.test(d.reason) && /\/\.git\/worktrees\/[^/]+\/(commondir|gitdir)$/.test(d.path))
-      return " (git worktree add cannot run inside: its pointers would redirect the host's git. Make a clone on the host instead, `git clone --shared REPO DIR`, and run vak exec --workspace DIR --allow-read REPO/.git/objects)";
+      return own(" (git worktree add cannot run inside: its pointers would redirect the host's git. Make a clone on the host instead, `git clone --shared REPO DIR`, and run vak exec --workspace DIR --allow-read REPO/.git/objects)");
     const abs = /^protected path (\/.*)$/.exec(d.reason)?.[1];
     if (abs !== undefined) {
       const held = plan.held.find((h) => h.path === abs);
-      if (held) return ` (${held.why})`;
+      if (held) return fmt` (${held.why})`;
       const from = this.sourceOf(abs);
-      if (from) return ` (${from})`;
-      return " (Vak's own state, or a path held read-only: never writable from a sandbox)";
+      if (from) return fmt` (${from})`;
+      return own(" (Vak's own state, or a path held read-only: never writable from a sandbox)");
     }
     const pattern = /^protected path ([^ /][^ ]*)/.exec(d.reason)?.[1];
     const why = pattern ? PROTECTED_PATHS.find((p) => p.pattern === pattern)?.why : undefined;
-    return why ? ` (${why}; protected in every sandbox)` : "";
+    return why ? fmt` (${why}; protected in every sandbox)` : own("");
   }
 
   /** Which deny rule holds an absolute path, said as its flag or profile line. */

@@ -21,10 +21,11 @@ import { EXIT_REFUSED, EXIT_TIMEOUT } from "./exit.js";
 import { droppedPathHint, type PresetEntry, programHints } from "./exec-hints.js";
 import type { ResolvedGrants } from "./exec-grants.js";
 import type { Explain } from "./exec-explain.js";
+import type { Redactor } from "../secrets/redact.js";
 import { Refusals } from "./exec-refusals.js";
 import { OwnLines } from "./line-start.js";
 import { limitLine, limitsHit, type LimitHit } from "./limit-lines.js";
-import { fmt, own, processOutput, type Output, type Text } from "./output.js";
+import { fmt, own, processOutput, type Output, secretsRedactor, type Text } from "./output.js";
 
 export interface ExecOptions extends GrantFlags {
   allowEnv?: string[];
@@ -216,23 +217,27 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
       throw new VakError("bad-input", "--full-access has no egress gate: a secret held by the gate, --endpoint and --ca-file need the sandbox");
     // A secret is in this command's environment for its life, and nowhere else; one the gate holds is a placeholder here.
     for (const x of secrets) if (!x.hosts) plan.env[x.name] = x.value;
+    // From here on every line about the run and its record know the secrets' values (and their spellings):
+    // a path or a host the command chose can carry one (`cat /x/$TOKEN`, a lookup of `$TOKEN.example`).
+    const redactor = secretsRedactor(secrets.map((x) => x.value));
+    const run: ExecContext = { ...ctx, err: ctx.err.also(redactor) };
     if (netx) Object.assign(plan.env, netx.env);
     const used = secrets.filter((x) => !x.hosts).map((x) => ({ ref: x.ref, recipient: `env ${x.name}` }));
     for (const x of gateHeld) used.push({ ref: x.ref, recipient: `placeholder in env ${x.name}; the gate puts the value in request headers for ${x.hosts!.join(", ")}` });
-    if (plan.sandbox === "none") return await runUnsandboxed(plan, opts, used, ctx);
+    if (plan.sandbox === "none") return await runUnsandboxed(plan, opts, used, run, redactor);
     // Refused before anything is recorded: root, no image, a stale one (the run would not start anyway).
     if (plan.sandbox === "container") containerPreflight();
     // --explain's collector loads only when asked for.
     const explainer = opts.explain ? new (await import("./exec-explain.js")).Explain(plan) : undefined;
-    return await runSandboxed(plan, opts, used, ctx, { r, presets, explain: explainer, envLines, env: ctx.env }, netx);
+    return await runSandboxed(plan, opts, used, run, { r, presets, explain: explainer, envLines, env: ctx.env, redactor }, netx);
   } finally {
     if (scratch) rmSync(dirname(scratch.tmp), { recursive: true, force: true });
     netx?.close();
   }
 }
 
-async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[], ctx: ExecContext): Promise<number> {
-  const record = ExecRecord.start(plan, secrets);
+async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[], ctx: ExecContext, redactor: Redactor): Promise<number> {
+  const record = ExecRecord.start(plan, secrets, redactor);
   ctx.err.line(own("vak: --full-access: running WITHOUT a sandbox, by your explicit decision"));
   const [cmd, ...args] = plan.command;
   const child = spawn(cmd!, args, { stdio: ctx.stdio, cwd: plan.cwd, env: plan.env });
@@ -258,11 +263,13 @@ interface HintSources {
   envLines: string[];
   /** The caller's environment (the resident host's client's, not the host's own). */
   env: NodeJS.ProcessEnv;
+  /** Knows the values of the secrets the command was given: for the run's record (ctx.err redacts them too). */
+  redactor: Redactor;
 }
 
 async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[], ctx: ExecContext, sources: HintSources, netx?: ExecNet): Promise<number> {
   // Nothing runs unrecorded: the policy and the plan are committed first.
-  const record = ExecRecord.start(plan, secrets);
+  const record = ExecRecord.start(plan, secrets, sources.redactor);
   const egress: EgressSeen = { kept: [], omitted: 0, refused: 0 };
   // Refusals print as they happen, each on a line of its own.
   const refusals = new Refusals(plan, sources.r, sources.presets, (line) => {

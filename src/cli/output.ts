@@ -99,6 +99,12 @@ export class Output {
     this.redactor = r;
   }
 
+  /** The same stream, redacting also what r knows (a run's secrets): for the lines about one run. */
+  also(r: Redacts): Output {
+    const mine = this.redactor;
+    return new Output(() => this.sink, { text: (s) => r.text(mine.text(s)), value: <T>(v: T): T => r.value(mine.value(v)) });
+  }
+
   /** The stream, for readline's own echo of what the user types. */
   get stream(): Sink {
     return this.sink;
@@ -248,6 +254,13 @@ function ownStream(s: NodeJS.WriteStream): NodeJS.WriteStream {
 }
 
 /** Outputs on this process's own stdout and stderr (a redactor that knows no values yet knows credential shapes). */
+/** A redactor that knows these secret values (and their spellings) besides the credential shapes: for a run given secrets. */
+export function secretsRedactor(values: readonly string[]): Redactor {
+  const r = new Redactor();
+  for (const v of values) r.add(v);
+  return r;
+}
+
 export function processOutput(redactor: Redacts = new Redactor()): { out: Output; err: Output } {
   return { out: new Output(() => ownStream(process.stdout), redactor), err: new Output(() => ownStream(process.stderr), redactor) };
 }

@@ -5,6 +5,7 @@ import type { Grants, Mode } from "./grants.js";
 import { DEFAULT_MAX_PROCS, type Limits } from "./limits.js";
 import { canonicalDir, canonicalGrant, canonicalMaybe, exists, isWithin } from "./paths.js";
 import type { HeldPath } from "./chain.js";
+import { deniedLinks } from "./deny-read.js";
 import { scanHeld } from "./held.js";
 import { dedupe, type InstallFacts, installHeld, OWN_INSTALL } from "./install-held.js";
 import { PROTECTED_PATHS, protectedMatch } from "./protected.js";
@@ -32,7 +33,8 @@ export type MountOp =
   | { kind: "file"; path: string; content: string; why: string };
 
 export interface ProtectRule {
-  kind: "tree" | "file" | "abs";
+  /** abs: an absolute path, never changed; noread: also never read (a --deny-read path the view masks: native/guard_noread.c). */
+  kind: "tree" | "file" | "abs" | "noread";
   pattern: string;
 }
 
@@ -184,11 +186,22 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
 
   // Deny inside a grant: hide (read) or freeze (write) what exists; the guard
   // refuses creating or changing what does not exist yet.
+  // A masked path's reads are refused by name too (with a line, not an empty file), and so are its other
+  // hard links in the grants, which are masked as well (deny-read.ts).
+  const deniedInView: string[] = [];
   for (const d of denyRead) {
     if (!covered(d)) continue;
     if (reduced) throw new VakError("unsupported", `--deny-read ${d}: reduced mode cannot hide a path inside a grant; grant narrower paths instead`);
-    if (exists(d)) mounts.push({ kind: "mask", path: d, why: "--deny-read" });
-    protect.push({ kind: "abs", pattern: d });
+    if (exists(d)) {
+      mounts.push({ kind: "mask", path: d, why: "--deny-read" });
+      deniedInView.push(d);
+    }
+    protect.push({ kind: exists(d) ? "noread" : "abs", pattern: d });
+  }
+  const links = deniedInView.length > 0 ? deniedLinks(deniedInView, [...access.keys()]).held : [];
+  for (const l of links) {
+    mounts.push({ kind: "mask", path: l.path, why: l.why });
+    protect.push({ kind: "noread", pattern: l.path });
   }
   for (const d of denyWrite) {
     if (!covered(d)) continue;
@@ -265,7 +278,7 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
       denyRead, denyWrite, env: [...g.env],
     },
     network,
-    held,
+    held: [...held, ...links],
     pathDropped: [...new Set(pathDropped)],
   };
 }

@@ -28,7 +28,7 @@ export function installCheck(): { ok: boolean; line: string; root: string; held:
   let held: Set<string>;
   try {
     const plan = decide({ mode: "workspace-write", sandbox: "namespaces", workspace: cwd, grants: { read: [], write: [], denyRead: [], denyWrite: [], env: [] }, limits: {}, command: ["/bin/true"] }, host);
-    held = new Set(plan.protect.filter((r) => r.kind === "abs").map((r) => r.pattern));
+    held = new Set(plan.protect.filter((r) => r.kind === "abs" || r.kind === "noread").map((r) => r.pattern));
   } catch (e) {
     return { ok: false, root: install.packageRoot, held: 0, line: `cannot plan a sandbox for this directory: ${e instanceof Error ? e.message : String(e)}` };
   }

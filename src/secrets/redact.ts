@@ -34,6 +34,9 @@ function encodings(value: string): string[] {
   const b = Buffer.from(value, "utf8");
   const forms = new Set([
     value,
+    // A name in DNS has no case, and a lookup comes back lowercased: `$TOKEN.example` is reported as such.
+    value.toLowerCase(),
+    value.toUpperCase(),
     b.toString("base64"),
     b.toString("base64").replace(/=+$/, ""),
     b.toString("base64url"),

@@ -256,6 +256,40 @@ describe("vak exec --secret", () => {
   });
 });
 
+describe("vak exec --secret: a value the command puts where Vak reports", () => {
+  it("a refused path, a name looked up, an --explain line and the JSON summary show it redacted, and so does the journal", async () => {
+    const s = scratch();
+    try {
+      const value = `Zq${Math.random().toString(36).slice(2, 12)}Xy`;
+      mkdirSync(join(s.outside, value), { recursive: true });
+      writeFileSync(join(s.outside, value, "file"), "x\n");
+      mkdirSync(join(s.ws, "hidden"));
+      const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dir, XDG_CONFIG_HOME: join(dir, "config"), XDG_STATE_HOME: TEST_STATE, LANG: "C.UTF-8", VAK_TEST_TOKEN_SRC: value };
+      const script = [
+        `mkdir /usr/$TOKEN`, // refused by the guard, while it runs
+        `getent hosts $TOKEN.example.com`, // a name the resolver refuses (reported lowercased)
+        `cat ${s.outside}/$TOKEN/file`, // outside the view: --explain's "not in the view"
+        `mkdir hidden/$TOKEN`, // inside a --deny-read directory
+        "true",
+      ].join(" 2>/dev/null; ");
+      const r = await runVak(["exec", "--json", "--explain", "--deny-read", "hidden", "--secret", "TOKEN=env:VAK_TEST_TOKEN_SRC", "--", "/bin/sh", "-c", script], { cwd: s.ws, env });
+      expect(r.code).toBe(0);
+      for (const form of [value, value.toLowerCase()]) expect(r.stderr).not.toContain(form);
+      expect(r.stderr).toMatch(/^vak: refused mkdir \/usr\/\[REDACTED\]: /m);
+      expect(r.stderr).toMatch(/^vak: a lookup of \[REDACTED\]\.example\.com was answered/m);
+      expect(r.stderr).toMatch(/^vak: {3}not in the view: .*\/outside\/\[REDACTED\]/m);
+      expect(r.stderr).toMatch(/^vak: refused mkdir .*\/hidden\/\[REDACTED\]: protected path .*\/hidden \(deny_read, from --deny-read\)$/m);
+      expect(JSON.stringify(r.summary)).toContain("/usr/[REDACTED]");
+      const shown = await runVak(["journal", "show", "last", "--json"], { cwd: s.ws, env });
+      expect(shown.code).toBe(0);
+      expect(shown.stdout).toContain("/usr/[REDACTED]");
+      for (const form of [value, value.toLowerCase()]) expect(shown.stdout).not.toContain(form);
+    } finally {
+      s.cleanup();
+    }
+  });
+});
+
 describe("vak exec --allow-env and provider keys", () => {
   it("refuses to pass a provider key as a plain variable (by its name, a configured provider's, or a copy), and says how to pass it on the record", async () => {
     const s = scratch();
