@@ -2,7 +2,7 @@
 // grants for protected links, hard links and git configuration (src/policy/held.ts).
 // Measured in-process against a plain readdir walk of the same tree and against
 // a read-only plan (which walks nothing), interleaved.
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execFileSync } from "node:child_process";
@@ -10,6 +10,7 @@ import { execFileSync } from "node:child_process";
 export async function planBench(ROOT) {
   const { decide } = await import(join(ROOT, "dist/policy/plan.js"));
   const { hostFacts } = await import(join(ROOT, "dist/sandbox/host.js"));
+  const { scanHeld } = await import(join(ROOT, "dist/policy/held.js"));
   const RUNS = Number(process.env.BENCH_RUNS ?? 40) > 20 ? 20 : Number(process.env.BENCH_RUNS ?? 20);
   const ws = mkdtempSync(join(tmpdir(), "vak-bench-plan-"));
   try {
@@ -39,10 +40,34 @@ export async function planBench(ROOT) {
       }
       return Number(process.hrtime.bigint() - t) / 1e6;
     };
+    // What a cache of the held paths would still have to do on every run to be safe: look at every
+    // directory it walked (a new link or file anywhere changes its directory's ctime, which no
+    // command can set back) before it could answer. Measured against the walk it would replace.
+    const dirs = [];
+    {
+      const stack = [ws];
+      while (stack.length) {
+        const dir = stack.pop();
+        dirs.push(dir);
+        for (const e of readdirSync(dir, { withFileTypes: true })) if (e.isDirectory()) stack.push(`${dir}/${e.name}`);
+      }
+    }
+    const statDirs = () => {
+      const t = process.hrtime.bigint();
+      for (const d of dirs) lstatSync(d, { bigint: true });
+      return Number(process.hrtime.bigint() - t) / 1e6;
+    };
+    const held = () => {
+      const t = process.hrtime.bigint();
+      scanHeld(ws, [ws], host);
+      return Number(process.hrtime.bigint() - t) / 1e6;
+    };
     const cands = [
       { name: "read-only plan (walks nothing)", run: plan("read-only") },
       { name: "plain readdir walk of the tree", run: walk },
       { name: "workspace-write plan (walks it)", run: plan("workspace-write") },
+      { name: "held-path walk alone (scanHeld)", run: held },
+      { name: `a cache's check: lstat of its ${dirs.length} dirs`, run: statDirs },
     ];
     for (const c of cands) c.run();
     const samples = cands.map(() => []);
