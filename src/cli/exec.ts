@@ -72,6 +72,27 @@ async function secretsOf(specs: readonly string[]): Promise<ExecSecret[]> {
   return (await import("../secrets/env-secrets.js")).envSecrets(specs);
 }
 
+/**
+ * The providers the user's config names, for their key variables. Read from
+ * the TOML alone when every [providers.NAME] table is a table whose
+ * api_key_env is absent or a string; only otherwise does the whole config load
+ * with its schema (which then says what is wrong). The schema's zod costs
+ * every `vak exec --profile git` (its preset passes variables) tens of ms.
+ */
+async function configuredProviders(): Promise<{ providers: Readonly<Record<string, { api_key_env?: string | undefined }>> }> {
+  const { userConfigPath } = await import("../policy/config-paths.js");
+  const { parseToml, readConfigText } = await import("../policy/profiles-file.js");
+  const path = userConfigPath(process.env);
+  const text = readConfigText(path);
+  const providers = text === undefined ? undefined : parseToml(text, path).providers;
+  if (providers === undefined) return { providers: {} };
+  const table = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+  if (table(providers) && Object.values(providers).every((p) => table(p) && (p.api_key_env === undefined || typeof p.api_key_env === "string")))
+    return { providers: providers as Record<string, { api_key_env?: string }> };
+  const { loadUserConfig } = await import("../policy/config.js");
+  return loadUserConfig(path);
+}
+
 /** Whether the user's config has an [egress] table, looked for without loading the config's schema (zod costs ~60 ms). */
 function egressConfigured(): boolean {
   try {
@@ -89,8 +110,7 @@ function egressConfigured(): boolean {
  */
 export async function refuseProviderKeys(names: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<void> {
   const { providerKeyProblem, providerKeys } = await import("../model/provider-keys.js");
-  const { loadUserConfig } = await import("../policy/config.js");
-  const keys = providerKeys(loadUserConfig(), env);
+  const keys = providerKeys(await configuredProviders(), env);
   for (const name of names) {
     const problem = providerKeyProblem(name, env[name], keys);
     if (problem) throw new VakError("bad-input", `--allow-env ${name} is refused, since ${problem}; a key goes to a command only as a secret, on the record and redacted: --secret ${name}=env:${name}`);

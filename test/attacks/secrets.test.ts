@@ -291,6 +291,22 @@ describe("vak exec --secret: a value the command puts where Vak reports", () => 
 });
 
 describe("vak exec --allow-env and provider keys", () => {
+  it("a [providers] table it cannot read without the schema is checked whole, never skipped: the run is refused, naming the key", async () => {
+    const s = scratch();
+    try {
+      const config = join(dir, "config");
+      mkdirSync(join(config, "vak"), { recursive: true });
+      writeFileSync(join(config, "vak", "config.toml"), `[providers.local]\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\napi_key_env = ["LOCAL_LLM_KEY"]\n`);
+      const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: dir, XDG_CONFIG_HOME: config, XDG_STATE_HOME: TEST_STATE, LANG: "C.UTF-8", LOCAL_LLM_KEY: "sk-local-0123456789abcdef" };
+      const r = await runVak(["exec", "--allow-env", "LOCAL_LLM_KEY", "--", "/bin/sh", "-c", "printf %s \"$LOCAL_LLM_KEY\" > got.txt"], { cwd: s.ws, env });
+      expect(r.code).toBe(125);
+      expect(r.stderr).toMatch(/api_key_env/);
+      expect(existsSync(join(s.ws, "got.txt"))).toBe(false);
+    } finally {
+      s.cleanup();
+    }
+  });
+
   it("refuses to pass a provider key as a plain variable (by its name, a configured provider's, or a copy), and says how to pass it on the record", async () => {
     const s = scratch();
     try {
