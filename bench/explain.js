@@ -3,7 +3,7 @@
 // Without --explain the filter has no lookup rules at all: the plain run is the
 // cost of "not asked for".
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -29,7 +29,11 @@ export async function explainBench({ vak, env }) {
       ["vak exec --explain -- /bin/true", ["exec", "--explain", "--", "/bin/true"]],
       ["vak exec -- sh (500 misses, 500 cats)", ["exec", "--", "sh", "-c", loop]],
       ["vak exec --explain -- sh (the same)", ["exec", "--explain", "--", "sh", "-c", loop]],
+      // A --deny-read path in the view hands the same lookups to the guard (to refuse a read of it by name).
+      ["vak exec -- sh (the same, again)", ["exec", "--", "sh", "-c", loop]],
+      ["vak exec --deny-read secret (in view) -- sh", ["exec", "--deny-read", "secret", "--", "sh", "-c", loop]],
     ];
+    writeFileSync(join(ws, "secret"), "x\n");
     for (const [, a] of cands) await time(process.execPath, [vak, ...a], { env, cwd: ws });
     const samples = cands.map(() => []);
     for (let i = 0; i < RUNS; i++) for (const [j, [, a]] of cands.entries()) samples[j].push(await time(process.execPath, [vak, ...a], { env, cwd: ws }));
@@ -40,7 +44,7 @@ export async function explainBench({ vak, env }) {
       console.log(`  ${cands[j][0].padEnd(44)} median ${base.toFixed(2).padStart(7)} ms   (baseline)`);
       console.log(`  ${cands[j + 1][0].padEnd(44)} median ${ex.toFixed(2).padStart(7)} ms   ${ex >= base ? "+" : ""}${(ex - base).toFixed(2)} ms, x${(ex / base).toFixed(2)}`);
     }
-    console.log("  not asked for: the filter has no lookup rules, so a run without --explain pays nothing");
+    console.log("  not asked for: the filter has no lookup rules, so a run without --explain (or a --deny-read path in its view) pays nothing");
   } finally {
     rmSync(ws, { recursive: true, force: true });
   }
