@@ -26,8 +26,9 @@
 #define W_GUARD 2u   /* the write guard performs path-taking writes */
 #define W_REDUCED 4u /* no namespaces: the host's processes and IPC are shared */
 #define W_INET 8u    /* inet sockets are granted (inside the private netns) */
-#define W_EXPLAIN 16u /* vak exec --explain, or a --deny-read path in the view: the guard sees the command's lookups too */
-#define W_MAX 16u    /* every condition set is below this */
+#define W_EXPLAIN 16u /* vak exec --explain: the guard sees the command's lookups too, and lets them go on */
+#define W_NOREAD 32u  /* a --deny-read path in the view: the guard sees opens for reading and execve, to refuse it by name */
+#define W_MAX 64u    /* every condition set is below this */
 
 enum sc_op {
   SC_EQ,  /* (arg & mask) == value */

@@ -64,7 +64,10 @@
 #define GUARDED(call, why_) RULE(call, W_COMMAND | W_GUARD, NOTIFY, why_)
 /* --explain: every other open (flags & 0 == 0 always holds) goes to the guard, which lets it go on. */
 #define EXPLAINED(flags_arg) CLAUSE(W_EXPLAIN, NOTIFY, MASKED(flags_arg, 0, 0))
-#define LOOKUP(call) RULE(call, W_COMMAND | W_GUARD | W_EXPLAIN, NOTIFY, "--explain or --deny-read in the view: a lookup, reported when it misses or refused when denied")
+/* A --deny-read path in the view: every other open, and execve, go to the guard, which refuses a read of it by
+ * name (guard_noread.c) and lets the rest go on; no stat, so that a command's fstat()s cost nothing. */
+#define NOREAD(arg) CLAUSE(W_NOREAD, NOTIFY, MASKED(arg, 0, 0))
+#define LOOKUP(call) RULE(call, W_COMMAND | W_GUARD | W_EXPLAIN, NOTIFY, "--explain: a lookup, reported when it misses")
 #define REDUCED_IPC(call) RULE(call, W_REDUCED, ERR(EPERM), "reduced mode: the host's IPC objects")
 /* Reduced mode: only the caller itself (0) may be named. */
 #define SELF_ONLY(call, arg) \
@@ -194,12 +197,14 @@ static const struct sc_rule RULES[] = {
 
     /* Path-taking writes the guard performs on the caller's behalf; a socket
      * path is a path too: host services are reached through it. */
-    CHECKED(open, W_COMMAND | W_GUARD, ALLOW, "opens for writing", CLAUSE(W_ALL, NOTIFY, ANY(1, WRITE_OPEN_FLAGS)), EXPLAINED(1)),
-    CHECKED(openat, W_COMMAND | W_GUARD, ALLOW, "opens for writing", CLAUSE(W_ALL, NOTIFY, ANY(2, WRITE_OPEN_FLAGS)), EXPLAINED(2)),
+    CHECKED(open, W_COMMAND | W_GUARD, ALLOW, "opens for writing", CLAUSE(W_ALL, NOTIFY, ANY(1, WRITE_OPEN_FLAGS)), EXPLAINED(1), NOREAD(1)),
+    CHECKED(openat, W_COMMAND | W_GUARD, ALLOW, "opens for writing", CLAUSE(W_ALL, NOTIFY, ANY(2, WRITE_OPEN_FLAGS)), EXPLAINED(2), NOREAD(2)),
     /* --explain only: lookups, seen by the guard and let go on (CONTINUE: the kernel does
      * what it would have done without the filter; nothing the guard decides rests on them). */
     LOOKUP(stat), LOOKUP(lstat), LOOKUP(newfstatat), LOOKUP(statx), LOOKUP(access), LOOKUP(faccessat), LOOKUP(faccessat2),
-    LOOKUP(execve), LOOKUP(readlink), LOOKUP(readlinkat),
+    CHECKED(execve, W_COMMAND | W_GUARD, ALLOW, "--explain or a --deny-read path in the view: seen by the guard, which lets it go on unless it is denied",
+            EXPLAINED(0), NOREAD(0)),
+    LOOKUP(readlink), LOOKUP(readlinkat),
     GUARDED(creat, "creates"), GUARDED(mkdir, "creates"), GUARDED(mkdirat, "creates"), GUARDED(mknod, "creates"),
     GUARDED(mknodat, "creates"), GUARDED(symlink, "creates"), GUARDED(symlinkat, "creates"), GUARDED(link, "creates"),
     GUARDED(linkat, "creates"), GUARDED(rename, "moves"), GUARDED(renameat, "moves"), GUARDED(renameat2, "moves"),
@@ -227,7 +232,7 @@ const struct sc_filter *seccomp_table(void) { return &FILTER; }
 
 unsigned seccomp_conditions(const struct plan *p, int for_guard) {
   unsigned w = (p->use_ns ? 0 : W_REDUCED) | (p->allow_inet ? W_INET : 0);
-  if (!for_guard) w |= W_COMMAND | (p->guard ? W_GUARD : 0) | (p->guard && (p->explain || p->read_denied) ? W_EXPLAIN : 0);
+  if (!for_guard) w |= W_COMMAND | (p->guard ? W_GUARD : 0) | (p->guard && p->explain ? W_EXPLAIN : 0) | (p->guard && p->read_denied ? W_NOREAD : 0);
   return w;
 }
 
