@@ -387,8 +387,8 @@ export class Broker {
     const { headers, placeholders, envUses } = injectSecrets(plan.env, this.opts.secrets ?? [], this.actor.component);
     for (const use of envUses) records.push(this.record("secret.used", { ...use }));
     const gate = plan.network.kind === "gate" ? await this.egress.link(plan.network.grants, generation, headers, { placeholders }) : undefined;
+    await tls?.warm(); // once per session: its first request then waits for nothing
     const worker = new WorkerProcess(plan, generation, gate?.link);
-    tls?.warm();
     if (gate) void worker.done.finally(gate.release).catch(() => {});
     return worker;
   }

@@ -328,9 +328,9 @@ async function runWithGate(
   };
   // stdio is vak's own: the launcher keeps the terminal out of the sandbox (a pty of its own in
   // between) and counts every byte of output against --max-output (native/terminal.c).
+  // The gate's TLS is ready before the command starts, so that its first request does not wait for it.
+  await netx?.tls?.warm();
   const sb = launch(plan, ctx.stdio, gate?.link, { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined });
-  // While the launcher builds the sandbox, this thread only waits: the gate's TLS is readied then.
-  netx?.tls?.warm();
   record.onFailure = () => sb.kill("SIGKILL");
 
   let stopping = false;

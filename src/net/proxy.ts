@@ -14,6 +14,7 @@ import { LimitError, outcomeOf, RecordError, TransferError, tunnelOutcome, Upstr
 
 export { LimitError } from "./outcome.js";
 import { terminate, TerminateError } from "./terminate.js";
+import { type EarlyUpstream, preconnect } from "./tls-early.js";
 import { isUpgrade, carryUpgrade } from "./upgrade.js";
 import { type PlainRequest, type PlainState, sendPlain } from "./spliced.js";
 import { canonicalPath, PathError } from "../policy/url-path.js";
@@ -117,6 +118,8 @@ export interface Origin {
   port: number;
   address: string;
   resolved: string[];
+  /** The upstream connection opened with the tunnel, for its first request. */
+  early?: EarlyUpstream;
 }
 
 export class ProxyConnection {
@@ -142,16 +145,22 @@ export class ProxyConnection {
     const agent = new Agent({ keepAlive: true, maxSockets: 1, maxFreeSockets: 1, timeout: this.ctx.limits.idleMs });
     // Asynchronous (the callback form Agent takes): the socket is usable only once the upstream proxy, if any, has said yes.
     agent.createConnection = ((_opts: unknown, done: (err: Error | null, s?: Socket) => void) => {
-      let s: Socket;
-      try {
-        s = this.ctx.openUpstream(address, port);
-      } catch (e) {
-        return void done(e as Error);
-      }
-      this.ctx.upstreamReady(s, address, port).then(
-        () => done(null, upstreamTls(s, host, this.ctx.tls)),
-        (e: Error) => (s.destroy(), done(new UpstreamError(e.message))),
-      );
+      const fresh = () => {
+        let s: Socket;
+        try {
+          s = this.ctx.openUpstream(address, port);
+        } catch (e) {
+          return void done(e as Error);
+        }
+        this.ctx.upstreamReady(s, address, port).then(
+          () => done(null, upstreamTls(s, host, this.ctx.tls)),
+          (e: Error) => (s.destroy(), done(new UpstreamError(e.message))),
+        );
+      };
+      // The first request takes the connection opened with the tunnel (tls-early.ts), if it is still open.
+      const early = this.origin?.early?.take();
+      if (!early) return void fresh();
+      early.then((t) => (t ? done(null, t) : fresh()), (e: Error) => done(e));
       return undefined;
     }) as unknown as Agent["createConnection"];
     this.agent = agent;
@@ -487,13 +496,16 @@ export class ProxyConnection {
     this.ctx.record(allowed);
     let outcome = "completed";
     let status: number | undefined;
+    let early: EarlyUpstream | undefined;
     try {
       await this.durable();
       if (this.socket.destroyed) throw new ClosedError();
       status = 200;
+      // Allowed and on the record: the upstream's connection is made while the client does its handshake.
+      early = preconnect(this.ctx, c.address, target.port, (s) => upstreamTls(s, target.host, tls));
       const secure = await terminate(this.socket, this.reader, target.host, (h) => tls.serverContext(h), this.ctx.limits.headerMs);
       secure.setTimeout(this.ctx.limits.idleMs, () => secure.destroy());
-      const inner = new ProxyConnection(secure, new SocketReader(secure, (n) => this.ctx.take(n)), this.ctx, { ...target, address: c.address, resolved: c.resolved });
+      const inner = new ProxyConnection(secure, new SocketReader(secure, (n) => this.ctx.take(n)), this.ctx, { ...target, address: c.address, resolved: c.resolved, early });
       try {
         await inner.serve();
       } finally {
@@ -506,6 +518,7 @@ export class ProxyConnection {
       } else outcome = outcomeOf(e);
       this.socket.destroy();
     } finally {
+      early?.discard();
       this.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }) });
     }
   }

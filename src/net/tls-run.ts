@@ -1,4 +1,5 @@
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { isIPv6 } from "node:net";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import type { Host } from "../policy/address.js";
@@ -23,11 +24,15 @@ export interface RunTls {
   terminates: boolean;
   /**
    * Makes now what a first request would otherwise wait for: the upstream
-   * context (every root parsed, ~50-90 ms of this thread) and the leaves of
-   * named grants. Called once the sandbox is being launched, when this thread
-   * would only wait; repeated calls do nothing.
+   * context (every root parsed: ~20-25 ms of CPU for a system store of ~140) and the leaves of
+   * named grants (a wildcard-only run mints one throwaway leaf, which makes
+   * every later one several times cheaper). Settles when they are ready; the
+   * first call does the work, later ones return the same promise. `vak exec`
+   * awaits it before the command starts: made while the command runs, they
+   * would hold this thread when its first request arrives (a first request
+   * then waited ~80 ms on a loaded machine, against ~7 ms with them ready).
    */
-  warm(): void;
+  warm(): Promise<void>;
   close(): void;
 }
 
@@ -51,16 +56,18 @@ export async function prepareRunTls(opts: {
   if (!opts.terminate && !opts.forceTrust && opts.caFiles.length === 0 && !env.NODE_EXTRA_CA_CERTS) return undefined;
   const trust = upstreamTrust({ caFiles: opts.caFiles, env });
   const ca = opts.terminate ? await createRunCa() : undefined;
-  let warmed = false;
-  const warm = () => {
-    if (warmed) return;
-    warmed = true;
-    setImmediate(() => {
+  let warmed: Promise<void> | undefined;
+  const warm = (): Promise<void> =>
+    (warmed ??= (async () => {
       if (opts.terminate || opts.forceTrust) trust.context();
-      // A wildcard-only run still warms the X.509 code once, which makes every later leaf several times cheaper.
-      if (ca) for (const h of (opts.warm?.length ? opts.warm : [{ kind: "name", name: "warm.vak.invalid" } as const]).slice(0, 16)) ca.contextFor(h).catch(() => undefined);
-    });
-  };
+      // Node's HTTP client checks every request's Host with isIPv6, whose large pattern V8 compiles on first use
+      // (~10-15 ms of this thread): compiled now, not in the first request.
+      isIPv6("::1");
+      if (!ca) return;
+      const hosts = opts.warm?.length ? opts.warm : [{ kind: "name", name: "warm.vak.invalid" } as const];
+      // A leaf that cannot be made now is made (and fails, with its message) when its host is asked for.
+      await Promise.all(hosts.slice(0, 16).map((h) => ca.contextFor(h).catch(() => undefined)));
+    })());
   const dir = mkdtempSync(join(tmpdir(), "vak-tls-"));
   try {
     chmodSync(dir, 0o755); // the sandbox runs as the same user; 0755 keeps it readable whatever the id mapping
