@@ -4,7 +4,7 @@ import { connect as tlsConnect, type SecureContext, type TLSSocket } from "node:
 import { type Host, hostText, parseAuthority } from "../policy/address.js";
 import type { EgressEvent } from "./egress-log.js";
 import {
-  bodyPieces, chunk, connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, parseRequestHead,
+  bodyPieces, connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, parseRequestHead,
   type RequestHead, requestFraming, responseHead, safeReason,
 } from "./http1.js";
 import type { TunnelEnd } from "./engine.js";
@@ -15,6 +15,7 @@ import { LimitError, outcomeOf, RecordError, TransferError, tunnelOutcome, Upstr
 export { LimitError } from "./outcome.js";
 import { terminate, TerminateError } from "./terminate.js";
 import { type EarlyUpstream, preconnect } from "./tls-early.js";
+import { pumpBody } from "./tls-pump.js";
 import { isUpgrade, carryUpgrade } from "./upgrade.js";
 import { type PlainRequest, type PlainState, sendPlain } from "./spliced.js";
 import { canonicalPath, PathError } from "../policy/url-path.js";
@@ -425,11 +426,7 @@ export class ProxyConnection {
       if (!keep) out.headers.push(["Connection", "close"]);
       status = code;
       await this.write(responseHead(code, safeReason(res.statusMessage) || (STATUS_CODES[code] ?? ""), out.headers));
-      for await (const d of res as AsyncIterable<Buffer>) {
-        this.ctx.take(d.length);
-        bytesDown += d.length;
-        await this.write(out.mode === "chunked" ? chunk(d) : d);
-      }
+      await pumpBody(res, this.socket, (n) => this.ctx.take(n), { chunked: out.mode === "chunked", counted: (n) => (bytesDown += n) });
       if (out.mode === "chunked") await this.write(Buffer.from("0\r\n\r\n"));
       if (!bodyDone) {
         // The upstream answered before it took the whole body: the rest goes nowhere, and the connection ends
