@@ -43,6 +43,42 @@ describe("TLS at the gate", () => {
     }
   });
 
+  it("the upstream connection a terminated tunnel opens early carries nothing undecided, serves the first request, and goes with a tunnel that fails", async () => {
+    // Every TLS session the server accepts, and whether it is still open.
+    const sessions: { open: boolean }[] = [];
+    const onSession = (s: import("node:tls").TLSSocket) => {
+      const x = { open: true };
+      sessions.push(x);
+      s.once("close", () => (x.open = false));
+    };
+    server.server.on("secureConnection", onSession);
+    const g = await gateFor([`read:api.test:${server.port}`]);
+    try {
+      const before = server.requests.length;
+      // Plain bytes inside the CONNECT: refused; the connection opened for it is closed, with nothing sent on it.
+      const plain = await rawGate(g.gate.socketPath, g.token, `CONNECT api.test:${server.port} HTTP/1.1\r\nHost: api.test:${server.port}\r\n\r\nGET / HTTP/1.1\r\nHost: api.test\r\n\r\n`);
+      expect(plain).toContain("HTTP/1.1 403");
+      // A wrong SNI: refused in the handshake, the same.
+      const sni = await tlsThrough(g.gate.socketPath, g.token, `api.test:${server.port}`, { ca: run.certPem, servername: "other.test" });
+      expect(sni.error).toBeDefined();
+      // A POST the read: grant refuses: nothing reaches the server, and the tunnel's connection goes with it.
+      const post = await tlsThrough(g.gate.socketPath, g.token, `api.test:${server.port}`, { ca: run.certPem });
+      expect(await exchange(post.tls!, `POST /w HTTP/1.1\r\nHost: api.test:${server.port}\r\nContent-Length: 1\r\n\r\nx`)).toMatch(/^HTTP\/1\.1 403/);
+      await until(() => sessions.every((x) => !x.open), "every connection opened for a refused tunnel is closed");
+      expect(server.requests.length).toBe(before);
+      // Two requests in one tunnel: both on the one connection opened with it.
+      const opened = sessions.length;
+      const t = await tlsThrough(g.gate.socketPath, g.token, `api.test:${server.port}`, { ca: run.certPem });
+      const two = await exchange(t.tls!, `GET /a HTTP/1.1\r\nHost: api.test:${server.port}\r\n\r\nGET /b HTTP/1.1\r\nHost: api.test:${server.port}\r\nConnection: close\r\n\r\n`);
+      expect(two.match(/HTTP\/1\.1 200/g)).toHaveLength(2);
+      expect(server.requests.slice(before).map((r) => r.url)).toEqual(["/a", "/b"]);
+      expect(sessions.length - opened).toBe(1);
+    } finally {
+      server.server.off("secureConnection", onSession);
+      await g.close();
+    }
+  });
+
   it("a read-only grant of an address lets no write reach it through a name, inside a terminated tunnel", async () => {
     // The path rule makes api.test's tunnel terminated; the name resolves to loopback, which only read:127.0.0.1 names.
     const g = await gateWith([`read:127.0.0.1:${server.port}`, `api.test:${server.port}/x/*`]);
