@@ -326,10 +326,10 @@ async function runWithGate(
     else if (rep.event === "dns") refusals.dns(rep.name);
     else if (rep.event === "missing") sources.explain?.missing(rep.op, rep.path, rep.more);
   };
-  // stdio is vak's own: the launcher keeps the terminal out of the sandbox (a pty of its own in
-  // between) and counts every byte of output against --max-output (native/terminal.c).
   // The gate's TLS is ready before the command starts, so that its first request does not wait for it.
   await netx?.tls?.warm();
+  // stdio is vak's own: the launcher keeps the terminal out of the sandbox (a pty of its own in
+  // between) and counts every byte of output against --max-output (native/terminal.c).
   const sb = launch(plan, ctx.stdio, gate?.link, { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined });
   record.onFailure = () => sb.kill("SIGKILL");
 
