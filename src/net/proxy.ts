@@ -498,9 +498,10 @@ export class ProxyConnection {
       await this.durable();
       if (this.socket.destroyed) throw new ClosedError();
       status = 200;
-      // Allowed and on the record: the upstream's connection is made while the client does its handshake.
-      early = preconnect(this.ctx, c.address, target.port, (s) => upstreamTls(s, target.host, tls));
-      const secure = await terminate(this.socket, this.reader, target.host, (h) => tls.serverContext(h), this.ctx.limits.headerMs);
+      // Allowed and on the record, and the client speaks TLS: the upstream's connection is made while it does its handshake.
+      const secure = await terminate(this.socket, this.reader, target.host, (h) => tls.serverContext(h), this.ctx.limits.headerMs, () => {
+        early = preconnect(this.ctx, c.address, target.port, (s) => upstreamTls(s, target.host, tls));
+      });
       secure.setTimeout(this.ctx.limits.idleMs, () => secure.destroy());
       const inner = new ProxyConnection(secure, new SocketReader(secure, (n) => this.ctx.take(n)), this.ctx, { ...target, address: c.address, resolved: c.resolved, early });
       try {

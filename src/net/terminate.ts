@@ -52,7 +52,8 @@ function withDeadline<T>(p: Promise<T>, ms: number, onTimeout: () => void, what:
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
-export async function terminate(client: Socket, reader: SocketReader, target: Host, context: (host: Host) => Promise<SecureContext>, headerMs: number): Promise<TLSSocket> {
+/** onHandshake: called once the client's first bytes are a TLS handshake, before the gate answers it. */
+export async function terminate(client: Socket, reader: SocketReader, target: Host, context: (host: Host) => Promise<SecureContext>, headerMs: number, onHandshake?: () => void): Promise<TLSSocket> {
   // The leaf is minted (or taken from the cache) while the client sends its ClientHello.
   const leaf = context(target);
   leaf.catch(() => undefined);
@@ -71,6 +72,7 @@ export async function terminate(client: Socket, reader: SocketReader, target: Ho
     client.end(`HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
     throw new TerminateError("not-tls", "the client sent plain bytes inside a CONNECT the gate terminates; only TLS is accepted there");
   }
+  onHandshake?.();
   const ctx = await leaf;
   // What the gate has read goes back in front of the socket, for the TLS layer to read first.
   client.unshift(Buffer.concat([first, reader.takeBuffered()]));

@@ -3,8 +3,9 @@ import type { TLSSocket } from "node:tls";
 import { UpstreamError } from "./outcome.js";
 
 /**
- * The upstream connection of a terminated tunnel, opened as soon as its
- * CONNECT is allowed and on the record: the TCP connection and the verified
+ * The upstream connection of a terminated tunnel, opened once its CONNECT
+ * is allowed and on the record and the client's first bytes are a TLS
+ * handshake (plain bytes open nothing): the TCP connection and the verified
  * TLS handshake with the server are made while the client does its own
  * handshake with the gate (which, for curl, includes loading its whole CA
  * bundle), instead of after the client's first request. The destination is

@@ -2,7 +2,7 @@ import { connect, createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRunCa, type RunCa } from "../../src/net/tls-ca.js";
 import { upstreamTrust } from "../../src/net/tls-trust.js";
-import { listenLoopback, rawGate, statusOf, testGate, until } from "../support/net.js";
+import { gateClient, listenLoopback, rawGate, statusOf, testGate, until } from "../support/net.js";
 import { exchange, tlsThrough } from "../support/tls-client.js";
 import { httpsUpstream, type HttpsUpstream, testCa, type TestCa } from "../support/tls.js";
 
@@ -44,26 +44,39 @@ describe("TLS at the gate", () => {
   });
 
   it("the upstream connection a terminated tunnel opens early carries nothing undecided, serves the first request, and goes with a tunnel that fails", async () => {
-    // Every TLS session the server accepts, and whether it is still open.
+    // Every connection the server accepts, and whether it is still open.
     const sessions: { open: boolean }[] = [];
-    const onSession = (s: import("node:tls").TLSSocket) => {
+    const onTcp = (s: import("node:net").Socket) => {
       const x = { open: true };
       sessions.push(x);
       s.once("close", () => (x.open = false));
     };
-    server.server.on("secureConnection", onSession);
+    server.server.on("connection", onTcp);
+    const settle = () => new Promise((r) => setTimeout(r, 300));
     const g = await gateFor([`read:api.test:${server.port}`]);
     try {
       const before = server.requests.length;
-      // Plain bytes inside the CONNECT: refused; the connection opened for it is closed, with nothing sent on it.
-      const plain = await rawGate(g.gate.socketPath, g.token, `CONNECT api.test:${server.port} HTTP/1.1\r\nHost: api.test:${server.port}\r\n\r\nGET / HTTP/1.1\r\nHost: api.test\r\n\r\n`);
+      // Plain bytes inside the CONNECT: refused, and nothing is opened upstream for them.
+      // (sent a while after the tunnel is open: time enough for an upstream connection, were one opened for them).
+      const c = await gateClient(g.gate.socketPath, g.token, { allowHalfOpen: false });
+      let plain = "";
+      c.on("data", (d: Buffer) => (plain += d.toString("latin1")));
+      const closed = new Promise((r) => c.once("close", r));
+      c.write(`CONNECT api.test:${server.port} HTTP/1.1\r\nHost: api.test:${server.port}\r\n\r\n`);
+      await until(() => plain.includes("200 Connection Established"), "the tunnel is open");
+      await settle();
+      c.write("GET / HTTP/1.1\r\nHost: api.test\r\n\r\n");
+      await closed;
       expect(plain).toContain("HTTP/1.1 403");
-      // A wrong SNI: refused in the handshake, the same.
+      await settle();
+      expect(sessions, "plain bytes open no upstream connection").toHaveLength(0);
+      // A wrong SNI: refused in the handshake; the connection opened for it is closed, with nothing sent on it.
       const sni = await tlsThrough(g.gate.socketPath, g.token, `api.test:${server.port}`, { ca: run.certPem, servername: "other.test" });
       expect(sni.error).toBeDefined();
       // A POST the read: grant refuses: nothing reaches the server, and the tunnel's connection goes with it.
       const post = await tlsThrough(g.gate.socketPath, g.token, `api.test:${server.port}`, { ca: run.certPem });
       expect(await exchange(post.tls!, `POST /w HTTP/1.1\r\nHost: api.test:${server.port}\r\nContent-Length: 1\r\n\r\nx`)).toMatch(/^HTTP\/1\.1 403/);
+      await settle();
       await until(() => sessions.every((x) => !x.open), "every connection opened for a refused tunnel is closed");
       expect(server.requests.length).toBe(before);
       // Two requests in one tunnel: both on the one connection opened with it.
@@ -74,7 +87,7 @@ describe("TLS at the gate", () => {
       expect(server.requests.slice(before).map((r) => r.url)).toEqual(["/a", "/b"]);
       expect(sessions.length - opened).toBe(1);
     } finally {
-      server.server.off("secureConnection", onSession);
+      server.server.off("connection", onTcp);
       await g.close();
     }
   });
