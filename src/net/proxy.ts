@@ -1,14 +1,12 @@
 import { Agent, type ClientRequest, type IncomingMessage, request as httpRequest, STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
-import { connect as tlsConnect, type SecureContext, type TLSSocket } from "node:tls";
+import { connect as tlsConnect, type TLSSocket } from "node:tls";
 import { type Host, hostText, parseAuthority } from "../policy/address.js";
-import type { EgressEvent } from "./egress-log.js";
 import {
   bodyPieces, chunk, connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, parseRequestHead,
   type RequestHead, requestFraming, responseHead, safeReason,
 } from "./http1.js";
-import type { TunnelEnd } from "./engine.js";
-import { forHost, type PlaceholderSecret, substitute } from "./placeholders.js";
+import { forHost, substitute } from "./placeholders.js";
 import { ClosedError, SocketReader } from "./reader.js";
 import { LimitError, outcomeOf, RecordError, TransferError, tunnelOutcome, UpstreamError } from "./outcome.js";
 
@@ -17,60 +15,10 @@ import { terminate, TerminateError } from "./terminate.js";
 import { isUpgrade, carryUpgrade } from "./upgrade.js";
 import { type PlainRequest, type PlainState, sendPlain } from "./spliced.js";
 import { canonicalPath, PathError } from "../policy/url-path.js";
-import { type Endpoint, isRelay, matchEndpoint } from "./endpoint.js";
+import { isRelay, matchEndpoint } from "./endpoint.js";
+import type { Checked, EgressFields, Origin, ProxyContext } from "./proxy-context.js";
 
-export type EgressFields = Omit<EgressEvent, "time" | "component" | "generation">;
-
-export type Checked =
-  | { ok: true; canonical: string; address: string; resolved: string[]; rule: string; inspect?: boolean; readOnly?: boolean }
-  | { ok: false; status: number; code: string; reason: string; canonical: string; resolved?: string[] };
-
-/** What a client connection needs from the gate: its worker's decisions, limits and record. */
-export interface ProxyContext {
-  limits: { headerBytes: number; headerMs: number; bytesPerConnection: number; idleMs: number };
-  /** Counts bytes received for this connection; throws LimitError past its budget. */
-  take(n: number): void;
-  record(e: EgressFields): void;
-  /** Settles once everything recorded so far is durable; rejects if it cannot be (then nothing is sent). */
-  durable(): Promise<void>;
-  /**
-   * Decides a request and resolves its name (once: pinned, an address already
-   * checked for this connection, is used instead). path is the canonical path,
-   * when a grant for the destination names paths.
-   */
-  check(method: string, host: Host, port: number, hasBody: boolean, path?: string, pinned?: { address: string; resolved: string[] }): Promise<Checked>;
-  /** Whether a grant for this destination names a path: its requests are then checked, and sent, on their canonical path. */
-  pathRules(host: Host, port: number): boolean;
-  /** The secret headers this worker's grant puts on requests to this destination. */
-  secretHeaders(host: Host, port: number): readonly { ref: string; header: string; value: string }[];
-  /** Secrets the command holds as placeholders; the gate puts their values in headers for their hosts. */
-  placeholders: readonly PlaceholderSecret[];
-  /** Provider endpoints on the relay's own address. */
-  endpoints: readonly Endpoint[];
-  /** TLS at the gate, when this worker's grants may need it: the leaf for a host, and the context that verifies upstreams. */
-  tls?: { serverContext(host: Host): Promise<SecureContext>; upstream(): SecureContext } | undefined;
-  /** Opens an upstream connection counted against the worker's cap; throws LimitError at the cap. */
-  openUpstream(address: string, port: number): Socket;
-  /** Settles once an opened upstream can carry bytes: connected, and through the upstream proxy if there is one. */
-  upstreamReady(s: Socket, address: string, port: number): Promise<void>;
-  /**
-   * Hands a granted tunnel's two sockets to the engine, which splices them off
-   * the event loop with the prefixes first; the caller then destroys its own
-   * handles. Settles when the tunnel ends.
-   */
-  splice(client: Socket, upstream: Socket, upPrefix: Buffer, downPrefix: Buffer): Promise<TunnelEnd>;
-  /**
-   * Hands the engine one counted body: the prefix, then exactly length bytes
-   * from -> to, counted against the connection's budget (and reserving it
-   * while it runs). The sockets stay the caller's, who must not read from or
-   * write to them until done settles; cancel() ends it early.
-   */
-  transfer(from: Socket, to: Socket, prefix: Buffer, length: number): { done: Promise<TunnelEnd>; cancel(): void };
-  /** Why this worker's connections are being closed, once they are: its grant revoked, or its command ended. */
-  ended(): "revoked" | "released" | undefined;
-}
-
-
+export type { Checked, EgressFields, Origin, ProxyContext } from "./proxy-context.js";
 
 /** Methods for which Node's client would add its own framing if we gave none. */
 const NO_DEFAULT_BODY = new Set(["GET", "HEAD", "DELETE", "OPTIONS", "TRACE"]);
@@ -111,13 +59,6 @@ function hostHeaderProblem(headers: HeaderList, target: { host: Host; port: numb
  * stays in the kernel. Every allowed request is recorded when it is allowed,
  * before anything is connected, and again, with how it ended, on every path.
  */
-/** Inside a terminated tunnel: the destination its CONNECT named, and the address checked for it then. */
-export interface Origin {
-  host: Host;
-  port: number;
-  address: string;
-  resolved: string[];
-}
 
 export class ProxyConnection {
   constructor(
