@@ -6,17 +6,18 @@ import {
   bodyPieces, chunk, connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, parseRequestHead,
   type RequestHead, requestFraming, responseHead, safeReason,
 } from "./http1.js";
-import { forHost, substitute } from "./placeholders.js";
+import { substitute } from "./placeholders.js";
 import { ClosedError, SocketReader } from "./reader.js";
-import { LimitError, outcomeOf, RecordError, TransferError, tunnelOutcome, UpstreamError } from "./outcome.js";
+import { LimitError, outcomeOf, RecordError, TransferError, UpstreamError } from "./outcome.js";
 
 export { LimitError } from "./outcome.js";
-import { terminate, TerminateError } from "./terminate.js";
 import { isUpgrade, carryUpgrade } from "./upgrade.js";
 import { type PlainRequest, type PlainState, sendPlain } from "./spliced.js";
 import { canonicalPath, PathError } from "../policy/url-path.js";
-import { isRelay, matchEndpoint } from "./endpoint.js";
-import type { Checked, EgressFields, Origin, ProxyContext } from "./proxy-context.js";
+import { matchEndpoint } from "./endpoint.js";
+import { connect, type Connection } from "./connect.js";
+import { hostHeaderProblem } from "./proxy-head.js";
+import type { EgressFields, Origin, ProxyContext } from "./proxy-context.js";
 
 export type { Checked, EgressFields, Origin, ProxyContext } from "./proxy-context.js";
 
@@ -34,20 +35,6 @@ function drained(w: Socket | ClientRequest): Promise<void> {
   });
 }
 
-/** The Host header's problem, if it has one: missing (when required), repeated in any spelling, or naming another place. */
-function hostHeaderProblem(headers: HeaderList, target: { host: Host; port: number }, defaultPort: number, required: boolean): string | undefined {
-  const hosts = headerValues(headers, "host");
-  if (hosts.length > 1) return "more than one Host header";
-  if (hosts.length === 0) return required ? "no Host header" : undefined;
-  try {
-    const h = parseAuthority(hosts[0]!, defaultPort);
-    if (hostText(h.host) !== hostText(target.host) || h.port !== target.port)
-      return `the Host header (${hosts[0]}) does not match the target (${hostText(target.host)}:${target.port})`;
-  } catch (e) {
-    return `bad Host header: ${(e as Error).message}`;
-  }
-  return undefined;
-}
 
 
 
@@ -60,11 +47,11 @@ function hostHeaderProblem(headers: HeaderList, target: { host: Host; port: numb
  * before anything is connected, and again, with how it ended, on every path.
  */
 
-export class ProxyConnection {
+export class ProxyConnection implements Connection {
   constructor(
-    private readonly socket: Socket,
-    private readonly reader: SocketReader,
-    private readonly ctx: ProxyContext,
+    readonly socket: Socket,
+    readonly reader: SocketReader,
+    readonly ctx: ProxyContext,
     /** Set inside a terminated tunnel: requests are origin-form, to this destination only, sent over verified TLS. */
     private readonly origin?: Origin,
     /** Set inside a tunnel to the relay itself: only provider endpoints are served. */
@@ -99,13 +86,18 @@ export class ProxyConnection {
     return agent;
   }
 
+  /** A connection of its own for the requests inside a tunnel this one opened. */
+  inside(socket: Socket, reader: SocketReader, origin: Origin | undefined, endpointsOnly: boolean): ProxyConnection {
+    return new ProxyConnection(socket, reader, this.ctx, origin, endpointsOnly);
+  }
+
   /** Ends what this connection still holds upstream (a terminated tunnel's kept connection). */
   close(): void {
     this.agent?.destroy();
   }
 
   /** Waits until what has been recorded is durable; nothing may be connected before. */
-  private async durable(): Promise<void> {
+  async durable(): Promise<void> {
     try {
       await this.ctx.durable();
     } catch (e) {
@@ -161,19 +153,19 @@ export class ProxyConnection {
     }
     if (head.method === "CONNECT") {
       if (this.origin || this.endpointsOnly) return this.refuse("CONNECT", head.target, 400, "nested-connect", "a CONNECT inside a tunnel");
-      await this.tunnel(head);
+      await connect(this, head);
       return false;
     }
     return this.forward(head);
   }
 
-  private refuse(method: string, asked: string, status: number, code: string, reason: string, extra: Partial<EgressFields> = {}): false {
+  refuse(method: string, asked: string, status: number, code: string, reason: string, extra: Partial<EgressFields> = {}): false {
     this.ctx.record({ method, asked, decision: "denied", code, reason, status, ...extra });
     this.reply(status, `vak egress gate: refused: ${reason}\n`);
     return false;
   }
 
-  private reply(status: number, text: string): void {
+  reply(status: number, text: string): void {
     if (!this.socket.writable) return;
     const body = Buffer.from(text);
     const headers: HeaderList = [["Content-Type", "text/plain; charset=utf-8"], ["Content-Length", String(body.length)], ["Connection", "close"]];
@@ -413,111 +405,8 @@ export class ProxyConnection {
     return st.keep;
   }
 
-  /**
-   * A CONNECT whose grant must see inside: TLS is terminated here, and each
-   * request inside is read, decided (method, path), given its secrets and sent
-   * to the address checked now, over TLS verified for the checked name.
-   */
-  private async terminated(asked: string, target: { host: Host; port: number }, c: Checked & { ok: true }, why: string): Promise<void> {
-    const tls = this.ctx.tls;
-    if (!tls) return void this.refuse("CONNECT", asked, 403, "no-tls", `${why}, which needs TLS at the gate, and this gate has none`, { canonical: c.canonical });
-    const allowed = {
-      method: "CONNECT", asked, canonical: c.canonical, resolved: c.resolved, address: c.address, decision: "allowed" as const,
-      reason: `granted by ${c.rule}; TLS terminated at the gate: ${why}`, tls: "terminated" as const,
-    };
-    this.ctx.record(allowed);
-    let outcome = "completed";
-    let status: number | undefined;
-    try {
-      await this.durable();
-      if (this.socket.destroyed) throw new ClosedError();
-      status = 200;
-      const secure = await terminate(this.socket, this.reader, target.host, (h) => tls.serverContext(h), this.ctx.limits.headerMs);
-      secure.setTimeout(this.ctx.limits.idleMs, () => secure.destroy());
-      const inner = new ProxyConnection(secure, new SocketReader(secure, (n) => this.ctx.take(n)), this.ctx, { ...target, address: c.address, resolved: c.resolved });
-      try {
-        await inner.serve();
-      } finally {
-        inner.close();
-      }
-    } catch (e) {
-      if (e instanceof TerminateError) {
-        outcome = `refused: ${e.message}`;
-        this.ctx.record({ method: "CONNECT", asked, canonical: c.canonical, decision: "denied", code: e.code, reason: e.message, tls: "terminated" });
-      } else outcome = outcomeOf(e);
-      this.socket.destroy();
-    } finally {
-      this.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }) });
-    }
-  }
-
-  /** CONNECT host:port: an opaque tunnel, opened only by a grant for every method and path. */
-  private async tunnel(head: RequestHead): Promise<void> {
-    const asked = head.target;
-    let target: { host: Host; port: number };
-    try {
-      target = parseAuthority(asked);
-    } catch (e) {
-      return void this.refuse("CONNECT", asked, 400, "bad-destination", `bad CONNECT target: ${(e as Error).message}`);
-    }
-    const hostProblem = hostHeaderProblem(head.headers, target, target.port, false);
-    if (hostProblem) return void this.refuse("CONNECT", asked, 400, "host-header", hostProblem);
-    if (this.ctx.endpoints.length && isRelay(target.host, target.port)) {
-      // A client whose proxy agent tunnels even plain HTTP, to its endpoint: the tunnel goes to the gate itself,
-      // where only endpoints are served, each request decided as any other.
-      this.ctx.record({ method: "CONNECT", asked, canonical: `${hostText(target.host)}:${target.port}`, decision: "allowed", reason: "a tunnel to the relay itself: only provider endpoints are served inside" });
-      this.socket.write(ESTABLISHED);
-      return new ProxyConnection(this.socket, this.reader, this.ctx, undefined, true).serve();
-    }
-    const c = await this.ctx.check("CONNECT", target.host, target.port, false);
-    if (!c.ok) return void this.refuse("CONNECT", asked, c.status, c.code, c.reason, { canonical: c.canonical, resolved: c.resolved });
-    const secret = this.ctx.secretHeaders(target.host, target.port).length > 0 || this.ctx.placeholders.some((p) => forHost(p.hosts, target.host, target.port));
-    if (c.inspect || secret) return this.terminated(asked, target, c, c.inspect ? `the grant ${c.rule} is checked on each request` : "a secret goes into its requests");
-    const allowed = { method: "CONNECT", asked, canonical: c.canonical, resolved: c.resolved, address: c.address, decision: "allowed" as const, reason: `granted by ${c.rule}`, tls: "spliced" as const };
-    this.ctx.record(allowed);
-
-    let status: number | undefined;
-    let outcome = "completed";
-    const bytes = { up: 0, down: 0 };
-    let upstream: Socket | undefined;
-    const abort = () => upstream?.destroy();
-    this.socket.once("close", abort);
-    try {
-      await this.durable();
-      if (this.socket.destroyed) throw new ClosedError();
-      const s = this.ctx.openUpstream(c.address, target.port);
-      upstream = s;
-      await this.ctx.upstreamReady(s, c.address, target.port).catch((e: Error) => {
-        throw this.socket.destroyed ? new ClosedError() : new UpstreamError(e.message === "the upstream closed before it connected" ? "closed before connecting" : e.message);
-      });
-      if (this.socket.destroyed) throw new ClosedError();
-      // From here the bytes are the engine's: what either side sent early goes first, then the kernel splices.
-      const early = { up: this.reader.takeBuffered(), down: new SocketReader(s, (n) => this.ctx.take(n)).takeBuffered() };
-      const ended = this.ctx.splice(this.socket, s, early.up, Buffer.concat([ESTABLISHED, early.down]));
-      status = 200;
-      this.socket.off("close", abort);
-      this.socket.destroy();
-      s.destroy();
-      const end = await ended;
-      bytes.up = early.up.length + end.up;
-      bytes.down = early.down.length + end.down;
-      outcome = tunnelOutcome(end.outcome, this.ctx.limits);
-    } catch (e) {
-      outcome = outcomeOf(e);
-      if (status !== undefined || e instanceof ClosedError || e instanceof RecordError || (e instanceof LimitError && !e.status)) this.socket.destroy();
-      else {
-        status = e instanceof LimitError ? (e.status ?? 502) : 502;
-        this.reply(status, `vak egress gate: ${outcome}\n`);
-      }
-    } finally {
-      this.socket.off("close", abort);
-      upstream?.destroy();
-      this.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }), bytesUp: bytes.up, bytesDown: bytes.down });
-    }
-  }
 }
 
-const ESTABLISHED = Buffer.from("HTTP/1.1 200 Connection Established\r\n\r\n");
 
 /** The gate's TLS client to an upstream: verified against the gate's trust for the checked name (or IP), HTTP/1.1 only. */
 function upstreamTls(s: Socket, host: Host, tls: ProxyContext["tls"]): TLSSocket {
