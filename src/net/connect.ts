@@ -4,7 +4,7 @@ import { isRelay } from "./endpoint.js";
 import type { RequestHead } from "./http1.js";
 import { LimitError, outcomeOf, RecordError, tunnelOutcome, UpstreamError } from "./outcome.js";
 import { forHost } from "./placeholders.js";
-import type { Checked, EgressFields, Origin, ProxyContext } from "./proxy-context.js";
+import type { Checked, Connection } from "./proxy-context.js";
 import { hostHeaderProblem } from "./proxy-head.js";
 import { ClosedError, SocketReader } from "./reader.js";
 import { terminate, TerminateError } from "./terminate.js";
@@ -12,17 +12,6 @@ import { terminate, TerminateError } from "./terminate.js";
 // CONNECT at the gate: an opaque tunnel spliced by the engine where every grant for the destination
 // allows every method and path; else TLS terminated here and each request inside decided as any other.
 
-/** What a CONNECT needs of the client connection it arrived on (proxy.ts's ProxyConnection). */
-export interface Connection {
-  readonly socket: Socket;
-  readonly reader: SocketReader;
-  readonly ctx: ProxyContext;
-  refuse(method: string, asked: string, status: number, code: string, reason: string, extra?: Partial<EgressFields>): false;
-  reply(status: number, text: string): void;
-  durable(): Promise<void>;
-  /** The requests inside a tunnel, served as a connection of their own: a terminated one (origin), or one to the relay (endpoints only). */
-  inside(socket: Socket, reader: SocketReader, origin: Origin | undefined, endpointsOnly: boolean): { serve(): Promise<void>; close(): void };
-}
 
 /**
  * A CONNECT whose grant must see inside: TLS is terminated here, and each

@@ -5,6 +5,7 @@ import type { EgressEvent } from "./egress-log.js";
 import type { Endpoint } from "./endpoint.js";
 import type { TunnelEnd } from "./engine.js";
 import type { PlaceholderSecret } from "./placeholders.js";
+import type { SocketReader } from "./reader.js";
 
 // What one client connection of the egress gate is given by the gate (egress-gate.ts): the types every
 // part of a connection (proxy.ts, connect.ts, node-forward.ts, spliced.ts) shares.
@@ -66,4 +67,16 @@ export interface Origin {
   port: number;
   address: string;
   resolved: string[];
+}
+
+/** What the parts of a client connection (connect.ts, node-forward.ts) need of it: proxy.ts's ProxyConnection. */
+export interface Connection {
+  readonly socket: Socket;
+  readonly reader: SocketReader;
+  readonly ctx: ProxyContext;
+  refuse(method: string, asked: string, status: number, code: string, reason: string, extra?: Partial<EgressFields>): false;
+  reply(status: number, text: string): void;
+  durable(): Promise<void>;
+  /** The requests inside a tunnel, served as a connection of their own: a terminated one (origin), or one to the relay (endpoints only). */
+  inside(socket: Socket, reader: SocketReader, origin: Origin | undefined, endpointsOnly: boolean): { serve(): Promise<void>; close(): void };
 }

@@ -1,39 +1,29 @@
-import { Agent, type ClientRequest, type IncomingMessage, request as httpRequest, STATUS_CODES } from "node:http";
+import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
-import { connect as tlsConnect, type TLSSocket } from "node:tls";
 import { type Host, hostText, parseAuthority } from "../policy/address.js";
 import {
-  bodyPieces, chunk, connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, parseRequestHead,
-  type RequestHead, requestFraming, responseHead, safeReason,
+  connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, parseRequestHead,
+  type RequestHead, requestFraming, responseHead,
 } from "./http1.js";
 import { substitute } from "./placeholders.js";
 import { ClosedError, SocketReader } from "./reader.js";
-import { LimitError, outcomeOf, RecordError, TransferError, UpstreamError } from "./outcome.js";
+import { LimitError, outcomeOf, RecordError, TransferError } from "./outcome.js";
 
 export { LimitError } from "./outcome.js";
-import { isUpgrade, carryUpgrade } from "./upgrade.js";
+import { isUpgrade } from "./upgrade.js";
 import { type PlainRequest, type PlainState, sendPlain } from "./spliced.js";
 import { canonicalPath, PathError } from "../policy/url-path.js";
 import { matchEndpoint } from "./endpoint.js";
-import { connect, type Connection } from "./connect.js";
+import { connect } from "./connect.js";
+import { NodeForwarder } from "./node-forward.js";
 import { hostHeaderProblem } from "./proxy-head.js";
-import type { EgressFields, Origin, ProxyContext } from "./proxy-context.js";
+import type { Connection, EgressFields, Origin, ProxyContext } from "./proxy-context.js";
 
-export type { Checked, EgressFields, Origin, ProxyContext } from "./proxy-context.js";
+export type { Checked, Connection, EgressFields, Origin, ProxyContext } from "./proxy-context.js";
 
 /** Methods for which Node's client would add its own framing if we gave none. */
 const NO_DEFAULT_BODY = new Set(["GET", "HEAD", "DELETE", "OPTIONS", "TRACE"]);
 
-/** Waits until a writable can take more; fails if it closes first. */
-function drained(w: Socket | ClientRequest): Promise<void> {
-  if (w.destroyed) return Promise.reject(new ClosedError());
-  return new Promise((resolve, reject) => {
-    const ok = () => (w.off("close", gone), resolve());
-    const gone = () => (w.off("drain", ok), reject(new ClosedError()));
-    w.once("drain", ok);
-    w.once("close", gone);
-  });
-}
 
 
 
@@ -56,35 +46,11 @@ export class ProxyConnection implements Connection {
     private readonly origin?: Origin,
     /** Set inside a tunnel to the relay itself: only provider endpoints are served. */
     private readonly endpointsOnly = false,
-  ) {}
-
-  private agent: Agent | undefined;
-
-  /**
-   * The upstream connection of a terminated tunnel: one at a time (requests are
-   * read one at a time), to the address checked at CONNECT, verified TLS, kept
-   * between requests while the client's connection lasts (close() ends it).
-   */
-  private pool(host: Host, address: string, port: number): Agent {
-    if (this.agent) return this.agent;
-    const agent = new Agent({ keepAlive: true, maxSockets: 1, maxFreeSockets: 1, timeout: this.ctx.limits.idleMs });
-    // Asynchronous (the callback form Agent takes): the socket is usable only once the upstream proxy, if any, has said yes.
-    agent.createConnection = ((_opts: unknown, done: (err: Error | null, s?: Socket) => void) => {
-      let s: Socket;
-      try {
-        s = this.ctx.openUpstream(address, port);
-      } catch (e) {
-        return void done(e as Error);
-      }
-      this.ctx.upstreamReady(s, address, port).then(
-        () => done(null, upstreamTls(s, host, this.ctx.tls)),
-        (e: Error) => (s.destroy(), done(new UpstreamError(e.message))),
-      );
-      return undefined;
-    }) as unknown as Agent["createConnection"];
-    this.agent = agent;
-    return agent;
+  ) {
+    this.node = new NodeForwarder(this, Boolean(origin));
   }
+
+  private readonly node: NodeForwarder;
 
   /** A connection of its own for the requests inside a tunnel this one opened. */
   inside(socket: Socket, reader: SocketReader, origin: Origin | undefined, endpointsOnly: boolean): ProxyConnection {
@@ -93,7 +59,7 @@ export class ProxyConnection implements Connection {
 
   /** Ends what this connection still holds upstream (a terminated tunnel's kept connection). */
   close(): void {
-    this.agent?.destroy();
+    this.node.close();
   }
 
   /** Waits until what has been recorded is durable; nothing may be connected before. */
@@ -173,11 +139,6 @@ export class ProxyConnection implements Connection {
     this.socket.end(body);
   }
 
-  private async write(data: Buffer | Buffer[]): Promise<void> {
-    let ok = true;
-    for (const b of Array.isArray(data) ? data : [data]) ok = this.socket.write(b);
-    if (!ok) await drained(this.socket);
-  }
 
   /** Absolute-form HTTP (http://host[:port]/path), or origin-form inside a terminated tunnel. */
   private async forward(head: RequestHead): Promise<boolean> {
@@ -272,116 +233,7 @@ export class ProxyConnection implements Connection {
       const plain = { method, path, version: head.version, headers, length: framing.kind === "length" ? framing.length : 0, expectContinue, clientClose: listed.has("close"), address: c.address, port: target.port };
       return this.plain(plain, allowed);
     }
-    // Inside a terminated tunnel one upstream connection is kept for the next request (pooled: below).
-    const pooled = Boolean(origin) && !upgrade;
-    if (upgrade) headers.push(["Connection", "Upgrade"], ["Upgrade", "websocket"]);
-    else if (!pooled) headers.push(["Connection", "close"]);
-
-    let status: number | undefined;
-    let bytesUp = 0;
-    let bytesDown = 0;
-    let outcome = "completed";
-    let keep = false;
-    let upSocket: Socket | undefined;
-    let up: ClientRequest | undefined;
-    const abort = () => up?.destroy(new ClosedError());
-    this.socket.once("close", abort);
-    try {
-      await this.durable();
-      if (this.socket.destroyed) throw new ClosedError();
-      let req: ClientRequest;
-      if (pooled) req = httpRequest({ agent: this.pool(target.host, c.address, target.port), method, path, headers: headers.flat(), setHost: false });
-      else {
-        const s = this.ctx.openUpstream(c.address, target.port);
-        upSocket = s;
-        await this.ctx.upstreamReady(s, c.address, target.port).catch((e: Error) => {
-          throw this.socket.destroyed ? new ClosedError() : new UpstreamError(e.message);
-        });
-        const conn = overTls ? upstreamTls(s, target.host, this.ctx.tls) : s;
-        req = httpRequest({ createConnection: () => conn, method, path, headers: headers.flat(), setHost: false });
-      }
-      up = req;
-      let switched: { res: IncomingMessage; socket: Socket; head: Buffer } | undefined;
-      const response = new Promise<IncomingMessage>((resolve, reject) => {
-        req.once("response", resolve);
-        req.once("upgrade", (res: IncomingMessage, u: Socket, h: Buffer) => {
-          if (!upgrade) return void (u.destroy(), reject(new UpstreamError("it switched protocols (101) unasked")));
-          switched = { res, socket: u, head: h };
-          resolve(res);
-        });
-        req.on("error", reject); // kept: a later error must not go unhandled
-      });
-      if (framing.kind !== "none" && head.version === "1.1" && headerValues(head.headers, "expect").some((v) => v.toLowerCase() === "100-continue"))
-        this.socket.write("HTTP/1.1 100 Continue\r\n\r\n");
-      let bodyDone = false;
-      let bodyError: unknown;
-      const sending = (async () => {
-        for await (const piece of bodyPieces(this.reader, framing)) {
-          bytesUp += piece.length;
-          if (!req.write(piece)) await drained(req);
-        }
-        req.end();
-        bodyDone = true;
-      })().catch((e: unknown) => {
-        bodyError = e;
-        req.destroy();
-      });
-      let res: IncomingMessage;
-      try {
-        res = await response;
-      } catch (e) {
-        await sending;
-        throw bodyError ?? e;
-      }
-      const code = res.statusCode ?? 0;
-      if (switched) {
-        // A WebSocket to a granted destination: carried both ways and counted, its frames not inspected.
-        status = 101;
-        const moved = await carryUpgrade(this.socket, this.reader, switched, (n) => this.ctx.take(n), this.ctx.limits.idleMs);
-        bytesUp += moved.up;
-        bytesDown += moved.down;
-        outcome = moved.outcome;
-        return false;
-      }
-      if (code < 200 || code > 599) throw new UpstreamError(`it answered with the invalid status ${code}`);
-      const out = responseFraming(res, method, head.version);
-      keep = out.mode !== "close" && head.version === "1.1" && !listed.has("close");
-      if (!keep) out.headers.push(["Connection", "close"]);
-      status = code;
-      await this.write(responseHead(code, safeReason(res.statusMessage) || (STATUS_CODES[code] ?? ""), out.headers));
-      for await (const d of res as AsyncIterable<Buffer>) {
-        this.ctx.take(d.length);
-        bytesDown += d.length;
-        await this.write(out.mode === "chunked" ? chunk(d) : d);
-      }
-      if (out.mode === "chunked") await this.write(Buffer.from("0\r\n\r\n"));
-      if (!bodyDone) {
-        // The upstream answered before it took the whole body: the rest goes nowhere, and the connection ends
-        // once the client has stopped sending it (or the head deadline passes).
-        keep = false;
-        outcome = "completed; the upstream answered before the whole request body was sent";
-        req.destroy();
-        this.socket.end();
-        const timer = setTimeout(() => this.socket.destroy(), this.ctx.limits.headerMs);
-        await sending;
-        clearTimeout(timer);
-      }
-    } catch (e) {
-      keep = false;
-      outcome = outcomeOf(e);
-      if (status !== undefined || e instanceof ClosedError || e instanceof RecordError || (e instanceof LimitError && !e.status)) this.socket.destroy();
-      else {
-        status = e instanceof HttpError || e instanceof LimitError ? (e.status ?? 502) : 502;
-        this.reply(status, `vak egress gate: ${outcome}\n`);
-      }
-    } finally {
-      this.socket.off("close", abort);
-      // A pooled request that completed gives its connection back for the next one; any other ends it.
-      if (!pooled || outcome !== "completed") up?.destroy();
-      upSocket?.destroy();
-      this.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }), bytesUp, bytesDown });
-    }
-    return keep;
+    return this.node.send({ head, framing, method, path, headers, target, address: c.address, upgrade, overTls, clientClose: listed.has("close") }, allowed);
   }
 
   /** A checked plain-HTTP request, its bodies spliced; on the record as forward()'s are. */
@@ -408,33 +260,3 @@ export class ProxyConnection implements Connection {
 }
 
 
-/** The gate's TLS client to an upstream: verified against the gate's trust for the checked name (or IP), HTTP/1.1 only. */
-function upstreamTls(s: Socket, host: Host, tls: ProxyContext["tls"]): TLSSocket {
-  if (!tls) throw new UpstreamError("this gate has no TLS");
-  const name = host.kind === "name" ? host.name : host.ip;
-  s.setNoDelay(true);
-  return tlsConnect({ socket: s, host: name, ...(host.kind === "name" ? { servername: host.name } : {}), secureContext: tls.upstream(), ALPNProtocols: ["http/1.1"] });
-}
-
-
-/** The response head's fields and how its body goes to the client: the gate frames it itself. */
-function responseFraming(res: IncomingMessage, method: string, version: "1.0" | "1.1"): { headers: HeaderList; mode: "none" | "length" | "chunked" | "close" } {
-  const fields: HeaderList = [];
-  for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) fields.push([res.rawHeaders[i]!, res.rawHeaders[i + 1]!]);
-  const listed = connectionTokens(fields);
-  const lengths = headerValues(fields, "content-length");
-  const chunked = headerValues(fields, "transfer-encoding").length > 0;
-  const length = !chunked && lengths.length === 1 && /^[0-9]{1,15}$/.test(lengths[0]!) ? lengths[0] : undefined;
-  const headers = fields.filter(([n]) => {
-    const lower = n.toLowerCase();
-    return lower !== "content-length" && !HOP_BY_HOP.has(lower) && !listed.has(lower);
-  });
-  const status = res.statusCode ?? 0;
-  if (method === "HEAD" || status === 204 || status === 304) {
-    if (length !== undefined && status !== 204) headers.push(["Content-Length", length]);
-    return { headers, mode: "none" };
-  }
-  if (length !== undefined) return { headers: [...headers, ["Content-Length", length]], mode: "length" };
-  if (version === "1.1") return { headers: [...headers, ["Transfer-Encoding", "chunked"]], mode: "chunked" };
-  return { headers, mode: "close" };
-}
