@@ -4,7 +4,7 @@ import { connect as tlsConnect, type TLSSocket } from "node:tls";
 import type { Host } from "../policy/address.js";
 import {
   bodyPieces, chunk, connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, type RequestHead,
-  responseHead, safeReason,
+  responseHead, safeReason, transferCodings, transferEncoding,
 } from "./http1.js";
 import { LimitError, outcomeOf, RecordError, UpstreamError } from "./outcome.js";
 import type { Connection, EgressFields, ProxyContext } from "./proxy-context.js";
@@ -219,8 +219,10 @@ function responseFraming(res: IncomingMessage, method: string, version: "1.0" | 
   for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) fields.push([res.rawHeaders[i]!, res.rawHeaders[i + 1]!]);
   const listed = connectionTokens(fields);
   const lengths = headerValues(fields, "content-length");
-  const chunked = headerValues(fields, "transfer-encoding").length > 0;
-  const length = !chunked && lengths.length === 1 && /^[0-9]{1,15}$/.test(lengths[0]!) ? lengths[0] : undefined;
+  const te = headerValues(fields, "transfer-encoding");
+  // The same forms as on the spliced path (http1.ts); Node's parser has already taken the chunks off.
+  const codings = te.length ? transferCodings(te, res.httpVersion === "1.0" ? "1.0" : "1.1", (m) => new HttpError(502, "bad-response", `the upstream's response: ${m}`)) : [];
+  const length = !te.length && lengths.length === 1 && /^[0-9]{1,15}$/.test(lengths[0]!) ? lengths[0] : undefined;
   const headers = fields.filter(([n]) => {
     const lower = n.toLowerCase();
     return lower !== "content-length" && !HOP_BY_HOP.has(lower) && !listed.has(lower);
@@ -231,6 +233,7 @@ function responseFraming(res: IncomingMessage, method: string, version: "1.0" | 
     return { headers, mode: "none" };
   }
   if (length !== undefined) return { headers: [...headers, ["Content-Length", length]], mode: "length" };
-  if (version === "1.1") return { headers: [...headers, ["Transfer-Encoding", "chunked"]], mode: "chunked" };
+  if (version === "1.1") return { headers: [...headers, ["Transfer-Encoding", transferEncoding(codings)]], mode: "chunked" };
+  if (codings.length) throw new UpstreamError("it sent a transfer coding before chunked, which an HTTP/1.0 client cannot be sent");
   return { headers, mode: "close" };
 }

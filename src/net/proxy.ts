@@ -3,7 +3,7 @@ import type { Socket } from "node:net";
 import { type Host, hostText, parseAuthority } from "../policy/address.js";
 import {
   connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, parseRequestHead,
-  type RequestHead, requestFraming, responseHead,
+  type RequestHead, requestFraming, responseHead, transferEncoding,
 } from "./http1.js";
 import { substitute } from "./placeholders.js";
 import { ClosedError, SocketReader } from "./reader.js";
@@ -170,7 +170,7 @@ export class ProxyConnection implements Connection {
         target = parseAuthority(m[1]!, 80);
         path = m[2] ? (m[2].startsWith("/") ? m[2] : `/${m[2]}`) : "/";
       }
-      framing = requestFraming(head.headers);
+      framing = requestFraming(head.headers, head.version);
     } catch (e) {
       if (e instanceof HttpError) return this.refuse(method, asked, e.status, e.code, e.message);
       return this.refuse(method, asked, 400, "bad-destination", `bad destination: ${(e as Error).message}`);
@@ -223,7 +223,7 @@ export class ProxyConnection implements Connection {
       ...(ep ? { endpoint: ep.endpoint.variable } : {}),
     };
     this.ctx.record(allowed); // on the record, durably (below), before a byte leaves
-    if (framing.kind === "chunked") headers.push(["Transfer-Encoding", "chunked"]);
+    if (framing.kind === "chunked") headers.push(["Transfer-Encoding", transferEncoding(framing.codings)]);
     else if (framing.kind === "length") headers.push(["Content-Length", String(framing.length)]);
     else if (!NO_DEFAULT_BODY.has(method)) headers.push(["Content-Length", "0"]);
     // Plain HTTP whose body has a length (or none): its bodies move in the kernel (spliced.ts).

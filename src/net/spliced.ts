@@ -3,7 +3,7 @@ import type { Socket } from "node:net";
 import { resetSocket, type TunnelEnd } from "./engine.js";
 import {
   bodyPieces, chunk, connectionTokens, type HeaderList, headerValues, HOP_BY_HOP, HttpError, parseResponseHead,
-  requestHead, type ResponseHead, responseFraming, responseHead, safeReason,
+  requestHead, type ResponseHead, responseFraming, responseHead, safeReason, transferEncoding,
 } from "./http1.js";
 import { LimitError, TransferError, tunnelOutcome, UpstreamError } from "./outcome.js";
 import { ClosedError, SocketReader } from "./reader.js";
@@ -195,7 +195,8 @@ export async function sendPlain(socket: Socket, reader: SocketReader, ctx: Plain
     else if (framing.kind === "none") {
       mode = "none";
       if (cl !== undefined && res.status !== 204) headers.push(["Content-Length", cl]);
-    } else if (req.version === "1.1") (mode = "chunked"), headers.push(["Transfer-Encoding", "chunked"]);
+    } else if (req.version === "1.1") (mode = "chunked"), headers.push(["Transfer-Encoding", transferEncoding(framing.kind === "chunked" ? framing.codings : [])]);
+    else if (framing.kind === "chunked" && framing.codings.length) throw new UpstreamError("it sent a transfer coding before chunked, which an HTTP/1.0 client cannot be sent");
     else mode = "close";
     st.keep = mode !== "close" && req.version === "1.1" && !req.clientClose;
     if (!st.keep) headers.push(["Connection", "close"]);

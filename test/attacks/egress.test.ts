@@ -5,7 +5,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { servedTree, testInternet, type TestInternet } from "../support/netns.js";
 import { runVak } from "../support/vak.js";
-import { collect, gateClient, rawGate, rawUpstream, statusOf, testGate, until } from "../support/net.js";
+import { collect, gateClient, lenientUpstream, rawGate, rawUpstream, statusOf, testGate, until } from "../support/net.js";
 import type { EgressEvent } from "../../src/net/egress-gate.js";
 
 // Real clients (curl, Node's fetch, git) inside `vak exec`, reaching a web
@@ -574,6 +574,181 @@ describe("plain HTTP with its bodies spliced", () => {
     } finally {
       await t.close();
       await up.close();
+    }
+  });
+});
+
+// Request smuggling against the gate's plain HTTP: the upstream is a lenient server (test/support/net.ts)
+// that reads every request on each connection as it comes, as the servers smuggling exploits do. Each test
+// fails if that server ever sees a request the gate did not check, or more requests than the gate checked.
+describe("plain HTTP: transfer codings and request smuggling", () => {
+  const checked = (t: { events: EgressEvent[] }) => t.events.filter((e) => e.decision === "allowed" && e.outcome === undefined);
+  /** Every request the upstream read was checked by the gate, one for one, on its path. */
+  const oneForOne = (t: { events: EgressEvent[] }, seen: { line: string }[], what: string) => {
+    const paths = checked(t).map((e) => new URL(e.asked).pathname);
+    expect(seen.length, what).toBeLessThanOrEqual(paths.length);
+    for (const r of seen) expect(paths, what).toContain(r.line.split(" ")[1]);
+  };
+  const smuggled = "GET /smuggled HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const head = (P: number, fields: string, version = "1.1") => `POST http://127.0.0.1:${P}/x HTTP/${version}\r\nHost: 127.0.0.1:${P}\r\n${fields}\r\n`;
+
+  it("a header a lenient server reads as Transfer-Encoding or Content-Length (Transfer_Encoding, Content_Length) is refused: no request rides a body", async () => {
+    const up = await lenientUpstream();
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    try {
+      const P = up.port;
+      const chunkedBody = `0\r\n\r\n${smuggled}`;
+      const attempts = [
+        `${head(P, `Content-Length: ${chunkedBody.length}\r\nTransfer_Encoding: chunked\r\n`)}${chunkedBody}`,
+        `${head(P, `Content-Length: ${chunkedBody.length}\r\ntransfer_encoding: chunked\r\n`)}${chunkedBody}`,
+        `${head(P, `Content-Length: ${smuggled.length}\r\nContent_Length: 0\r\n`)}${smuggled}`,
+        `${head(P, `Transfer-Encoding: chunked\r\nContent_Length: 0\r\n`)}${(smuggled.length).toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`,
+      ];
+      for (const a of attempts) {
+        const r = await rawGate(t.gate.socketPath, t.token, a, { waitMs: 2000 });
+        expect(statusOf(r), a).toBe(400);
+        oneForOne(t, up.requests, a);
+      }
+      expect(up.requests).toEqual([]);
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("Transfer-Encoding obfuscations are refused before anything is sent: xchunked, parameters, chunked not last or twice, identity, quoted, a repeated header, in HTTP/1.0, with Content-Length", async () => {
+    const up = await lenientUpstream();
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    try {
+      const P = up.port;
+      // A body a lenient reader takes as chunked, ending early, with a request after it.
+      const body = `0\r\n\r\n${smuggled}`;
+      const te = (v: string) => `Transfer-Encoding: ${v}\r\n`;
+      const attempts = [
+        head(P, te("xchunked")),
+        head(P, te("chunkedx")),
+        head(P, te("chunked;q=1")),
+        head(P, te("chunked, gzip")),
+        head(P, te("chunked, chunked")),
+        head(P, te("identity, chunked")),
+        head(P, te("gzip")),
+        head(P, te('"chunked"')),
+        head(P, te("gzip,, chunked")),
+        head(P, te("gzip chunked")),
+        head(P, te("ch\x85unked")),
+        head(P, te("chunked") + te("chunked")),
+        head(P, te("gzip") + te("chunked")),
+        head(P, te("chunked"), "1.0"),
+        head(P, te("chunked") + `Content-Length: ${body.length}\r\n`),
+        head(P, `Content-Length: ${body.length}\r\n` + te("chunked")),
+        head(P, "Transfer-Encoding:\r\n chunked\r\n"),
+        head(P, "Transfer-Encoding : chunked\r\n"),
+        head(P, "Transfer-Encoding: chunked\x0b\r\n"),
+      ];
+      for (const a of attempts) {
+        const r = await rawGate(t.gate.socketPath, t.token, a + body, { waitMs: 2000 });
+        expect([400, 501], JSON.stringify(a)).toContain(statusOf(r));
+        expect(r, JSON.stringify(a)).toMatch(/refused: [^\n]*(Transfer-Encoding|transfer coding|Content-Length|malformed|control|HTTP\/1\.0)/);
+        oneForOne(t, up.requests, a);
+      }
+      expect(up.requests).toEqual([]);
+      expect(up.connections).toBe(0);
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("the unambiguous forms reach the upstream as exactly one request, framed the gate's way: chunked in any case and with spaces, codings before chunked", async () => {
+    const up = await lenientUpstream();
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    try {
+      const P = up.port;
+      const forms: [string, string][] = [
+        ["chunked", "chunked"],
+        ["Chunked", "chunked"],
+        ["CHUNKED", "chunked"],
+        ["\t chunked  ", "chunked"],
+        ["gzip, chunked", "gzip, chunked"],
+        ["GZIP,chunked", "gzip, chunked"],
+        ["deflate ,  chunked", "deflate, chunked"],
+        ["x-gzip, chunked", "x-gzip, chunked"],
+      ];
+      // The body holds what looks like the end of a body and a request: data, to the gate and to the upstream.
+      const data = `0\r\n\r\n${smuggled}`;
+      const body = `${data.length.toString(16)}\r\n${data}\r\n0\r\nX-Trailer: 1\r\nContent-Length: 0\r\n\r\n`;
+      for (const [i, [form, sent]] of forms.entries()) {
+        const r = await rawGate(t.gate.socketPath, t.token, head(P, `Transfer-Encoding: ${form}\r\nConnection: close\r\n`) + body, { waitMs: 3000 });
+        expect(statusOf(r), form).toBe(200);
+        expect(r, form).toContain("seen /x");
+        expect(up.requests.length, form).toBe(i + 1);
+        const got = up.requests[i]!;
+        expect(got.headers["transfer-encoding"], form).toBe(sent);
+        expect(got.body, form).toBe(data);
+        expect(got.headers["x-trailer"], form).toBeUndefined(); // trailers are not passed on
+        oneForOne(t, up.requests, form);
+      }
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("a malformed chunk ends the request and the connection, on the record, and the upstream never gets a whole request", async () => {
+    const up = await lenientUpstream();
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    try {
+      const P = up.port;
+      const bodies = [
+        "5\r\nhelloEXTRA\r\n0\r\n\r\n", // data longer than its size
+        "5\r\nhel", // the client ends mid-chunk
+        "fffffffffffffffff\r\nx\r\n0\r\n\r\n", // a size past any length
+        "-5\r\nhello\r\n0\r\n\r\n",
+        "0x5\r\nhello\r\n0\r\n\r\n",
+        "5\nhello\r\n0\r\n\r\n", // a bare LF after the size
+        "5;\x01\r\nhello\r\n0\r\n\r\n", // a control character in an extension
+        `5;${"e".repeat(5000)}\r\nhello\r\n0\r\n\r\n`, // a size line past its bound
+        `0\r\n${"X-T: 1\r\n".repeat(100)}\r\n`, // too many trailers
+      ];
+      for (const b of bodies) {
+        const r = await rawGate(t.gate.socketPath, t.token, head(P, "Transfer-Encoding: chunked\r\n") + b, { waitMs: 2000 });
+        expect(statusOf(r) === 200, JSON.stringify(b)).toBe(false);
+        expect(up.requests, JSON.stringify(b)).toEqual([]);
+      }
+      const ends = t.events.filter((e) => e.outcome !== undefined).map((e) => e.outcome);
+      expect(ends.length).toBe(bodies.length);
+      for (const o of ends) expect(o).toMatch(/chunk|line|closed|trailer|incomplete/);
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("an upstream's Transfer-Encoding is taken only in an unambiguous form: codings before chunked are passed on with them, HTTP/1.0 with one or chunked not last is a 502", async () => {
+    const answers: [string, number, string | undefined][] = [
+      ["HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n4\r\nbody\r\n0\r\n\r\n", 200, "gzip, chunked"],
+      ["HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n4\r\nbody\r\n0\r\n\r\n", 200, "chunked"],
+      ["HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nevil\r\n0\r\n\r\n", 502, undefined],
+      ["HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n4\r\nevil\r\n0\r\n\r\n", 502, undefined],
+      ["HTTP/1.1 200 OK\r\nTransfer-Encoding: xchunked\r\n\r\n4\r\nevil\r\n0\r\n\r\n", 502, undefined],
+      ["HTTP/1.1 200 OK\r\nTransfer_Encoding: chunked\r\nContent-Length: 4\r\n\r\nevil", 502, undefined],
+      ["HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nevil\r\n0\r\n\r\n", 502, undefined],
+    ];
+    for (const [answer, status, te] of answers) {
+      const up = await lenientUpstream(() => answer);
+      const t = await testGate([`127.0.0.1:${up.port}`]);
+      try {
+        const r = await rawGate(t.gate.socketPath, t.token, `GET http://127.0.0.1:${up.port}/x HTTP/1.1\r\nHost: 127.0.0.1:${up.port}\r\nConnection: close\r\n\r\n`, { waitMs: 2000 });
+        expect(statusOf(r), answer).toBe(status);
+        expect(r, answer).not.toContain("evil");
+        if (te) {
+          expect(r, answer).toMatch(new RegExp(`\r\nTransfer-Encoding: ${te}\r\n`));
+          expect(r, answer).toMatch(/\r\n\r\n4\r\nbody\r\n0\r\n\r\n$/);
+        }
+      } finally {
+        await t.close();
+        await up.close();
+      }
     }
   });
 });
