@@ -203,22 +203,37 @@ export function requestFraming(headers: HeaderList, version: "1.0" | "1.1" = "1.
   return { kind: "none" };
 }
 
+/** The size a chunk's size line gives (extensions allowed and dropped); throws on any other line. */
+export function chunkSize(line: string): number {
+  const m = /^([0-9A-Fa-f]{1,12})(?:[ \t]*;[\t\x20-\x7e]*)?$/.exec(line);
+  if (!m) throw bad("a malformed chunk size line");
+  return parseInt(m[1]!, 16);
+}
+
+/** Reads a chunked body's chunk size line. */
+export function chunkLine(src: ByteSource): Promise<string> {
+  return src.readLine(MAX_CHUNK_LINE);
+}
+
+/** Reads the trailer fields after the last chunk, and the blank line; they are dropped (nothing after the body is forwarded). */
+export async function dropTrailers(src: ByteSource): Promise<void> {
+  for (let n = 0; (await src.readLine(MAX_CHUNK_LINE)) !== ""; n++) if (n >= MAX_TRAILERS) throw bad("too many trailer fields");
+}
+
+/** Reads the CRLF that ends a chunk's data. */
+export async function chunkEnd(src: ByteSource): Promise<void> {
+  if ((await src.readLine(0)) !== "") throw bad("chunk data longer than its size");
+}
+
 /** The body's bytes, decoded from its framing; throws on a malformed chunk or an early end. */
 export async function* bodyPieces(src: ByteSource, framing: Framing): AsyncGenerator<Buffer> {
   if (framing.kind === "none") return;
   if (framing.kind === "length") return yield* exactly(src, framing.length);
   for (;;) {
-    const line = await src.readLine(MAX_CHUNK_LINE);
-    const m = /^([0-9A-Fa-f]{1,12})(?:[ \t]*;[\t\x20-\x7e]*)?$/.exec(line);
-    if (!m) throw bad("a malformed chunk size line");
-    const size = parseInt(m[1]!, 16);
-    if (size === 0) {
-      // Trailer fields are read and dropped: nothing after the body is forwarded.
-      for (let n = 0; (await src.readLine(MAX_CHUNK_LINE)) !== ""; n++) if (n >= MAX_TRAILERS) throw bad("too many trailer fields");
-      return;
-    }
+    const size = chunkSize(await chunkLine(src));
+    if (size === 0) return dropTrailers(src);
     yield* exactly(src, size);
-    if ((await src.readLine(0)) !== "") throw bad("chunk data longer than its size");
+    await chunkEnd(src);
   }
 }
 

@@ -17,9 +17,14 @@ import { matchEndpoint } from "./endpoint.js";
 import { connect } from "./connect.js";
 import { NodeForwarder } from "./node-forward.js";
 import { hostHeaderProblem } from "./proxy-head.js";
+import { UpstreamPool } from "./upstream-pool.js";
 import type { Connection, EgressFields, Origin, ProxyContext } from "./proxy-context.js";
 
 export type { Checked, Connection, EgressFields, Origin, ProxyContext } from "./proxy-context.js";
+
+/** Idle upstream connections one client connection keeps, and for how long: shorter than common servers' keep-alive (5 s), so that the gate seldom sends on one the server is closing. */
+const POOL_SIZE = 4;
+const POOL_IDLE_MS = 4000;
 
 /** Methods for which Node's client would add its own framing if we gave none. */
 const NO_DEFAULT_BODY = new Set(["GET", "HEAD", "DELETE", "OPTIONS", "TRACE"]);
@@ -48,9 +53,13 @@ export class ProxyConnection implements Connection {
     private readonly endpointsOnly = false,
   ) {
     this.node = new NodeForwarder(this, Boolean(origin));
+    this.upstreams = new UpstreamPool(POOL_SIZE, Math.min(POOL_IDLE_MS, ctx.limits.idleMs));
+    socket.once("close", () => this.upstreams.close());
   }
 
   private readonly node: NodeForwarder;
+  /** Plain HTTP's upstream connections, kept between this client's requests; they end with it. */
+  private readonly upstreams: UpstreamPool;
 
   /** A connection of its own for the requests inside a tunnel this one opened. */
   inside(socket: Socket, reader: SocketReader, origin: Origin | undefined, endpointsOnly: boolean): ProxyConnection {
@@ -79,6 +88,7 @@ export class ProxyConnection implements Connection {
     } catch {
       this.socket.destroy();
     }
+    this.upstreams.close();
     if (this.socket.destroyed) return;
     // A lingering close: what the client sent after the last answer is read and dropped, for a
     // while, so that its writes finish and it reads the answer, instead of meeting a reset.
@@ -226,11 +236,11 @@ export class ProxyConnection implements Connection {
     if (framing.kind === "chunked") headers.push(["Transfer-Encoding", transferEncoding(framing.codings)]);
     else if (framing.kind === "length") headers.push(["Content-Length", String(framing.length)]);
     else if (!NO_DEFAULT_BODY.has(method)) headers.push(["Content-Length", "0"]);
-    // Plain HTTP whose body has a length (or none): its bodies move in the kernel (spliced.ts).
-    if (!overTls && !upgrade && framing.kind !== "chunked") {
-      headers.push(["Connection", "close"]);
+    // Plain HTTP: its bodies move in the kernel (spliced.ts), over an upstream connection kept for this destination.
+    if (!overTls && !upgrade) {
       const expectContinue = head.version === "1.1" && headerValues(head.headers, "expect").some((v) => v.toLowerCase() === "100-continue");
-      const plain = { method, path, version: head.version, headers, length: framing.kind === "length" ? framing.length : 0, expectContinue, clientClose: listed.has("close"), address: c.address, port: target.port };
+      const key = UpstreamPool.key(c.address, target.port, headers[0]![1], c.rule);
+      const plain = { method, path, version: head.version, headers, body: framing, expectContinue, clientClose: listed.has("close"), address: c.address, port: target.port, key };
       return this.plain(plain, allowed);
     }
     return this.node.send({ head, framing, method, path, headers, target, address: c.address, upgrade, overTls, clientClose: listed.has("close") }, allowed);
@@ -242,7 +252,7 @@ export class ProxyConnection implements Connection {
     try {
       await this.durable();
       if (this.socket.destroyed) throw new ClosedError();
-      await sendPlain(this.socket, this.reader, this.ctx, req, st);
+      await sendPlain(this.socket, this.reader, this.ctx, this.upstreams, req, st);
     } catch (e) {
       st.keep = false;
       st.outcome = outcomeOf(e);
