@@ -769,3 +769,162 @@ describe("plain HTTP: transfer codings and request smuggling", () => {
     }
   });
 });
+
+// Kept upstream connections: a client's keep-alive requests share one upstream connection, but never an
+// answer the upstream sent unasked, never another destination's or grant's connection, and each request is
+// checked on its own.
+describe("plain HTTP: kept upstream connections", () => {
+  const get = (P: number, path: string, host = `127.0.0.1:${P}`, extra = "") => `GET http://${host}${path} HTTP/1.1\r\nHost: ${host}\r\n${extra}\r\n`;
+  /** Sends each request after the previous answer, on one client connection; returns each answer's body (or status line). */
+  const inTurn = async (t: { gate: { socketPath: string }; token: string }, requests: string[]) => {
+    const s = await gateClient(t.gate.socketPath, t.token);
+    const answers: string[] = [];
+    let buf = "";
+    let wake = () => {};
+    s.on("data", (d: Buffer) => ((buf += d.toString("latin1")), wake()));
+    let ended = false;
+    s.on("end", () => ((ended = true), wake()));
+    s.on("close", () => ((ended = true), wake()));
+    try {
+      for (const r of requests) {
+        if (ended) return answers;
+        s.write(r);
+        for (;;) {
+          const end = buf.indexOf("\r\n\r\n");
+          const head = end < 0 ? "" : buf.slice(0, end + 2);
+          if (end >= 0 && /\r\ntransfer-encoding: chunked\r\n/i.test(head)) {
+            // A chunked answer (one data chunk at most, as these upstreams send): its data.
+            const last = buf.indexOf("0\r\n\r\n", end + 4);
+            if (last >= 0) {
+              const m = /^([0-9a-f]+)\r\n/i.exec(buf.slice(end + 4));
+              const data = m && m[1] !== "0" ? buf.slice(end + 4 + m[0].length, end + 4 + m[0].length + parseInt(m[1]!, 16)) : "";
+              answers.push(`${buf.slice(0, buf.indexOf("\r\n"))} ${data}`);
+              buf = buf.slice(last + 5);
+              break;
+            }
+          } else if (end >= 0) {
+            const cl = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+            if (buf.length >= end + 4 + cl) {
+              answers.push(`${buf.slice(0, buf.indexOf("\r\n"))} ${buf.slice(end + 4, end + 4 + cl)}`);
+              buf = buf.slice(end + 4 + cl);
+              break;
+            }
+          }
+          if (ended) return answers;
+          await new Promise<void>((w) => (wake = w));
+        }
+      }
+      return answers;
+    } finally {
+      s.destroy();
+    }
+  };
+
+  it("keep-alive requests reuse one upstream connection, and each is still checked on its own: a refused path ends them", async () => {
+    const up = await lenientUpstream();
+    const t = await testGate([`127.0.0.1:${up.port}/allowed`]);
+    try {
+      const P = up.port;
+      const answers = await inTurn(t, [get(P, "/allowed/1"), get(P, "/allowed/2"), get(P, "/allowed/3"), get(P, "/denied"), get(P, "/allowed/4")]);
+      expect(answers.slice(0, 3)).toEqual(["HTTP/1.1 200 OK seen /allowed/1", "HTTP/1.1 200 OK seen /allowed/2", "HTTP/1.1 200 OK seen /allowed/3"]);
+      expect(answers[3]).toMatch(/^HTTP\/1\.1 403 /);
+      expect(answers).toHaveLength(4);
+      expect(up.requests.map((r) => r.line)).toEqual(["GET /allowed/1 HTTP/1.1", "GET /allowed/2 HTTP/1.1", "GET /allowed/3 HTTP/1.1"]);
+      expect(up.connections).toBe(1);
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("an answer the upstream sent past its Content-Length (response smuggling) never answers the next request: that connection is not kept", async () => {
+    const poisoned = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\npoisoned";
+    let n = 0;
+    const up = await lenientUpstream((r) => {
+      n += 1;
+      const text = `seen ${r.line.split(" ")[1]}`;
+      const answer = `HTTP/1.1 200 OK\r\nContent-Length: ${text.length}\r\n\r\n${text}`;
+      return n === 1 ? answer + poisoned : answer;
+    });
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    try {
+      const P = up.port;
+      const answers = await inTurn(t, [get(P, "/first"), get(P, "/second"), get(P, "/third")]);
+      expect(answers).toEqual(["HTTP/1.1 200 OK seen /first", "HTTP/1.1 200 OK seen /second", "HTTP/1.1 200 OK seen /third"]);
+      // The poisoned connection was closed; the next requests came on another, kept one.
+      expect(up.connections).toBe(2);
+      expect(up.requests.map((r) => [r.connection, r.line])).toEqual([[1, "GET /first HTTP/1.1"], [2, "GET /second HTTP/1.1"], [2, "GET /third HTTP/1.1"]]);
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("a connection is never kept after a doubt: bytes sent while idle, an HTTP/1.0 answer, Connection: close, a close-delimited body, a chunked body with bytes after it", async () => {
+    const cases: [string, (text: string) => string][] = [
+      ["HTTP/1.0", (text) => `HTTP/1.0 200 OK\r\nContent-Length: ${text.length}\r\n\r\n${text}`],
+      ["Connection: close", (text) => `HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: ${text.length}\r\n\r\n${text}`],
+      ["chunked, then more", (text) => `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n${text.length.toString(16)}\r\n${text}\r\n0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\npoisoned`],
+    ];
+    for (const [what, answer] of cases) {
+      const up = await lenientUpstream((r) => answer(`seen ${r.line.split(" ")[1]}`));
+      const t = await testGate([`127.0.0.1:${up.port}`]);
+      try {
+        const P = up.port;
+        const answers = await inTurn(t, [get(P, "/a"), get(P, "/b")]);
+        expect(answers.map((a) => a.replace(/^HTTP\/1\.1 200 OK /, "")), what).toEqual(["seen /a", "seen /b"]);
+        expect(up.connections, what).toBe(2);
+      } finally {
+        await t.close();
+        await up.close();
+      }
+    }
+    // An upstream that speaks while no request is out: its connection is dropped, not kept for the next.
+    const seen = new WeakMap<Socket, number>();
+    const idle = await rawUpstream({
+      answer: (soFar, s) => {
+        const paths = [...soFar.matchAll(/GET (\S+) HTTP/g)].map((m) => m[1]!);
+        if ((seen.get(s) ?? 0) === paths.length) return undefined;
+        seen.set(s, paths.length);
+        if (paths.length === 1) setTimeout(() => s.write("HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\npoisoned"), 100);
+        const text = `seen ${paths.at(-1)}`;
+        return `HTTP/1.1 200 OK\r\nContent-Length: ${text.length}\r\n\r\n${text}`;
+      },
+    });
+    const t = await testGate([`127.0.0.1:${idle.port}`]);
+    try {
+      const P = idle.port;
+      const s = await gateClient(t.gate.socketPath, t.token);
+      const c = collect(s);
+      s.write(get(P, "/a"));
+      await until(() => c.text().includes("seen /a"), "the first answer");
+      await new Promise((r) => setTimeout(r, 400)); // the upstream has spoken unasked by now
+      s.end(get(P, "/b"));
+      await c.closed;
+      expect(c.text()).toContain("seen /b");
+      expect(c.text()).not.toContain("poisoned");
+      expect(idle.connections).toBe(2);
+    } finally {
+      await t.close();
+      await idle.close();
+    }
+  });
+
+  it("a kept connection is never used for another host, port or grant on the same address", async () => {
+    const up = await lenientUpstream();
+    const t = await testGate(["a.test", "b.test", `127.0.0.1:${up.port}`].map((h) => (h.includes(":") ? h : `${h}:${up.port}`)), { names: { "a.test": ["127.0.0.1"], "b.test": ["127.0.0.1"] } });
+    try {
+      const P = up.port;
+      const answers = await inTurn(t, [get(P, "/1", `a.test:${P}`), get(P, "/2", `b.test:${P}`), get(P, "/3", `a.test:${P}`), get(P, "/4", `127.0.0.1:${P}`), get(P, "/5", `b.test:${P}`)]);
+      expect(answers).toHaveLength(5);
+      // Each upstream connection carried one Host only.
+      const hostsOf = new Map<number, Set<string>>();
+      for (const r of up.requests) hostsOf.set(r.connection, (hostsOf.get(r.connection) ?? new Set()).add(r.headers.host!));
+      for (const hs of hostsOf.values()) expect(hs.size).toBe(1);
+      expect(up.connections).toBe(3);
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+});
