@@ -78,6 +78,13 @@ function transferError(end: TunnelEnd, limits: PlainContext["limits"], body: "re
   return new LimitError(tunnelOutcome(end.outcome, limits).replace(/^stopped: /, ""));
 }
 
+/** The upstream closed (or reset) its connection before a byte of an answer. */
+class NoAnswer extends UpstreamError {
+  constructor() {
+    super("it closed the connection without an answer");
+  }
+}
+
 /** The final response head; informational (1xx) answers are read and not passed on. */
 async function readResponse(r: SocketReader, maxBytes: number): Promise<ResponseHead> {
   for (let i = 0; i < 8; i++) {
@@ -89,7 +96,7 @@ async function readResponse(r: SocketReader, maxBytes: number): Promise<Response
       if (e instanceof ClosedError) throw new UpstreamError("its connection closed before it answered");
       throw e;
     }
-    if (!raw) throw new UpstreamError("it closed the connection without an answer");
+    if (!raw) throw new NoAnswer();
     const head = parseResponseHead(raw);
     if (head.status === 101) throw new UpstreamError("it switched protocols (101) unasked");
     if (head.status < 100 || head.status > 599) throw new UpstreamError(`it answered with the invalid status ${head.status}`);
@@ -111,6 +118,19 @@ const quiet = <T>(p: Promise<T>): Promise<T> => (p.catch(() => {}), p);
  * are the caller's again, by the time it returns or throws.
  */
 export async function sendPlain(socket: Socket, reader: SocketReader, ctx: PlainContext, pool: UpstreamPool, req: PlainRequest, st: PlainState): Promise<void> {
+  try {
+    await sendOnce(socket, reader, ctx, pool, req, st, false);
+  } catch (e) {
+    // A kept connection the upstream closed as the request went out (its keep-alive ran out): a request
+    // without a body, not a byte of it answered, is sent once more on a new connection. The gate checked it
+    // once and records it once; only the connection is new.
+    if (!(e instanceof NoAnswer) || !st.reused || req.body.kind !== "none" || socket.destroyed || ctx.ended()) throw e;
+    st.reused = false;
+    await sendOnce(socket, reader, ctx, pool, req, st, true);
+  }
+}
+
+async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext, pool: UpstreamPool, req: PlainRequest, st: PlainState, fresh: boolean): Promise<void> {
   const transfers: { done: Promise<TunnelEnd>; cancel(): void }[] = [];
   let chunkT: { done: Promise<TunnelEnd>; cancel(): void } | undefined;
   // The client gone: its request is cut, and so is the upstream's.
@@ -127,7 +147,7 @@ export async function sendPlain(socket: Socket, reader: SocketReader, ctx: Plain
   const idleMs = ctx.limits.idleMs;
   let sendingChunks: Promise<unknown> | undefined;
   try {
-    let s = pool.take(req.key);
+    let s = fresh ? undefined : pool.take(req.key);
     st.reused = Boolean(s);
     if (!s) {
       s = ctx.openUpstream(req.address, req.port);

@@ -910,6 +910,38 @@ describe("plain HTTP: kept upstream connections", () => {
     }
   });
 
+  it("a kept connection the upstream drops as the next request arrives: a bodiless request is sent once more on a new one, a request with a body is not", async () => {
+    const seen = new WeakMap<Socket, number>();
+    const up = await rawUpstream({
+      answer: (soFar, s) => {
+        const heads = [...soFar.matchAll(/(GET|POST) (\S+) HTTP/g)].map((m) => m[2]!);
+        if ((seen.get(s) ?? 0) === heads.length) return undefined;
+        seen.set(s, heads.length);
+        // The second request on any connection finds it closing (its keep-alive ran out).
+        if (heads.length === 2) return void s.destroy();
+        const text = `seen ${heads.at(-1)}`;
+        return `HTTP/1.1 200 OK\r\nContent-Length: ${text.length}\r\n\r\n${text}`;
+      },
+    });
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    try {
+      const P = up.port;
+      const answers = await inTurn(t, [get(P, "/a"), get(P, "/b"), `POST http://127.0.0.1:${P}/c HTTP/1.1\r\nHost: 127.0.0.1:${P}\r\nContent-Length: 5\r\n\r\nhello`]);
+      expect(answers.slice(0, 2)).toEqual(["HTTP/1.1 200 OK seen /a", "HTTP/1.1 200 OK seen /b"]);
+      // /b went again on a second connection; /c, with a body, on that kept one, which dropped it: a 502, not a replay.
+      expect(answers[2]).toMatch(/^HTTP\/1\.1 502 /);
+      expect(up.connections).toBe(2);
+      expect(up.received().match(/GET \/b /g)).toHaveLength(2);
+      expect(up.received().match(/POST \/c /g)).toHaveLength(1);
+      // Each request checked and recorded once.
+      const allowed = t.events.filter((e) => e.decision === "allowed" && e.outcome === undefined).map((e) => new URL(e.asked).pathname);
+      expect(allowed).toEqual(["/a", "/b", "/c"]);
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
   it("a kept connection is never used for another host, port or grant on the same address", async () => {
     const up = await lenientUpstream();
     const t = await testGate(["a.test", "b.test", `127.0.0.1:${up.port}`].map((h) => (h.includes(":") ? h : `${h}:${up.port}`)), { names: { "a.test": ["127.0.0.1"], "b.test": ["127.0.0.1"] } });
