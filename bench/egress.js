@@ -1,6 +1,8 @@
 // Egress gate: throughput through the whole path (a client in the sandbox, the
 // gate, the upstream), down and up, over CONNECT and over plain HTTP (its
-// bodies spliced: src/net/spliced.ts), against the same client directly on loopback,
+// bodies spliced: src/net/spliced.ts), for a Content-Length download, an upload,
+// a chunked download and many small requests on one keep-alive connection,
+// against the same client directly on loopback,
 // and through a minimal one-hop splice forwarder (bench/forwarder.c: the floor
 // for any proxy here), and the time to open 200 concurrent CONNECT tunnels
 // from inside.

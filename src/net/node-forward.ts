@@ -12,8 +12,9 @@ import { ClosedError } from "./reader.js";
 import { carryUpgrade } from "./upgrade.js";
 
 // The requests the gate sends through Node's HTTP client: inside a terminated tunnel (over verified TLS,
-// one upstream connection kept between requests), WebSocket upgrades, and what plain HTTP does not
-// splice. Each is decided before it gets here (proxy.ts); this sends it and carries its answer back.
+// one upstream connection kept between requests), and WebSocket upgrades; plain HTTP's other requests
+// go through spliced.ts. Each is decided before it gets here (proxy.ts); this sends it and carries its
+// answer back.
 
 /** A checked request, as the gate will send it through Node's client. */
 export interface NodeRequest {
