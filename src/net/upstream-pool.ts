@@ -1,4 +1,5 @@
 import type { Socket } from "node:net";
+import { pendingBytes } from "./engine.js";
 
 /**
  * Upstream connections kept between one client connection's plain-HTTP
@@ -36,7 +37,8 @@ export class UpstreamPool {
     for (let e = list?.pop(); e; e = list?.pop()) {
       this.size -= 1;
       this.release(e);
-      if (!e.socket.destroyed && !e.socket.readableEnded && e.socket.readableLength === 0) return e.socket;
+      // Node's view, and the kernel's: a byte or an end it has not read yet is a doubt too.
+      if (!e.socket.destroyed && !e.socket.readableEnded && e.socket.readableLength === 0 && pendingBytes(e.socket) === 0) return e.socket;
       e.socket.destroy();
     }
     return undefined;
@@ -48,7 +50,7 @@ export class UpstreamPool {
    * resumed them), so that a byte or an end is seen while it waits.
    */
   put(key: string, socket: Socket): void {
-    if (this.closed || this.size >= this.max || socket.destroyed || socket.readableLength > 0) return void socket.destroy();
+    if (this.closed || this.size >= this.max || socket.destroyed || socket.readableLength > 0 || pendingBytes(socket) !== 0) return void socket.destroy();
     const drop = () => {
       const list = this.idle.get(key);
       const i = list?.findIndex((x) => x.socket === socket) ?? -1;
