@@ -1,6 +1,8 @@
 // Egress gate: throughput through the whole path (a client in the sandbox, the
 // gate, the upstream), down and up, over CONNECT and over plain HTTP (its
-// bodies spliced: src/net/spliced.ts), against the same client directly on loopback,
+// bodies spliced: src/net/spliced.ts), for a Content-Length download, an upload,
+// a chunked download and many small requests on one keep-alive connection,
+// against the same client directly on loopback,
 // and through a minimal one-hop splice forwarder (bench/forwarder.c: the floor
 // for any proxy here), and the time to open 200 concurrent CONNECT tunnels
 // from inside.
@@ -8,25 +10,65 @@ import { spawn, execFileSync } from "node:child_process";
 import { createServer } from "node:http";
 import { createServer as createNetServer } from "node:net";
 import { mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const MB = Number(process.env.BENCH_EGRESS_MB ?? 512);
 const UP_MB = Number(process.env.BENCH_EGRESS_UP_MB ?? 256);
 const ROUNDS = Number(process.env.BENCH_EGRESS_ROUNDS ?? 3);
+const SMALL_REQUESTS = Number(process.env.BENCH_EGRESS_SMALL ?? 1000);
+
+// N sequential GETs of /small on one keep-alive connection: direct, through the gate as plain HTTP
+// (absolute-form), or inside one CONNECT tunnel. Prints requests per second.
+const SMALL_SCRIPT = `import { connect } from "node:net";
+const [mode, port, n] = [process.argv[2], Number(process.argv[3]), Number(process.argv[4])];
+const direct = mode === "direct";
+const s = connect(direct ? port : 3128, "127.0.0.1");
+await new Promise((r, j) => (s.once("connect", r), s.once("error", j)));
+s.setNoDelay(true);
+let buf = Buffer.alloc(0);
+let wake = () => {};
+s.on("data", (d) => ((buf = Buffer.concat([buf, d])), wake()));
+s.on("error", (e) => { console.error(e.message); process.exit(1); });
+const until = async (test) => { for (;;) { const r = test(); if (r !== undefined) return r; await new Promise((w) => (wake = w)); } };
+const response = () => until(() => {
+  const end = buf.indexOf("\\r\\n\\r\\n");
+  if (end < 0) return undefined;
+  const head = buf.subarray(0, end).toString("latin1");
+  const m = /content-length: *([0-9]+)/i.exec(head);
+  const len = m ? Number(m[1]) : 0;
+  if (buf.length < end + 4 + len) return undefined;
+  if (!head.startsWith("HTTP/1.1 200")) { console.error(head); process.exit(1); }
+  buf = buf.subarray(end + 4 + len);
+  return head;
+});
+if (mode === "connect") {
+  s.write("CONNECT 127.0.0.1:" + port + " HTTP/1.1\\r\\nHost: 127.0.0.1:" + port + "\\r\\n\\r\\n");
+  await until(() => { const end = buf.indexOf("\\r\\n\\r\\n"); if (end < 0) return undefined; buf = buf.subarray(end + 4); return true; });
+}
+const target = mode === "plain" ? "http://127.0.0.1:" + port + "/small" : "/small";
+const req = Buffer.from("GET " + target + " HTTP/1.1\\r\\nHost: 127.0.0.1:" + port + "\\r\\n\\r\\n");
+for (let i = 0; i < 20; i++) (s.write(req), await response()); // warm
+const t = performance.now();
+for (let i = 0; i < n; i++) (s.write(req), await response());
+console.log((n / ((performance.now() - t) / 1e3)).toFixed(1));
+s.destroy();
+`;
 
 function serve() {
   const chunk = Buffer.alloc(1 << 20, 120);
   const server = createServer((req, res) => {
     if (req.url === "/small") return res.end("ok");
+    // A download without a length: Node frames it chunked (1 MiB chunks).
+    const chunked = req.url === "/chunked";
     if (req.method === "PUT") {
       // An upload: taken and dropped, then a short answer.
       req.on("data", () => {});
       req.on("end", () => res.end("ok"));
       return;
     }
-    res.writeHead(200, { "content-length": MB << 20 });
+    res.writeHead(200, chunked ? {} : { "content-length": MB << 20 });
     let i = 0;
     const write = () => {
       while (i < MB) {
@@ -92,6 +134,22 @@ export async function egressBench({ vak, env }) {
     const upDirect = [];
     const upGated = [];
     const upPlain = [];
+    const chunkedUrl = `http://127.0.0.1:${port}/chunked`;
+    const chDirect = [];
+    const chGated = [];
+    const chPlain = [];
+    // Many small requests on one keep-alive connection: a script that speaks HTTP/1.1 on a raw socket.
+    const small = join(ws, "small.mjs");
+    writeFileSync(small, SMALL_SCRIPT);
+    const N = SMALL_REQUESTS;
+    const smallRun = (mode) => {
+      const args = [small, mode, String(port), String(N)];
+      return mode === "direct" ? run(process.execPath, args, { env }) : run(process.execPath, [vak, "exec", "--allow-net", `127.0.0.1:${port}`, "--", "node", ...args], { env, cwd: ws });
+    };
+    const smDirect = [];
+    const smGated = [];
+    const smPlain = [];
+    const loadBefore = loadavg();
     const exec = (args) => run(process.execPath, [vak, "exec", "--allow-net", `127.0.0.1:${port}`, "--", "curl", ...args], { env, cwd: ws });
     for (let i = 0; i < ROUNDS; i++) {
       direct.push(Number(await run("curl", [...curl, url], { env })));
@@ -101,7 +159,14 @@ export async function egressBench({ vak, env }) {
       upDirect.push(Number(await run("curl", [...put, url], { env })));
       upGated.push(Number(await exec([...put, "--proxytunnel", url])));
       upPlain.push(Number(await exec([...put, url])));
+      chDirect.push(Number(await run("curl", [...curl, chunkedUrl], { env })));
+      chGated.push(Number(await exec([...curl, "--proxytunnel", chunkedUrl])));
+      chPlain.push(Number(await exec([...curl, chunkedUrl])));
+      smDirect.push(Number(await smallRun("direct")));
+      smGated.push(Number(await smallRun("connect")));
+      smPlain.push(Number(await smallRun("plain")));
     }
+    const loadAfter = loadavg();
     const best = (xs) => Math.max(...xs) / 1e6;
     const share = (xs, of) => `${((100 * best(xs)) / best(of)).toFixed(0)}%`;
     const mbs = (xs) => `${best(xs).toFixed(0).padStart(6)} MB/s`;
@@ -113,7 +178,18 @@ export async function egressBench({ vak, env }) {
     console.log(`  upload, direct curl -T                       ${mbs(upDirect)}   (baseline)`);
     console.log(`  upload in vak exec, CONNECT                  ${mbs(upGated)}   ${share(upGated, upDirect)} of direct`);
     console.log(`  upload in vak exec, plain HTTP               ${mbs(upPlain)}   ${share(upPlain, upDirect)} of direct, ${share(upPlain, upGated)} of CONNECT (target: at least 80% of CONNECT)`);
+    console.log(`  chunked download, direct curl                ${mbs(chDirect)}   (baseline)`);
+    console.log(`  chunked download in vak exec, CONNECT        ${mbs(chGated)}   ${share(chGated, chDirect)} of direct`);
+    console.log(`  chunked download in vak exec, plain HTTP     ${mbs(chPlain)}   ${share(chPlain, chDirect)} of direct, ${share(chPlain, chGated)} of CONNECT (target: at least 80% of CONNECT)`);
+    const rps = (xs) => `${best(xs).toFixed(0).padStart(6)} req/s`;
+    const perReq = (xs) => `${(1e3 / best(xs)).toFixed(3)} ms each`;
+    const rate = (xs) => xs.map((x) => x * 1e6); // best() divides by 1e6
+    console.log(`  ${N} small requests, one keep-alive connection, direct   ${rps(rate(smDirect))}   ${perReq(rate(smDirect))} (baseline)`);
+    console.log(`  ... in vak exec, inside one CONNECT tunnel             ${rps(rate(smGated))}   ${perReq(rate(smGated))}, ${share(rate(smGated), rate(smDirect))} of direct`);
+    console.log(`  ... in vak exec, plain HTTP through the gate           ${rps(rate(smPlain))}   ${perReq(rate(smPlain))}, ${share(rate(smPlain), rate(smDirect))} of direct, ${share(rate(smPlain), rate(smGated))} of CONNECT (target: at least 80% of CONNECT)`);
     console.log("  target: at least 80% of direct");
+    const la = (l) => l.map((x) => x.toFixed(1)).join(" ");
+    console.log(`  load average (1, 5, 15 min): ${la(loadBefore)} before, ${la(loadAfter)} after (2 cores)`);
 
     const script = join(ws, "tunnels.mjs");
     writeFileSync(

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <math.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -537,6 +538,26 @@ static napi_value reset_on_close_js(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* pending(fd): the bytes waiting in a TCP socket's receive queue, unread; -1 once the peer has ended
+ * or reset it. For a kept upstream connection: anything there, or its end, is a framing doubt. */
+static napi_value pending_js(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], out;
+  int32_t fd;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 1 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || not_a_tcp_connection(fd)) {
+    napi_throw_type_error(env, NULL, "vak engine: pending(fd) takes a connected TCP socket");
+    return NULL;
+  }
+  int n = 0;
+  char c;
+  ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) n = -1;
+  else if (r > 0 && ioctl(fd, FIONREAD, &n) != 0) n = -1;
+  CHECK(napi_create_int32(env, n, &out));
+  return out;
+}
+
 /* sendClient(socketPath, message, fd): what a relay does, for tests. */
 static napi_value send_client(napi_env env, napi_callback_info info) {
   size_t argc = 3;
@@ -583,7 +604,7 @@ static napi_value init(napi_env env, napi_value exports) {
   const struct {
     const char *name;
     napi_callback fn;
-  } fns[] = {{"createEngine", create_engine}, {"tunnel", tunnel}, {"cancel", cancel}, {"close", close_engine}, {"sendClient", send_client}, {"resetOnClose", reset_on_close_js}};
+  } fns[] = {{"createEngine", create_engine}, {"tunnel", tunnel}, {"cancel", cancel}, {"close", close_engine}, {"sendClient", send_client}, {"resetOnClose", reset_on_close_js}, {"pending", pending_js}};
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
     napi_value f;
     if (napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &f) != napi_ok) return NULL;

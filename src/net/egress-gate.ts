@@ -164,6 +164,7 @@ export class EgressGate {
         try {
           // Half-open: a client that shuts down its sending side still gets its answer.
           s = new Socket({ fd, readable: true, writable: true, allowHalfOpen: true });
+          s.setNoDelay(true); // answers go out as written: no wait for an ACK (Nagle) between a head and its body
         } catch {
           return closeSync(fd);
         }

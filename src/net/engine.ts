@@ -17,6 +17,7 @@ interface Addon {
   close(engine: unknown): void;
   sendClient(socketPath: string, message: string, fd: number): void;
   resetOnClose(fd: number): void;
+  pending(fd: number): number;
 }
 
 let addon: Addon | undefined;
@@ -144,4 +145,17 @@ export function resetSocket(s: Socket): void {
     // already closed, or not a TCP socket: destroyed all the same
   }
   s.destroy();
+}
+
+/**
+ * What waits unread in a socket's receive queue, in the kernel (Node may not
+ * have read it yet): its byte count, or -1 once the peer has ended or reset
+ * it (and for a socket that is not a connected TCP one).
+ */
+export function pendingBytes(s: Socket): number {
+  try {
+    return load().pending(socketFd(s));
+  } catch {
+    return -1;
+  }
 }

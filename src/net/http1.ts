@@ -4,8 +4,9 @@
  * bytes are taken from a client (one request at a time, with backpressure,
  * every byte counted). It refuses whatever two parsers could read differently:
  * a bare CR or LF, a folded header or a space before the colon, Content-Length
- * together with Transfer-Encoding, a transfer coding other than chunked, a
- * repeated length header.
+ * together with Transfer-Encoding, a Transfer-Encoding in any form but one
+ * list of known codings ending in chunked, one in HTTP/1.0, a repeated length
+ * header, a header a lenient server would read as a framing one.
  */
 export class HttpError extends Error {
   constructor(
@@ -29,7 +30,8 @@ export interface RequestHead {
   headers: HeaderList;
 }
 
-export type Framing = { kind: "none" } | { kind: "length"; length: number } | { kind: "chunked" };
+/** How a body is delimited. A chunked body's codings are those its Transfer-Encoding named before chunked (lower-cased): end-to-end content the gate passes on, not decodes. */
+export type Framing = { kind: "none" } | { kind: "length"; length: number } | { kind: "chunked"; codings: string[] };
 
 /** Where bytes come from: the gate's reader over a client socket. */
 export interface ByteSource {
@@ -91,6 +93,7 @@ function fields(lines: string[], fail: (message: string) => HttpError): HeaderLi
 }
 
 export interface ResponseHead {
+  version: "1.0" | "1.1";
   status: number;
   reason: string;
   headers: HeaderList;
@@ -105,25 +108,69 @@ const badUpstream = (message: string) => new HttpError(502, "bad-response", `the
  */
 export function parseResponseHead(raw: Buffer): ResponseHead {
   const lines = headLines(raw, badUpstream, "response head");
-  const m = /^HTTP\/1\.[01] ([0-9]{3})(?: ([^]*))?$/.exec(lines[0]!);
+  const m = /^HTTP\/1\.([01]) ([0-9]{3})(?: ([^]*))?$/.exec(lines[0]!);
   if (!m) throw badUpstream("a malformed status line");
-  return { status: Number(m[1]), reason: m[2] ?? "", headers: fields(lines.slice(1), badUpstream) };
+  return { version: m[1] === "1" ? "1.1" : "1.0", status: Number(m[2]), reason: m[3] ?? "", headers: fields(lines.slice(1), badUpstream) };
 }
 
 /** How a response's body is delimited (RFC 9112, 6.3); every ambiguous combination is refused. */
 export function responseFraming(head: ResponseHead, method: string): Framing | { kind: "close" } {
+  lookalikes(head.headers, badUpstream);
   const te = headerValues(head.headers, "transfer-encoding");
   const cl = headerValues(head.headers, "content-length");
   if (te.length && cl.length) throw badUpstream("both Content-Length and Transfer-Encoding");
   if (cl.length && (cl.length !== 1 || !/^[0-9]{1,15}$/.test(cl[0]!))) throw badUpstream("a malformed or repeated Content-Length");
-  if (te.length && (te.length !== 1 || te[0]!.toLowerCase() !== "chunked")) throw badUpstream("a transfer coding other than chunked");
+  const codings = te.length ? transferCodings(te, head.version, badUpstream) : undefined;
   if (method === "HEAD" || head.status === 204 || head.status === 304 || head.status < 200) return { kind: "none" };
-  if (te.length) return { kind: "chunked" };
+  if (codings) return { kind: "chunked", codings };
   if (cl.length) {
     const length = Number(cl[0]);
     return length === 0 ? { kind: "none" } : { kind: "length", length };
   }
   return { kind: "close" };
+}
+
+/** Codings a Transfer-Encoding may name before its final chunked: the registered compressions, end to end. */
+const CODINGS: ReadonlySet<string> = new Set(["gzip", "x-gzip", "deflate", "compress", "x-compress"]);
+const MAX_CODINGS = 4;
+
+/**
+ * The codings one Transfer-Encoding header names before its final chunked
+ * (RFC 9112, 6.1), lower-cased, spaces around each dropped. Only that form is
+ * unambiguous: any other (chunked not last, twice, with parameters, an
+ * unknown or empty coding, a second header, in HTTP/1.0) is a request two
+ * parsers can frame differently, and is refused.
+ */
+export function transferCodings(values: string[], version: "1.0" | "1.1", fail: (message: string) => HttpError): string[] {
+  if (values.length !== 1) throw fail("more than one Transfer-Encoding header");
+  // RFC 9112, 6.1: an HTTP/1.0 message with a Transfer-Encoding has faulty framing, whatever else it says.
+  if (version === "1.0") throw fail("a Transfer-Encoding in an HTTP/1.0 message, whose framing is then faulty (RFC 9112, 6.1)");
+  const items = values[0]!.split(",").map((c) => c.replace(/^[ \t]+|[ \t]+$/g, "").toLowerCase());
+  if (items.at(-1) !== "chunked") throw fail("a Transfer-Encoding whose last coding is not chunked");
+  const codings = items.slice(0, -1);
+  if (codings.length > MAX_CODINGS) throw fail(`a Transfer-Encoding with more than ${MAX_CODINGS} codings before chunked`);
+  for (const c of codings)
+    if (!CODINGS.has(c)) throw fail(`a transfer coding before chunked other than ${[...CODINGS].join(", ")} (chunked is allowed once, last, without parameters)`);
+  return codings;
+}
+
+/** The one spelling of a body's framing on the wire: the codings, then chunked. */
+export function transferEncoding(codings: readonly string[]): string {
+  return [...codings, "chunked"].join(", ");
+}
+
+/**
+ * Refuses a header that a lenient server reads as a framing header (an
+ * underscore for the hyphen: CGI-style gateways fold both to one name). The
+ * gate does not frame by it, so such a server and the gate would read the
+ * body differently.
+ */
+function lookalikes(headers: HeaderList, fail: (message: string) => HttpError): void {
+  for (const [n] of headers) {
+    const folded = n.toLowerCase().replace(/_/g, "-");
+    if (n.includes("_") && (folded === "content-length" || folded === "transfer-encoding"))
+      throw fail(`a header named like ${folded === "content-length" ? "Content-Length" : "Transfer-Encoding"} with an underscore, which some servers read as that header; send the header itself`);
+  }
 }
 
 /** Every value of a header, matched without regard to case. */
@@ -138,14 +185,15 @@ export function connectionTokens(headers: HeaderList): Set<string> {
 }
 
 /** How a request's body is delimited; refuses every ambiguous combination. */
-export function requestFraming(headers: HeaderList): Framing {
+export function requestFraming(headers: HeaderList, version: "1.0" | "1.1" = "1.1"): Framing {
+  lookalikes(headers, bad);
   const te = headerValues(headers, "transfer-encoding");
   const cl = headerValues(headers, "content-length");
   if (te.length && cl.length) throw bad("both Content-Length and Transfer-Encoding");
   if (te.length) {
-    if (te.length !== 1 || te[0]!.toLowerCase() !== "chunked")
-      throw new HttpError(501, "bad-framing", "only Transfer-Encoding: chunked is accepted for a request body");
-    return { kind: "chunked" };
+    // An unknown coding is a 501 (RFC 9112, 6.1); a form that could be read two ways is a 400.
+    const codings = transferCodings(te, version, (m) => (/^a transfer coding/.test(m) ? new HttpError(501, "bad-framing", m) : new HttpError(400, "bad-framing", m)));
+    return { kind: "chunked", codings };
   }
   if (cl.length) {
     if (cl.length !== 1 || !/^[0-9]{1,15}$/.test(cl[0]!)) throw bad("a malformed or repeated Content-Length");
@@ -155,22 +203,37 @@ export function requestFraming(headers: HeaderList): Framing {
   return { kind: "none" };
 }
 
+/** The size a chunk's size line gives (extensions allowed and dropped); throws on any other line. */
+export function chunkSize(line: string): number {
+  const m = /^([0-9A-Fa-f]{1,12})(?:[ \t]*;[\t\x20-\x7e]*)?$/.exec(line);
+  if (!m) throw bad("a malformed chunk size line");
+  return parseInt(m[1]!, 16);
+}
+
+/** Reads a chunked body's chunk size line. */
+export function chunkLine(src: ByteSource): Promise<string> {
+  return src.readLine(MAX_CHUNK_LINE);
+}
+
+/** Reads the trailer fields after the last chunk, and the blank line; they are dropped (nothing after the body is forwarded). */
+export async function dropTrailers(src: ByteSource): Promise<void> {
+  for (let n = 0; (await src.readLine(MAX_CHUNK_LINE)) !== ""; n++) if (n >= MAX_TRAILERS) throw bad("too many trailer fields");
+}
+
+/** Reads the CRLF that ends a chunk's data. */
+export async function chunkEnd(src: ByteSource): Promise<void> {
+  if ((await src.readLine(0)) !== "") throw bad("chunk data longer than its size");
+}
+
 /** The body's bytes, decoded from its framing; throws on a malformed chunk or an early end. */
 export async function* bodyPieces(src: ByteSource, framing: Framing): AsyncGenerator<Buffer> {
   if (framing.kind === "none") return;
   if (framing.kind === "length") return yield* exactly(src, framing.length);
   for (;;) {
-    const line = await src.readLine(MAX_CHUNK_LINE);
-    const m = /^([0-9A-Fa-f]{1,12})(?:[ \t]*;[\t\x20-\x7e]*)?$/.exec(line);
-    if (!m) throw bad("a malformed chunk size line");
-    const size = parseInt(m[1]!, 16);
-    if (size === 0) {
-      // Trailer fields are read and dropped: nothing after the body is forwarded.
-      for (let n = 0; (await src.readLine(MAX_CHUNK_LINE)) !== ""; n++) if (n >= MAX_TRAILERS) throw bad("too many trailer fields");
-      return;
-    }
+    const size = chunkSize(await chunkLine(src));
+    if (size === 0) return dropTrailers(src);
     yield* exactly(src, size);
-    if ((await src.readLine(0)) !== "") throw bad("chunk data longer than its size");
+    await chunkEnd(src);
   }
 }
 

@@ -1,107 +1,35 @@
-import { Agent, type ClientRequest, type IncomingMessage, request as httpRequest, STATUS_CODES } from "node:http";
+import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
-import { connect as tlsConnect, type SecureContext, type TLSSocket } from "node:tls";
 import { type Host, hostText, parseAuthority } from "../policy/address.js";
-import type { EgressEvent } from "./egress-log.js";
 import {
-  bodyPieces, connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, parseRequestHead,
-  type RequestHead, requestFraming, responseHead, safeReason,
+  connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, parseRequestHead,
+  type RequestHead, requestFraming, responseHead, transferEncoding,
 } from "./http1.js";
-import type { TunnelEnd } from "./engine.js";
-import { forHost, type PlaceholderSecret, substitute } from "./placeholders.js";
+import { substitute } from "./placeholders.js";
 import { ClosedError, SocketReader } from "./reader.js";
-import { LimitError, outcomeOf, RecordError, TransferError, tunnelOutcome, UpstreamError } from "./outcome.js";
+import { LimitError, outcomeOf, RecordError, TransferError } from "./outcome.js";
 
 export { LimitError } from "./outcome.js";
-import { terminate, TerminateError } from "./terminate.js";
-import { type EarlyUpstream, preconnect } from "./tls-early.js";
-import { pumpBody } from "./tls-pump.js";
-import { isUpgrade, carryUpgrade } from "./upgrade.js";
+import { isUpgrade } from "./upgrade.js";
 import { type PlainRequest, type PlainState, sendPlain } from "./spliced.js";
 import { canonicalPath, PathError } from "../policy/url-path.js";
-import { type Endpoint, isRelay, matchEndpoint } from "./endpoint.js";
+import { matchEndpoint } from "./endpoint.js";
+import { connect } from "./connect.js";
+import { NodeForwarder } from "./node-forward.js";
+import { hostHeaderProblem } from "./proxy-head.js";
+import { UpstreamPool } from "./upstream-pool.js";
+import type { Connection, EgressFields, Origin, ProxyContext } from "./proxy-context.js";
 
-export type EgressFields = Omit<EgressEvent, "time" | "component" | "generation">;
+export type { Checked, Connection, EgressFields, Origin, ProxyContext } from "./proxy-context.js";
 
-export type Checked =
-  | { ok: true; canonical: string; address: string; resolved: string[]; rule: string; inspect?: boolean; readOnly?: boolean }
-  | { ok: false; status: number; code: string; reason: string; canonical: string; resolved?: string[] };
-
-/** What a client connection needs from the gate: its worker's decisions, limits and record. */
-export interface ProxyContext {
-  limits: { headerBytes: number; headerMs: number; bytesPerConnection: number; idleMs: number };
-  /** Counts bytes received for this connection; throws LimitError past its budget. */
-  take(n: number): void;
-  record(e: EgressFields): void;
-  /** Settles once everything recorded so far is durable; rejects if it cannot be (then nothing is sent). */
-  durable(): Promise<void>;
-  /**
-   * Decides a request and resolves its name (once: pinned, an address already
-   * checked for this connection, is used instead). path is the canonical path,
-   * when a grant for the destination names paths.
-   */
-  check(method: string, host: Host, port: number, hasBody: boolean, path?: string, pinned?: { address: string; resolved: string[] }): Promise<Checked>;
-  /** Whether a grant for this destination names a path: its requests are then checked, and sent, on their canonical path. */
-  pathRules(host: Host, port: number): boolean;
-  /** The secret headers this worker's grant puts on requests to this destination. */
-  secretHeaders(host: Host, port: number): readonly { ref: string; header: string; value: string }[];
-  /** Secrets the command holds as placeholders; the gate puts their values in headers for their hosts. */
-  placeholders: readonly PlaceholderSecret[];
-  /** Provider endpoints on the relay's own address. */
-  endpoints: readonly Endpoint[];
-  /** TLS at the gate, when this worker's grants may need it: the leaf for a host, and the context that verifies upstreams. */
-  tls?: { serverContext(host: Host): Promise<SecureContext>; upstream(): SecureContext } | undefined;
-  /** Opens an upstream connection counted against the worker's cap; throws LimitError at the cap. */
-  openUpstream(address: string, port: number): Socket;
-  /** Settles once an opened upstream can carry bytes: connected, and through the upstream proxy if there is one. */
-  upstreamReady(s: Socket, address: string, port: number): Promise<void>;
-  /**
-   * Hands a granted tunnel's two sockets to the engine, which splices them off
-   * the event loop with the prefixes first; the caller then destroys its own
-   * handles. Settles when the tunnel ends.
-   */
-  splice(client: Socket, upstream: Socket, upPrefix: Buffer, downPrefix: Buffer): Promise<TunnelEnd>;
-  /**
-   * Hands the engine one counted body: the prefix, then exactly length bytes
-   * from -> to, counted against the connection's budget (and reserving it
-   * while it runs). The sockets stay the caller's, who must not read from or
-   * write to them until done settles; cancel() ends it early.
-   */
-  transfer(from: Socket, to: Socket, prefix: Buffer, length: number): { done: Promise<TunnelEnd>; cancel(): void };
-  /** Why this worker's connections are being closed, once they are: its grant revoked, or its command ended. */
-  ended(): "revoked" | "released" | undefined;
-}
-
-
+/** Idle upstream connections one client connection keeps, and for how long: shorter than common servers' keep-alive (5 s), so that the gate seldom sends on one the server is closing. */
+const POOL_SIZE = 4;
+const POOL_IDLE_MS = 4000;
 
 /** Methods for which Node's client would add its own framing if we gave none. */
 const NO_DEFAULT_BODY = new Set(["GET", "HEAD", "DELETE", "OPTIONS", "TRACE"]);
 
-/** Waits until a writable can take more; fails if it closes first. */
-function drained(w: Socket | ClientRequest): Promise<void> {
-  if (w.destroyed) return Promise.reject(new ClosedError());
-  return new Promise((resolve, reject) => {
-    const ok = () => (w.off("close", gone), resolve());
-    const gone = () => (w.off("drain", ok), reject(new ClosedError()));
-    w.once("drain", ok);
-    w.once("close", gone);
-  });
-}
 
-/** The Host header's problem, if it has one: missing (when required), repeated in any spelling, or naming another place. */
-function hostHeaderProblem(headers: HeaderList, target: { host: Host; port: number }, defaultPort: number, required: boolean): string | undefined {
-  const hosts = headerValues(headers, "host");
-  if (hosts.length > 1) return "more than one Host header";
-  if (hosts.length === 0) return required ? "no Host header" : undefined;
-  try {
-    const h = parseAuthority(hosts[0]!, defaultPort);
-    if (hostText(h.host) !== hostText(target.host) || h.port !== target.port)
-      return `the Host header (${hosts[0]}) does not match the target (${hostText(target.host)}:${target.port})`;
-  } catch (e) {
-    return `bad Host header: ${(e as Error).message}`;
-  }
-  return undefined;
-}
 
 
 
@@ -113,68 +41,38 @@ function hostHeaderProblem(headers: HeaderList, target: { host: Host; port: numb
  * stays in the kernel. Every allowed request is recorded when it is allowed,
  * before anything is connected, and again, with how it ended, on every path.
  */
-/** Inside a terminated tunnel: the destination its CONNECT named, and the address checked for it then. */
-export interface Origin {
-  host: Host;
-  port: number;
-  address: string;
-  resolved: string[];
-  /** The upstream connection opened with the tunnel, for its first request. */
-  early?: EarlyUpstream;
-}
 
-export class ProxyConnection {
+export class ProxyConnection implements Connection {
   constructor(
-    private readonly socket: Socket,
-    private readonly reader: SocketReader,
-    private readonly ctx: ProxyContext,
+    readonly socket: Socket,
+    readonly reader: SocketReader,
+    readonly ctx: ProxyContext,
     /** Set inside a terminated tunnel: requests are origin-form, to this destination only, sent over verified TLS. */
     private readonly origin?: Origin,
     /** Set inside a tunnel to the relay itself: only provider endpoints are served. */
     private readonly endpointsOnly = false,
-  ) {}
+  ) {
+    this.node = new NodeForwarder(this, origin);
+    this.upstreams = new UpstreamPool(POOL_SIZE, Math.min(POOL_IDLE_MS, ctx.limits.idleMs));
+    socket.once("close", () => this.upstreams.close());
+  }
 
-  private agent: Agent | undefined;
+  private readonly node: NodeForwarder;
+  /** Plain HTTP's upstream connections, kept between this client's requests; they end with it. */
+  private readonly upstreams: UpstreamPool;
 
-  /**
-   * The upstream connection of a terminated tunnel: one at a time (requests are
-   * read one at a time), to the address checked at CONNECT, verified TLS, kept
-   * between requests while the client's connection lasts (close() ends it).
-   */
-  private pool(host: Host, address: string, port: number): Agent {
-    if (this.agent) return this.agent;
-    const agent = new Agent({ keepAlive: true, maxSockets: 1, maxFreeSockets: 1, timeout: this.ctx.limits.idleMs });
-    // Asynchronous (the callback form Agent takes): the socket is usable only once the upstream proxy, if any, has said yes.
-    agent.createConnection = ((_opts: unknown, done: (err: Error | null, s?: Socket) => void) => {
-      const fresh = () => {
-        let s: Socket;
-        try {
-          s = this.ctx.openUpstream(address, port);
-        } catch (e) {
-          return void done(e as Error);
-        }
-        this.ctx.upstreamReady(s, address, port).then(
-          () => done(null, upstreamTls(s, host, this.ctx.tls)),
-          (e: Error) => (s.destroy(), done(new UpstreamError(e.message))),
-        );
-      };
-      // The first request takes the connection opened with the tunnel (tls-early.ts), if it is still open.
-      const early = this.origin?.early?.take();
-      if (!early) return void fresh();
-      early.then((t) => (t ? done(null, t) : fresh()), (e: Error) => done(e));
-      return undefined;
-    }) as unknown as Agent["createConnection"];
-    this.agent = agent;
-    return agent;
+  /** A connection of its own for the requests inside a tunnel this one opened. */
+  inside(socket: Socket, reader: SocketReader, origin: Origin | undefined, endpointsOnly: boolean): ProxyConnection {
+    return new ProxyConnection(socket, reader, this.ctx, origin, endpointsOnly);
   }
 
   /** Ends what this connection still holds upstream (a terminated tunnel's kept connection). */
   close(): void {
-    this.agent?.destroy();
+    this.node.close();
   }
 
   /** Waits until what has been recorded is durable; nothing may be connected before. */
-  private async durable(): Promise<void> {
+  async durable(): Promise<void> {
     try {
       await this.ctx.durable();
     } catch (e) {
@@ -190,6 +88,7 @@ export class ProxyConnection {
     } catch {
       this.socket.destroy();
     }
+    this.upstreams.close();
     if (this.socket.destroyed) return;
     // A lingering close: what the client sent after the last answer is read and dropped, for a
     // while, so that its writes finish and it reads the answer, instead of meeting a reset.
@@ -230,19 +129,19 @@ export class ProxyConnection {
     }
     if (head.method === "CONNECT") {
       if (this.origin || this.endpointsOnly) return this.refuse("CONNECT", head.target, 400, "nested-connect", "a CONNECT inside a tunnel");
-      await this.tunnel(head);
+      await connect(this, head);
       return false;
     }
     return this.forward(head);
   }
 
-  private refuse(method: string, asked: string, status: number, code: string, reason: string, extra: Partial<EgressFields> = {}): false {
+  refuse(method: string, asked: string, status: number, code: string, reason: string, extra: Partial<EgressFields> = {}): false {
     this.ctx.record({ method, asked, decision: "denied", code, reason, status, ...extra });
     this.reply(status, `vak egress gate: refused: ${reason}\n`);
     return false;
   }
 
-  private reply(status: number, text: string): void {
+  reply(status: number, text: string): void {
     if (!this.socket.writable) return;
     const body = Buffer.from(text);
     const headers: HeaderList = [["Content-Type", "text/plain; charset=utf-8"], ["Content-Length", String(body.length)], ["Connection", "close"]];
@@ -250,11 +149,6 @@ export class ProxyConnection {
     this.socket.end(body);
   }
 
-  private async write(data: Buffer | Buffer[]): Promise<void> {
-    let ok = true;
-    for (const b of Array.isArray(data) ? data : [data]) ok = this.socket.write(b);
-    if (!ok) await drained(this.socket);
-  }
 
   /** Absolute-form HTTP (http://host[:port]/path), or origin-form inside a terminated tunnel. */
   private async forward(head: RequestHead): Promise<boolean> {
@@ -286,7 +180,7 @@ export class ProxyConnection {
         target = parseAuthority(m[1]!, 80);
         path = m[2] ? (m[2].startsWith("/") ? m[2] : `/${m[2]}`) : "/";
       }
-      framing = requestFraming(head.headers);
+      framing = requestFraming(head.headers, head.version);
     } catch (e) {
       if (e instanceof HttpError) return this.refuse(method, asked, e.status, e.code, e.message);
       return this.refuse(method, asked, 400, "bad-destination", `bad destination: ${(e as Error).message}`);
@@ -339,122 +233,17 @@ export class ProxyConnection {
       ...(ep ? { endpoint: ep.endpoint.variable } : {}),
     };
     this.ctx.record(allowed); // on the record, durably (below), before a byte leaves
-    if (framing.kind === "chunked") headers.push(["Transfer-Encoding", "chunked"]);
+    if (framing.kind === "chunked") headers.push(["Transfer-Encoding", transferEncoding(framing.codings)]);
     else if (framing.kind === "length") headers.push(["Content-Length", String(framing.length)]);
     else if (!NO_DEFAULT_BODY.has(method)) headers.push(["Content-Length", "0"]);
-    // Plain HTTP whose body has a length (or none): its bodies move in the kernel (spliced.ts).
-    if (!overTls && !upgrade && framing.kind !== "chunked") {
-      headers.push(["Connection", "close"]);
+    // Plain HTTP: its bodies move in the kernel (spliced.ts), over an upstream connection kept for this destination.
+    if (!overTls && !upgrade) {
       const expectContinue = head.version === "1.1" && headerValues(head.headers, "expect").some((v) => v.toLowerCase() === "100-continue");
-      const plain = { method, path, version: head.version, headers, length: framing.kind === "length" ? framing.length : 0, expectContinue, clientClose: listed.has("close"), address: c.address, port: target.port };
+      const key = UpstreamPool.key(c.address, target.port, headers[0]![1], c.rule);
+      const plain = { method, path, version: head.version, headers, body: framing, expectContinue, clientClose: listed.has("close"), address: c.address, port: target.port, key };
       return this.plain(plain, allowed);
     }
-    // Inside a terminated tunnel one upstream connection is kept for the next request (pooled: below).
-    const pooled = Boolean(origin) && !upgrade;
-    if (upgrade) headers.push(["Connection", "Upgrade"], ["Upgrade", "websocket"]);
-    else if (!pooled) headers.push(["Connection", "close"]);
-
-    let status: number | undefined;
-    let bytesUp = 0;
-    let bytesDown = 0;
-    let outcome = "completed";
-    let keep = false;
-    let upSocket: Socket | undefined;
-    let up: ClientRequest | undefined;
-    const abort = () => up?.destroy(new ClosedError());
-    this.socket.once("close", abort);
-    try {
-      await this.durable();
-      if (this.socket.destroyed) throw new ClosedError();
-      let req: ClientRequest;
-      if (pooled) req = httpRequest({ agent: this.pool(target.host, c.address, target.port), method, path, headers: headers.flat(), setHost: false });
-      else {
-        const s = this.ctx.openUpstream(c.address, target.port);
-        upSocket = s;
-        await this.ctx.upstreamReady(s, c.address, target.port).catch((e: Error) => {
-          throw this.socket.destroyed ? new ClosedError() : new UpstreamError(e.message);
-        });
-        const conn = overTls ? upstreamTls(s, target.host, this.ctx.tls) : s;
-        req = httpRequest({ createConnection: () => conn, method, path, headers: headers.flat(), setHost: false });
-      }
-      up = req;
-      let switched: { res: IncomingMessage; socket: Socket; head: Buffer } | undefined;
-      const response = new Promise<IncomingMessage>((resolve, reject) => {
-        req.once("response", resolve);
-        req.once("upgrade", (res: IncomingMessage, u: Socket, h: Buffer) => {
-          if (!upgrade) return void (u.destroy(), reject(new UpstreamError("it switched protocols (101) unasked")));
-          switched = { res, socket: u, head: h };
-          resolve(res);
-        });
-        req.on("error", reject); // kept: a later error must not go unhandled
-      });
-      if (framing.kind !== "none" && head.version === "1.1" && headerValues(head.headers, "expect").some((v) => v.toLowerCase() === "100-continue"))
-        this.socket.write("HTTP/1.1 100 Continue\r\n\r\n");
-      let bodyDone = false;
-      let bodyError: unknown;
-      const sending = (async () => {
-        for await (const piece of bodyPieces(this.reader, framing)) {
-          bytesUp += piece.length;
-          if (!req.write(piece)) await drained(req);
-        }
-        req.end();
-        bodyDone = true;
-      })().catch((e: unknown) => {
-        bodyError = e;
-        req.destroy();
-      });
-      let res: IncomingMessage;
-      try {
-        res = await response;
-      } catch (e) {
-        await sending;
-        throw bodyError ?? e;
-      }
-      const code = res.statusCode ?? 0;
-      if (switched) {
-        // A WebSocket to a granted destination: carried both ways and counted, its frames not inspected.
-        status = 101;
-        const moved = await carryUpgrade(this.socket, this.reader, switched, (n) => this.ctx.take(n), this.ctx.limits.idleMs);
-        bytesUp += moved.up;
-        bytesDown += moved.down;
-        outcome = moved.outcome;
-        return false;
-      }
-      if (code < 200 || code > 599) throw new UpstreamError(`it answered with the invalid status ${code}`);
-      const out = responseFraming(res, method, head.version);
-      keep = out.mode !== "close" && head.version === "1.1" && !listed.has("close");
-      if (!keep) out.headers.push(["Connection", "close"]);
-      status = code;
-      await this.write(responseHead(code, safeReason(res.statusMessage) || (STATUS_CODES[code] ?? ""), out.headers));
-      await pumpBody(res, this.socket, (n) => this.ctx.take(n), { chunked: out.mode === "chunked", counted: (n) => (bytesDown += n) });
-      if (out.mode === "chunked") await this.write(Buffer.from("0\r\n\r\n"));
-      if (!bodyDone) {
-        // The upstream answered before it took the whole body: the rest goes nowhere, and the connection ends
-        // once the client has stopped sending it (or the head deadline passes).
-        keep = false;
-        outcome = "completed; the upstream answered before the whole request body was sent";
-        req.destroy();
-        this.socket.end();
-        const timer = setTimeout(() => this.socket.destroy(), this.ctx.limits.headerMs);
-        await sending;
-        clearTimeout(timer);
-      }
-    } catch (e) {
-      keep = false;
-      outcome = outcomeOf(e);
-      if (status !== undefined || e instanceof ClosedError || e instanceof RecordError || (e instanceof LimitError && !e.status)) this.socket.destroy();
-      else {
-        status = e instanceof HttpError || e instanceof LimitError ? (e.status ?? 502) : 502;
-        this.reply(status, `vak egress gate: ${outcome}\n`);
-      }
-    } finally {
-      this.socket.off("close", abort);
-      // A pooled request that completed gives its connection back for the next one; any other ends it.
-      if (!pooled || outcome !== "completed") up?.destroy();
-      upSocket?.destroy();
-      this.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }), bytesUp, bytesDown });
-    }
-    return keep;
+    return this.node.send({ head, framing, method, path, headers, target, address: c.address, upgrade, overTls, clientClose: listed.has("close") }, allowed);
   }
 
   /** A checked plain-HTTP request, its bodies spliced; on the record as forward()'s are. */
@@ -463,7 +252,7 @@ export class ProxyConnection {
     try {
       await this.durable();
       if (this.socket.destroyed) throw new ClosedError();
-      await sendPlain(this.socket, this.reader, this.ctx, req, st);
+      await sendPlain(this.socket, this.reader, this.ctx, this.upstreams, req, st);
     } catch (e) {
       st.keep = false;
       st.outcome = outcomeOf(e);
@@ -478,144 +267,6 @@ export class ProxyConnection {
     return st.keep;
   }
 
-  /**
-   * A CONNECT whose grant must see inside: TLS is terminated here, and each
-   * request inside is read, decided (method, path), given its secrets and sent
-   * to the address checked now, over TLS verified for the checked name.
-   */
-  private async terminated(asked: string, target: { host: Host; port: number }, c: Checked & { ok: true }, why: string): Promise<void> {
-    const tls = this.ctx.tls;
-    if (!tls) return void this.refuse("CONNECT", asked, 403, "no-tls", `${why}, which needs TLS at the gate, and this gate has none`, { canonical: c.canonical });
-    const allowed = {
-      method: "CONNECT", asked, canonical: c.canonical, resolved: c.resolved, address: c.address, decision: "allowed" as const,
-      reason: `granted by ${c.rule}; TLS terminated at the gate: ${why}`, tls: "terminated" as const,
-    };
-    this.ctx.record(allowed);
-    let outcome = "completed";
-    let status: number | undefined;
-    let early: EarlyUpstream | undefined;
-    try {
-      await this.durable();
-      if (this.socket.destroyed) throw new ClosedError();
-      status = 200;
-      // Allowed and on the record, and the client speaks TLS: the upstream's connection is made while it does its handshake.
-      const secure = await terminate(this.socket, this.reader, target.host, (h) => tls.serverContext(h), this.ctx.limits.headerMs, () => {
-        early = preconnect(this.ctx, c.address, target.port, (s) => upstreamTls(s, target.host, tls));
-      });
-      secure.setTimeout(this.ctx.limits.idleMs, () => secure.destroy());
-      const inner = new ProxyConnection(secure, new SocketReader(secure, (n) => this.ctx.take(n)), this.ctx, { ...target, address: c.address, resolved: c.resolved, early });
-      try {
-        await inner.serve();
-      } finally {
-        inner.close();
-      }
-    } catch (e) {
-      if (e instanceof TerminateError) {
-        outcome = `refused: ${e.message}`;
-        this.ctx.record({ method: "CONNECT", asked, canonical: c.canonical, decision: "denied", code: e.code, reason: e.message, tls: "terminated" });
-      } else outcome = outcomeOf(e);
-      this.socket.destroy();
-    } finally {
-      early?.discard();
-      this.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }) });
-    }
-  }
-
-  /** CONNECT host:port: an opaque tunnel, opened only by a grant for every method and path. */
-  private async tunnel(head: RequestHead): Promise<void> {
-    const asked = head.target;
-    let target: { host: Host; port: number };
-    try {
-      target = parseAuthority(asked);
-    } catch (e) {
-      return void this.refuse("CONNECT", asked, 400, "bad-destination", `bad CONNECT target: ${(e as Error).message}`);
-    }
-    const hostProblem = hostHeaderProblem(head.headers, target, target.port, false);
-    if (hostProblem) return void this.refuse("CONNECT", asked, 400, "host-header", hostProblem);
-    if (this.ctx.endpoints.length && isRelay(target.host, target.port)) {
-      // A client whose proxy agent tunnels even plain HTTP, to its endpoint: the tunnel goes to the gate itself,
-      // where only endpoints are served, each request decided as any other.
-      this.ctx.record({ method: "CONNECT", asked, canonical: `${hostText(target.host)}:${target.port}`, decision: "allowed", reason: "a tunnel to the relay itself: only provider endpoints are served inside" });
-      this.socket.write(ESTABLISHED);
-      return new ProxyConnection(this.socket, this.reader, this.ctx, undefined, true).serve();
-    }
-    const c = await this.ctx.check("CONNECT", target.host, target.port, false);
-    if (!c.ok) return void this.refuse("CONNECT", asked, c.status, c.code, c.reason, { canonical: c.canonical, resolved: c.resolved });
-    const secret = this.ctx.secretHeaders(target.host, target.port).length > 0 || this.ctx.placeholders.some((p) => forHost(p.hosts, target.host, target.port));
-    if (c.inspect || secret) return this.terminated(asked, target, c, c.inspect ? `the grant ${c.rule} is checked on each request` : "a secret goes into its requests");
-    const allowed = { method: "CONNECT", asked, canonical: c.canonical, resolved: c.resolved, address: c.address, decision: "allowed" as const, reason: `granted by ${c.rule}`, tls: "spliced" as const };
-    this.ctx.record(allowed);
-
-    let status: number | undefined;
-    let outcome = "completed";
-    const bytes = { up: 0, down: 0 };
-    let upstream: Socket | undefined;
-    const abort = () => upstream?.destroy();
-    this.socket.once("close", abort);
-    try {
-      await this.durable();
-      if (this.socket.destroyed) throw new ClosedError();
-      const s = this.ctx.openUpstream(c.address, target.port);
-      upstream = s;
-      await this.ctx.upstreamReady(s, c.address, target.port).catch((e: Error) => {
-        throw this.socket.destroyed ? new ClosedError() : new UpstreamError(e.message === "the upstream closed before it connected" ? "closed before connecting" : e.message);
-      });
-      if (this.socket.destroyed) throw new ClosedError();
-      // From here the bytes are the engine's: what either side sent early goes first, then the kernel splices.
-      const early = { up: this.reader.takeBuffered(), down: new SocketReader(s, (n) => this.ctx.take(n)).takeBuffered() };
-      const ended = this.ctx.splice(this.socket, s, early.up, Buffer.concat([ESTABLISHED, early.down]));
-      status = 200;
-      this.socket.off("close", abort);
-      this.socket.destroy();
-      s.destroy();
-      const end = await ended;
-      bytes.up = early.up.length + end.up;
-      bytes.down = early.down.length + end.down;
-      outcome = tunnelOutcome(end.outcome, this.ctx.limits);
-    } catch (e) {
-      outcome = outcomeOf(e);
-      if (status !== undefined || e instanceof ClosedError || e instanceof RecordError || (e instanceof LimitError && !e.status)) this.socket.destroy();
-      else {
-        status = e instanceof LimitError ? (e.status ?? 502) : 502;
-        this.reply(status, `vak egress gate: ${outcome}\n`);
-      }
-    } finally {
-      this.socket.off("close", abort);
-      upstream?.destroy();
-      this.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }), bytesUp: bytes.up, bytesDown: bytes.down });
-    }
-  }
-}
-
-const ESTABLISHED = Buffer.from("HTTP/1.1 200 Connection Established\r\n\r\n");
-
-/** The gate's TLS client to an upstream: verified against the gate's trust for the checked name (or IP), HTTP/1.1 only. */
-function upstreamTls(s: Socket, host: Host, tls: ProxyContext["tls"]): TLSSocket {
-  if (!tls) throw new UpstreamError("this gate has no TLS");
-  const name = host.kind === "name" ? host.name : host.ip;
-  s.setNoDelay(true);
-  return tlsConnect({ socket: s, host: name, ...(host.kind === "name" ? { servername: host.name } : {}), secureContext: tls.upstream(), ALPNProtocols: ["http/1.1"] });
 }
 
 
-/** The response head's fields and how its body goes to the client: the gate frames it itself. */
-function responseFraming(res: IncomingMessage, method: string, version: "1.0" | "1.1"): { headers: HeaderList; mode: "none" | "length" | "chunked" | "close" } {
-  const fields: HeaderList = [];
-  for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) fields.push([res.rawHeaders[i]!, res.rawHeaders[i + 1]!]);
-  const listed = connectionTokens(fields);
-  const lengths = headerValues(fields, "content-length");
-  const chunked = headerValues(fields, "transfer-encoding").length > 0;
-  const length = !chunked && lengths.length === 1 && /^[0-9]{1,15}$/.test(lengths[0]!) ? lengths[0] : undefined;
-  const headers = fields.filter(([n]) => {
-    const lower = n.toLowerCase();
-    return lower !== "content-length" && !HOP_BY_HOP.has(lower) && !listed.has(lower);
-  });
-  const status = res.statusCode ?? 0;
-  if (method === "HEAD" || status === 204 || status === 304) {
-    if (length !== undefined && status !== 204) headers.push(["Content-Length", length]);
-    return { headers, mode: "none" };
-  }
-  if (length !== undefined) return { headers: [...headers, ["Content-Length", length]], mode: "length" };
-  if (version === "1.1") return { headers: [...headers, ["Transfer-Encoding", "chunked"]], mode: "chunked" };
-  return { headers, mode: "close" };
-}

@@ -1,28 +1,34 @@
 import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
+import { copyChunked } from "./chunked-body.js";
 import { resetSocket, type TunnelEnd } from "./engine.js";
+import { flushed, holdReads, queued, resumeReads, written } from "./hold.js";
 import {
-  bodyPieces, chunk, connectionTokens, type HeaderList, headerValues, HOP_BY_HOP, HttpError, parseResponseHead,
-  requestHead, type ResponseHead, responseFraming, responseHead, safeReason,
+  connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, parseResponseHead,
+  requestHead, type ResponseHead, responseFraming, responseHead, safeReason, transferEncoding,
 } from "./http1.js";
 import { LimitError, TransferError, tunnelOutcome, UpstreamError } from "./outcome.js";
 import { ClosedError, SocketReader } from "./reader.js";
+import type { UpstreamPool } from "./upstream-pool.js";
 
 /**
  * Plain HTTP (absolute-form, to an http:// destination) with its bodies moved
  * in the kernel. The gate reads and decides every request head itself, and
- * reads every response head itself; only a body whose length a Content-Length
- * gave goes through the engine, and the engine is asked for that many bytes
- * and no more. What the client sent after its body (a pipelined request) stays
- * in its socket until the gate reads it as the next head and decides it; what
- * an upstream sent past its Content-Length is never passed on (its connection
- * is closed after each request). A chunked or close-delimited response is
- * decoded and re-framed here, as on the other paths.
+ * reads every response head itself; a body whose length a Content-Length gave
+ * goes through the engine, which is asked for that many bytes and no more, and
+ * a chunked one is moved chunk by chunk (chunked-body.ts: the gate reads and
+ * checks the framing, the engine moves each large chunk's data). What the
+ * client sent after its body (a pipelined request) stays in its socket until
+ * the gate reads it as the next head and decides it. The upstream connection
+ * is kept for the client's next request to the same destination (the pool,
+ * upstream-pool.ts) only when nothing leaves a doubt about where its answer
+ * ended; else it is closed, so that what it sent after cannot answer another
+ * request. A close-delimited response is copied here, and ends its connection.
  */
 
 /** What a plain request needs of its connection's context (proxy.ts's ProxyContext has it all). */
 export interface PlainContext {
-  limits: { headerBytes: number; bytesPerConnection: number; idleMs: number };
+  limits: { headerBytes: number; headerMs: number; bytesPerConnection: number; idleMs: number };
   take(n: number): void;
   openUpstream(address: string, port: number): Socket;
   upstreamReady(s: Socket, address: string, port: number): Promise<void>;
@@ -35,15 +41,17 @@ export interface PlainRequest {
   method: string;
   path: string;
   version: "1.0" | "1.1";
-  /** The gate's headers, its framing and Connection: close included. */
+  /** The gate's headers, its framing included. */
   headers: HeaderList;
-  /** The body's length (Content-Length; 0 for none). */
-  length: number;
+  /** The body's framing, as the gate read it. */
+  body: Framing;
   expectContinue: boolean;
   /** The client asked to close after this request. */
   clientClose: boolean;
   address: string;
   port: number;
+  /** The upstream pool's key for this destination as decided (UpstreamPool.key). */
+  key: string;
 }
 
 /** What the request did so far, for its record; filled in as it goes, also when it throws. */
@@ -53,38 +61,8 @@ export interface PlainState {
   bytesDown: number;
   outcome: string;
   keep: boolean;
-}
-
-
-type Handle = { reading?: boolean; readStop?: () => number; readStart?: () => number };
-
-/** Stops libuv reading a socket: its bytes stay in the kernel, for the engine. */
-function holdReads(s: Socket): void {
-  const h = (s as unknown as { _handle?: Handle })._handle;
-  if (h?.readStop && h.reading) {
-    h.reading = false;
-    h.readStop();
-  }
-}
-
-/** Lets Node read a socket again (what holdReads stopped; Node's own bookkeeping would not restart it). */
-function resumeReads(s: Socket): void {
-  const h = (s as unknown as { _handle?: Handle })._handle;
-  if (h?.readStart && !h.reading && !s.destroyed) {
-    h.reading = true;
-    h.readStart();
-  }
-}
-
-/** Settles once what Node holds for a socket has gone to the kernel, so that the engine's bytes follow it. */
-function flushed(s: Socket): Promise<void> {
-  if (!s.writableLength) return Promise.resolve();
-  return new Promise((resolve, reject) => s.write(Buffer.alloc(0), (e) => (e ? reject(new ClosedError()) : resolve())));
-}
-
-function written(s: Socket, data: Buffer | Buffer[]): Promise<void> {
-  for (const b of Array.isArray(data) ? data : [data]) s.write(b);
-  return flushed(s);
+  /** The upstream connection was a kept one. */
+  reused?: boolean;
 }
 
 /** Why a transfer that did not complete ended, as the error that ends the request. */
@@ -100,6 +78,13 @@ function transferError(end: TunnelEnd, limits: PlainContext["limits"], body: "re
   return new LimitError(tunnelOutcome(end.outcome, limits).replace(/^stopped: /, ""));
 }
 
+/** The upstream closed (or reset) its connection before a byte of an answer. */
+class NoAnswer extends UpstreamError {
+  constructor() {
+    super("it closed the connection without an answer");
+  }
+}
+
 /** The final response head; informational (1xx) answers are read and not passed on. */
 async function readResponse(r: SocketReader, maxBytes: number): Promise<ResponseHead> {
   for (let i = 0; i < 8; i++) {
@@ -111,7 +96,7 @@ async function readResponse(r: SocketReader, maxBytes: number): Promise<Response
       if (e instanceof ClosedError) throw new UpstreamError("its connection closed before it answered");
       throw e;
     }
-    if (!raw) throw new UpstreamError("it closed the connection without an answer");
+    if (!raw) throw new NoAnswer();
     const head = parseResponseHead(raw);
     if (head.status === 101) throw new UpstreamError("it switched protocols (101) unasked");
     if (head.status < 100 || head.status > 599) throw new UpstreamError(`it answered with the invalid status ${head.status}`);
@@ -132,56 +117,100 @@ const quiet = <T>(p: Promise<T>): Promise<T> => (p.catch(() => {}), p);
  * with st saying how far it got; every transfer has ended, and both sockets
  * are the caller's again, by the time it returns or throws.
  */
-export async function sendPlain(socket: Socket, reader: SocketReader, ctx: PlainContext, req: PlainRequest, st: PlainState): Promise<void> {
+export async function sendPlain(socket: Socket, reader: SocketReader, ctx: PlainContext, pool: UpstreamPool, req: PlainRequest, st: PlainState): Promise<void> {
+  try {
+    await sendOnce(socket, reader, ctx, pool, req, st, false);
+  } catch (e) {
+    // A kept connection the upstream closed as the request went out (its keep-alive ran out): a request
+    // without a body, not a byte of it answered, is sent once more on a new connection. The gate checked it
+    // once and records it once; only the connection is new.
+    if (!(e instanceof NoAnswer) || !st.reused || req.body.kind !== "none" || socket.destroyed || ctx.ended()) throw e;
+    st.reused = false;
+    await sendOnce(socket, reader, ctx, pool, req, st, true);
+  }
+}
+
+async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext, pool: UpstreamPool, req: PlainRequest, st: PlainState, fresh: boolean): Promise<void> {
   const transfers: { done: Promise<TunnelEnd>; cancel(): void }[] = [];
+  let chunkT: { done: Promise<TunnelEnd>; cancel(): void } | undefined;
   // The client gone: its request is cut, and so is the upstream's.
   const abort = () => {
     for (const t of transfers) t.cancel();
+    chunkT?.cancel();
     if (up) resetSocket(up);
   };
   let up: Socket | undefined;
   let failed = false;
+  /** Nothing leaves a doubt about where this exchange ended: the upstream connection may carry the next. */
+  let clean = false;
   socket.once("close", abort);
   const idleMs = ctx.limits.idleMs;
+  let sendingChunks: Promise<unknown> | undefined;
   try {
-    const s = ctx.openUpstream(req.address, req.port);
+    let s = fresh ? undefined : pool.take(req.key);
+    st.reused = Boolean(s);
+    if (!s) {
+      s = ctx.openUpstream(req.address, req.port);
+      up = s;
+      await ctx.upstreamReady(s, req.address, req.port).catch((e: Error) => {
+        throw socket.destroyed ? new ClosedError() : new UpstreamError(e.message);
+      });
+      s.setNoDelay(true);
+    }
     up = s;
-    await ctx.upstreamReady(s, req.address, req.port).catch((e: Error) => {
-      throw socket.destroyed ? new ClosedError() : new UpstreamError(e.message);
-    });
     if (socket.destroyed) throw new ClosedError();
     const upReader = new SocketReader(s, (n) => ctx.take(n));
     const head = requestHead(req.method, req.path, req.headers);
-    if (req.expectContinue && req.length > 0) await written(socket, Buffer.from("HTTP/1.1 100 Continue\r\n\r\n"));
+    if (req.expectContinue && req.body.kind !== "none") await written(socket, Buffer.from("HTTP/1.1 100 Continue\r\n\r\n"));
 
     // The request body: what the gate has read already goes first; the rest, exactly its length, in the kernel.
     let sending: Promise<TunnelEnd> | undefined;
     let sent: TunnelEnd | undefined;
-    const had = req.length > 0 ? reader.takeBuffered() : Buffer.alloc(0);
-    const part = had.subarray(0, req.length);
-    reader.unread(had.subarray(part.length)); // sent after the body: the next request, read and decided as any other
-    st.bytesUp += part.length;
-    const left = req.length - part.length;
-    if (left > 0) {
-      holdReads(socket);
-      socket.setTimeout(0); // the engine keeps the idle time while it holds the sockets
-      s.setTimeout(0);
-      const t = ctx.transfer(socket, s, Buffer.concat([head, part]), left);
-      transfers.push(t);
-      sending = t.done.then((end) => {
-        st.bytesUp += end.up;
-        sent = end;
-        s.setTimeout(idleMs);
-        return end;
+    const length = req.body.kind === "length" ? req.body.length : 0;
+    if (req.body.kind === "chunked") {
+      s.write(head);
+      const to = s;
+      const t0 = { outcome: "completed", up: 0, down: 0 };
+      const copying = copyChunked(reader, socket, to, {
+        transfer: (from, dst, prefix, n) => ctx.transfer(from, dst, prefix, n),
+        failed: (end) => transferError(end, ctx.limits, "request"),
+        running: (t) => (chunkT = t),
+        idleMs,
+      }).then((n) => {
+        st.bytesUp += n;
+        sent = t0;
+        return t0;
       });
-    } else s.write(Buffer.concat([head, part]));
+      sendingChunks = copying.catch(() => {});
+      sending = copying;
+    } else {
+      const had = length > 0 ? reader.takeBuffered() : Buffer.alloc(0);
+      const part = had.subarray(0, length);
+      reader.unread(had.subarray(part.length)); // sent after the body: the next request, read and decided as any other
+      st.bytesUp += part.length;
+      const left = length - part.length;
+      if (left > 0) {
+        holdReads(socket);
+        socket.setTimeout(0); // the engine keeps the idle time while it holds the sockets
+        s.setTimeout(0);
+        const t = ctx.transfer(socket, s, Buffer.concat([head, part]), left);
+        transfers.push(t);
+        const to = s;
+        sending = t.done.then((end) => {
+          st.bytesUp += end.up;
+          sent = end;
+          to.setTimeout(idleMs);
+          return end;
+        });
+      } else s.write(Buffer.concat([head, part]));
+    }
 
-    const failed = sending?.then((end) => {
+    const failing = sending?.then((end) => {
       if (end.outcome !== "completed") throw transferError(end, ctx.limits, "request");
       return new Promise<never>(() => {});
     });
     const answer = readResponse(upReader, ctx.limits.headerBytes);
-    const res = await Promise.race(failed ? [quiet(answer), quiet(failed)] : [answer]);
+    const res = await Promise.race(failing ? [quiet(answer), quiet(failing)] : [answer]);
 
     const framing = responseFraming(res, req.method);
     const listed = connectionTokens(res.headers);
@@ -195,7 +224,8 @@ export async function sendPlain(socket: Socket, reader: SocketReader, ctx: Plain
     else if (framing.kind === "none") {
       mode = "none";
       if (cl !== undefined && res.status !== 204) headers.push(["Content-Length", cl]);
-    } else if (req.version === "1.1") (mode = "chunked"), headers.push(["Transfer-Encoding", "chunked"]);
+    } else if (req.version === "1.1") (mode = "chunked"), headers.push(["Transfer-Encoding", transferEncoding(framing.kind === "chunked" ? framing.codings : [])]);
+    else if (framing.kind === "chunked" && framing.codings.length) throw new UpstreamError("it sent a transfer coding before chunked, which an HTTP/1.0 client cannot be sent");
     else mode = "close";
     st.keep = mode !== "close" && req.version === "1.1" && !req.clientClose;
     if (!st.keep) headers.push(["Connection", "close"]);
@@ -203,11 +233,13 @@ export async function sendPlain(socket: Socket, reader: SocketReader, ctx: Plain
     st.status = res.status;
 
     if (framing.kind === "length") {
-      // Past its Content-Length an upstream is not read: its connection ends with this request.
+      // Past its Content-Length an upstream is not read: what it sent after is a doubt, and its connection ends.
       const got = upReader.takeBuffered();
       const body = got.subarray(0, framing.length);
       st.bytesDown += body.length;
       const rest = framing.length - body.length;
+      if (got.length > framing.length) clean = false;
+      else clean = true;
       if (rest === 0) await written(socket, [out, body]);
       else {
         holdReads(s);
@@ -219,33 +251,58 @@ export async function sendPlain(socket: Socket, reader: SocketReader, ctx: Plain
         const end = await t.done;
         st.bytesDown += end.up;
         if (end.outcome !== "completed") throw transferError(end, ctx.limits, "response");
+        s.setTimeout(idleMs);
+        resumeReads(s);
       }
+    } else if (framing.kind === "chunked") {
+      await written(socket, out);
+      try {
+        st.bytesDown += await copyChunked(upReader, s, socket, {
+          transfer: (from, dst, prefix, n) => {
+            const t = ctx.transfer(from, dst, prefix, n);
+            transfers.push(t);
+            return t;
+          },
+          failed: (end) => transferError(end, ctx.limits, "response"),
+          running: () => {},
+          idleMs,
+        });
+      } catch (e) {
+        if (e instanceof HttpError) throw new UpstreamError(`its response body: ${e.message}`);
+        throw e;
+      }
+      clean = upReader.takeBuffered().length === 0;
+    } else if (framing.kind === "close") {
+      await written(socket, out);
+      for await (const d of untilEnd(upReader)) {
+        st.bytesDown += d.length;
+        await queued(socket, mode === "chunked" ? Buffer.concat([Buffer.from(`${d.length.toString(16)}\r\n`), d, Buffer.from("\r\n")]) : d);
+      }
+      if (mode === "chunked") await written(socket, Buffer.from("0\r\n\r\n"));
+      await flushed(socket);
     } else {
       await written(socket, out);
-      if (framing.kind !== "none") {
-        try {
-          for await (const d of framing.kind === "chunked" ? bodyPieces(upReader, framing) : untilEnd(upReader)) {
-            st.bytesDown += d.length;
-            await written(socket, mode === "chunked" ? chunk(d) : d);
-          }
-        } catch (e) {
-          if (e instanceof HttpError) throw new UpstreamError(`its response body: ${e.message}`);
-          throw e;
-        }
-        if (mode === "chunked") await written(socket, Buffer.from("0\r\n\r\n"));
-      }
+      clean = upReader.takeBuffered().length === 0;
     }
+    // Kept only if it is HTTP/1.1 on both sides of the upstream's view and it did not say it closes.
+    if (res.version !== "1.1" || listed.has("close")) clean = false;
     if (sending && !sent) {
       // Answered before the whole body arrived: the rest goes nowhere, and the connection ends.
-      transfers[0]!.cancel();
-      const end = await sending;
-      if (end.outcome !== "completed") {
-        st.keep = false;
+      clean = false;
+      st.keep = false;
+      if (transfers[0]) {
+        transfers[0].cancel();
+        const end = await sending;
+        if (end.outcome !== "completed") st.outcome = "completed; the upstream answered before the whole request body was sent";
+      } else {
+        // A chunked body still coming: the upstream's connection is cut; the client's ends once the gate has answered.
+        chunkT?.cancel();
         st.outcome = "completed; the upstream answered before the whole request body was sent";
       }
     } else if (sent && sent.outcome !== "completed") throw transferError(sent, ctx.limits, "request");
   } catch (e) {
     failed = true;
+    clean = false;
     // The gate closing a worker's connections ends its request however it was interrupted.
     const ended = ctx.ended();
     if (ended) throw new LimitError(ended === "revoked" ? "the worker's grant was revoked" : "the command that opened it has ended");
@@ -255,12 +312,22 @@ export async function sendPlain(socket: Socket, reader: SocketReader, ctx: Plain
     socket.off("close", abort);
     // The sockets are the engine's until every transfer has ended.
     for (const t of transfers) t.cancel();
+    chunkT?.cancel();
     await Promise.all(transfers.map((t) => t.done));
+    if (chunkT) await chunkT.done;
     // A request that did not complete is reset upstream: a cut body is never taken for a whole one.
-    if (up) (failed ? resetSocket(up) : up.destroy());
+    if (up) {
+      if (failed) resetSocket(up);
+      else if (clean && st.outcome === "completed") {
+        resumeReads(up);
+        pool.put(req.key, up);
+      } else up.destroy();
+    }
     if (!socket.destroyed) {
       socket.setTimeout(idleMs);
       resumeReads(socket);
+      // A chunked request body the upstream did not wait for: the client is not read again.
+      if (sendingChunks && st.outcome !== "completed") socket.end();
     }
   }
 }

@@ -5,7 +5,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { servedTree, testInternet, type TestInternet } from "../support/netns.js";
 import { runVak } from "../support/vak.js";
-import { collect, gateClient, rawGate, rawUpstream, statusOf, testGate, until } from "../support/net.js";
+import { collect, gateClient, lenientUpstream, rawGate, rawUpstream, statusOf, testGate, until } from "../support/net.js";
 import type { EgressEvent } from "../../src/net/egress-gate.js";
 
 // Real clients (curl, Node's fetch, git) inside `vak exec`, reaching a web
@@ -302,6 +302,23 @@ describe("plain HTTP with its bodies spliced", () => {
     return typeof reply === "string" ? reply : reply(soFar);
   };
   const ok = (text: string) => `HTTP/1.1 200 OK\r\nContent-Length: ${text.length}\r\n\r\n${text}`;
+  /** An upstream answer for each whole request (head and Content-Length body) on a connection, pipelined or kept. */
+  const answered = new WeakMap<Socket, number>();
+  const eachRequest = (reply: string) => (soFar: string, s: Socket) => {
+    let at = 0;
+    let whole = 0;
+    for (;;) {
+      const end = soFar.indexOf("\r\n\r\n", at);
+      if (end < 0) break;
+      const cl = Number(/\r\ncontent-length: *(\d+)/i.exec(soFar.slice(at, end + 2))?.[1] ?? 0);
+      if (soFar.length < end + 4 + cl) break;
+      at = end + 4 + cl;
+      whole += 1;
+    }
+    const before = answered.get(s) ?? 0;
+    answered.set(s, whole);
+    return whole > before ? reply.repeat(whole - before) : undefined;
+  };
   const post = (port: number, path: string, length: number, extra = "") => `POST http://127.0.0.1:${port}${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n${extra}Content-Length: ${length}\r\n\r\n`;
   const ofAsked = (t: { events: EgressEvent[] }, suffix: string) => t.events.filter((e) => e.asked.endsWith(suffix));
   /** TCP connections (not listeners) on this port, as the kernel has them (/proc/net/tcp). */
@@ -311,7 +328,7 @@ describe("plain HTTP with its bodies spliced", () => {
   };
 
   it("a request pipelined after a spliced body never rides it: it is read, decided and refused for an ungranted host", async () => {
-    const granted = await rawUpstream({ answer: afterBody(ok("stored")) });
+    const granted = await rawUpstream({ answer: eachRequest(ok("stored")) });
     const other = await rawUpstream({ answer: () => ok("reached") });
     const t = await testGate([`127.0.0.1:${granted.port}`]);
     try {
@@ -327,8 +344,8 @@ describe("plain HTTP with its bodies spliced", () => {
       expect(other.connections).toBe(0);
       const got = granted.received();
       expect(got).not.toContain("smuggled");
-      // The first upstream connection got the head and exactly the body; the second came on its own connection.
-      expect(granted.connections).toBe(2);
+      // The upstream connection got the head and exactly the body, then the second request, checked on its own, on the same kept connection.
+      expect(granted.connections).toBe(1);
       const firstBody = got.slice(got.indexOf("\r\n\r\n") + 4, got.indexOf("GET /second"));
       expect(firstBody).toBe("a".repeat(MiB));
       expect(c.text()).toMatch(/^HTTP\/1\.1 200 OK\r\n[^]*stored[^]*HTTP\/1\.1 200 OK\r\n[^]*stored[^]*HTTP\/1\.1 403 /);
@@ -571,6 +588,372 @@ describe("plain HTTP with its bodies spliced", () => {
       // The upstream sees a reset, not a clean end, and nothing after it.
       await until(() => connectionsTo(up.port) === 0, "no TCP connection to the upstream is left in the kernel");
       expect(up.received().length).toBeLessThan(64 * MiB);
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+});
+
+// Request smuggling against the gate's plain HTTP: the upstream is a lenient server (test/support/net.ts)
+// that reads every request on each connection as it comes, as the servers smuggling exploits do. Each test
+// fails if that server ever sees a request the gate did not check, or more requests than the gate checked.
+describe("plain HTTP: transfer codings and request smuggling", () => {
+  const checked = (t: { events: EgressEvent[] }) => t.events.filter((e) => e.decision === "allowed" && e.outcome === undefined);
+  /** Every request the upstream read was checked by the gate, one for one, on its path. */
+  const oneForOne = (t: { events: EgressEvent[] }, seen: { line: string }[], what: string) => {
+    const paths = checked(t).map((e) => new URL(e.asked).pathname);
+    expect(seen.length, what).toBeLessThanOrEqual(paths.length);
+    for (const r of seen) expect(paths, what).toContain(r.line.split(" ")[1]);
+  };
+  const smuggled = "GET /smuggled HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const head = (P: number, fields: string, version = "1.1") => `POST http://127.0.0.1:${P}/x HTTP/${version}\r\nHost: 127.0.0.1:${P}\r\n${fields}\r\n`;
+
+  it("a header a lenient server reads as Transfer-Encoding or Content-Length (Transfer_Encoding, Content_Length) is refused: no request rides a body", async () => {
+    const up = await lenientUpstream();
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    try {
+      const P = up.port;
+      const chunkedBody = `0\r\n\r\n${smuggled}`;
+      const attempts = [
+        `${head(P, `Content-Length: ${chunkedBody.length}\r\nTransfer_Encoding: chunked\r\n`)}${chunkedBody}`,
+        `${head(P, `Content-Length: ${chunkedBody.length}\r\ntransfer_encoding: chunked\r\n`)}${chunkedBody}`,
+        `${head(P, `Content-Length: ${smuggled.length}\r\nContent_Length: 0\r\n`)}${smuggled}`,
+        `${head(P, `Transfer-Encoding: chunked\r\nContent_Length: 0\r\n`)}${(smuggled.length).toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`,
+      ];
+      for (const a of attempts) {
+        const r = await rawGate(t.gate.socketPath, t.token, a, { waitMs: 2000 });
+        expect(statusOf(r), a).toBe(400);
+        oneForOne(t, up.requests, a);
+      }
+      expect(up.requests).toEqual([]);
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("Transfer-Encoding obfuscations are refused before anything is sent: xchunked, parameters, chunked not last or twice, identity, quoted, a repeated header, in HTTP/1.0, with Content-Length", async () => {
+    const up = await lenientUpstream();
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    try {
+      const P = up.port;
+      // A body a lenient reader takes as chunked, ending early, with a request after it.
+      const body = `0\r\n\r\n${smuggled}`;
+      const te = (v: string) => `Transfer-Encoding: ${v}\r\n`;
+      const attempts = [
+        head(P, te("xchunked")),
+        head(P, te("chunkedx")),
+        head(P, te("chunked;q=1")),
+        head(P, te("chunked, gzip")),
+        head(P, te("chunked, chunked")),
+        head(P, te("identity, chunked")),
+        head(P, te("gzip")),
+        head(P, te('"chunked"')),
+        head(P, te("gzip,, chunked")),
+        head(P, te("gzip chunked")),
+        head(P, te("ch\x85unked")),
+        head(P, te("chunked") + te("chunked")),
+        head(P, te("gzip") + te("chunked")),
+        head(P, te("chunked"), "1.0"),
+        head(P, te("chunked") + `Content-Length: ${body.length}\r\n`),
+        head(P, `Content-Length: ${body.length}\r\n` + te("chunked")),
+        head(P, "Transfer-Encoding:\r\n chunked\r\n"),
+        head(P, "Transfer-Encoding : chunked\r\n"),
+        head(P, "Transfer-Encoding: chunked\x0b\r\n"),
+      ];
+      for (const a of attempts) {
+        const r = await rawGate(t.gate.socketPath, t.token, a + body, { waitMs: 2000 });
+        expect([400, 501], JSON.stringify(a)).toContain(statusOf(r));
+        expect(r, JSON.stringify(a)).toMatch(/refused: [^\n]*(Transfer-Encoding|transfer coding|Content-Length|malformed|control|HTTP\/1\.0)/);
+        oneForOne(t, up.requests, a);
+      }
+      expect(up.requests).toEqual([]);
+      expect(up.connections).toBe(0);
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("the unambiguous forms reach the upstream as exactly one request, framed the gate's way: chunked in any case and with spaces, codings before chunked", async () => {
+    const up = await lenientUpstream();
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    try {
+      const P = up.port;
+      const forms: [string, string][] = [
+        ["chunked", "chunked"],
+        ["Chunked", "chunked"],
+        ["CHUNKED", "chunked"],
+        ["\t chunked  ", "chunked"],
+        ["gzip, chunked", "gzip, chunked"],
+        ["GZIP,chunked", "gzip, chunked"],
+        ["deflate ,  chunked", "deflate, chunked"],
+        ["x-gzip, chunked", "x-gzip, chunked"],
+      ];
+      // The body holds what looks like the end of a body and a request: data, to the gate and to the upstream.
+      const data = `0\r\n\r\n${smuggled}`;
+      const body = `${data.length.toString(16)}\r\n${data}\r\n0\r\nX-Trailer: 1\r\nContent-Length: 0\r\n\r\n`;
+      for (const [i, [form, sent]] of forms.entries()) {
+        const r = await rawGate(t.gate.socketPath, t.token, head(P, `Transfer-Encoding: ${form}\r\nConnection: close\r\n`) + body, { waitMs: 3000 });
+        expect(statusOf(r), form).toBe(200);
+        expect(r, form).toContain("seen /x");
+        expect(up.requests.length, form).toBe(i + 1);
+        const got = up.requests[i]!;
+        expect(got.headers["transfer-encoding"], form).toBe(sent);
+        expect(got.body, form).toBe(data);
+        expect(got.headers["x-trailer"], form).toBeUndefined(); // trailers are not passed on
+        oneForOne(t, up.requests, form);
+      }
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("a malformed chunk ends the request and the connection, on the record, and the upstream never gets a whole request", async () => {
+    const up = await lenientUpstream();
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    try {
+      const P = up.port;
+      const bodies = [
+        "5\r\nhelloEXTRA\r\n0\r\n\r\n", // data longer than its size
+        "5\r\nhel", // the client ends mid-chunk
+        "fffffffffffffffff\r\nx\r\n0\r\n\r\n", // a size past any length
+        "-5\r\nhello\r\n0\r\n\r\n",
+        "0x5\r\nhello\r\n0\r\n\r\n",
+        "5\nhello\r\n0\r\n\r\n", // a bare LF after the size
+        "5;\x01\r\nhello\r\n0\r\n\r\n", // a control character in an extension
+        `5;${"e".repeat(5000)}\r\nhello\r\n0\r\n\r\n`, // a size line past its bound
+        `0\r\n${"X-T: 1\r\n".repeat(100)}\r\n`, // too many trailers
+      ];
+      for (const b of bodies) {
+        const r = await rawGate(t.gate.socketPath, t.token, head(P, "Transfer-Encoding: chunked\r\n") + b, { waitMs: 2000 });
+        expect(statusOf(r) === 200, JSON.stringify(b)).toBe(false);
+        expect(up.requests, JSON.stringify(b)).toEqual([]);
+      }
+      const ends = t.events.filter((e) => e.outcome !== undefined).map((e) => e.outcome);
+      expect(ends.length).toBe(bodies.length);
+      for (const o of ends) expect(o).toMatch(/chunk|line|closed|trailer|incomplete/);
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("an upstream's Transfer-Encoding is taken only in an unambiguous form: codings before chunked are passed on with them, HTTP/1.0 with one or chunked not last is a 502", async () => {
+    const answers: [string, number, string | undefined][] = [
+      ["HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n4\r\nbody\r\n0\r\n\r\n", 200, "gzip, chunked"],
+      ["HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n4\r\nbody\r\n0\r\n\r\n", 200, "chunked"],
+      ["HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nevil\r\n0\r\n\r\n", 502, undefined],
+      ["HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n4\r\nevil\r\n0\r\n\r\n", 502, undefined],
+      ["HTTP/1.1 200 OK\r\nTransfer-Encoding: xchunked\r\n\r\n4\r\nevil\r\n0\r\n\r\n", 502, undefined],
+      ["HTTP/1.1 200 OK\r\nTransfer_Encoding: chunked\r\nContent-Length: 4\r\n\r\nevil", 502, undefined],
+      ["HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nevil\r\n0\r\n\r\n", 502, undefined],
+    ];
+    for (const [answer, status, te] of answers) {
+      const up = await lenientUpstream(() => answer);
+      const t = await testGate([`127.0.0.1:${up.port}`]);
+      try {
+        const r = await rawGate(t.gate.socketPath, t.token, `GET http://127.0.0.1:${up.port}/x HTTP/1.1\r\nHost: 127.0.0.1:${up.port}\r\nConnection: close\r\n\r\n`, { waitMs: 2000 });
+        expect(statusOf(r), answer).toBe(status);
+        expect(r, answer).not.toContain("evil");
+        if (te) {
+          expect(r, answer).toMatch(new RegExp(`\r\nTransfer-Encoding: ${te}\r\n`));
+          expect(r, answer).toMatch(/\r\n\r\n4\r\nbody\r\n0\r\n\r\n$/);
+        }
+      } finally {
+        await t.close();
+        await up.close();
+      }
+    }
+  });
+});
+
+// Kept upstream connections: a client's keep-alive requests share one upstream connection, but never an
+// answer the upstream sent unasked, never another destination's or grant's connection, and each request is
+// checked on its own.
+describe("plain HTTP: kept upstream connections", () => {
+  const get = (P: number, path: string, host = `127.0.0.1:${P}`, extra = "") => `GET http://${host}${path} HTTP/1.1\r\nHost: ${host}\r\n${extra}\r\n`;
+  /** Sends each request after the previous answer, on one client connection; returns each answer's body (or status line). */
+  const inTurn = async (t: { gate: { socketPath: string }; token: string }, requests: string[]) => {
+    const s = await gateClient(t.gate.socketPath, t.token);
+    const answers: string[] = [];
+    let buf = "";
+    let wake = () => {};
+    s.on("data", (d: Buffer) => ((buf += d.toString("latin1")), wake()));
+    let ended = false;
+    s.on("end", () => ((ended = true), wake()));
+    s.on("close", () => ((ended = true), wake()));
+    try {
+      for (const r of requests) {
+        if (ended) return answers;
+        s.write(r);
+        for (;;) {
+          const end = buf.indexOf("\r\n\r\n");
+          const head = end < 0 ? "" : buf.slice(0, end + 2);
+          if (end >= 0 && /\r\ntransfer-encoding: chunked\r\n/i.test(head)) {
+            // A chunked answer (one data chunk at most, as these upstreams send): its data.
+            const last = buf.indexOf("0\r\n\r\n", end + 4);
+            if (last >= 0) {
+              const m = /^([0-9a-f]+)\r\n/i.exec(buf.slice(end + 4));
+              const data = m && m[1] !== "0" ? buf.slice(end + 4 + m[0].length, end + 4 + m[0].length + parseInt(m[1]!, 16)) : "";
+              answers.push(`${buf.slice(0, buf.indexOf("\r\n"))} ${data}`);
+              buf = buf.slice(last + 5);
+              break;
+            }
+          } else if (end >= 0) {
+            const cl = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+            if (buf.length >= end + 4 + cl) {
+              answers.push(`${buf.slice(0, buf.indexOf("\r\n"))} ${buf.slice(end + 4, end + 4 + cl)}`);
+              buf = buf.slice(end + 4 + cl);
+              break;
+            }
+          }
+          if (ended) return answers;
+          await new Promise<void>((w) => (wake = w));
+        }
+      }
+      return answers;
+    } finally {
+      s.destroy();
+    }
+  };
+
+  it("keep-alive requests reuse one upstream connection, and each is still checked on its own: a refused path ends them", async () => {
+    const up = await lenientUpstream();
+    const t = await testGate([`127.0.0.1:${up.port}/allowed`]);
+    try {
+      const P = up.port;
+      const answers = await inTurn(t, [get(P, "/allowed/1"), get(P, "/allowed/2"), get(P, "/allowed/3"), get(P, "/denied"), get(P, "/allowed/4")]);
+      expect(answers.slice(0, 3)).toEqual(["HTTP/1.1 200 OK seen /allowed/1", "HTTP/1.1 200 OK seen /allowed/2", "HTTP/1.1 200 OK seen /allowed/3"]);
+      expect(answers[3]).toMatch(/^HTTP\/1\.1 403 /);
+      expect(answers).toHaveLength(4);
+      expect(up.requests.map((r) => r.line)).toEqual(["GET /allowed/1 HTTP/1.1", "GET /allowed/2 HTTP/1.1", "GET /allowed/3 HTTP/1.1"]);
+      expect(up.connections).toBe(1);
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("an answer the upstream sent past its Content-Length (response smuggling) never answers the next request: that connection is not kept", async () => {
+    const poisoned = "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\npoisoned";
+    let n = 0;
+    const up = await lenientUpstream((r) => {
+      n += 1;
+      const text = `seen ${r.line.split(" ")[1]}`;
+      const answer = `HTTP/1.1 200 OK\r\nContent-Length: ${text.length}\r\n\r\n${text}`;
+      return n === 1 ? answer + poisoned : answer;
+    });
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    try {
+      const P = up.port;
+      const answers = await inTurn(t, [get(P, "/first"), get(P, "/second"), get(P, "/third")]);
+      expect(answers).toEqual(["HTTP/1.1 200 OK seen /first", "HTTP/1.1 200 OK seen /second", "HTTP/1.1 200 OK seen /third"]);
+      // The poisoned connection was closed; the next requests came on another, kept one.
+      expect(up.connections).toBe(2);
+      expect(up.requests.map((r) => [r.connection, r.line])).toEqual([[1, "GET /first HTTP/1.1"], [2, "GET /second HTTP/1.1"], [2, "GET /third HTTP/1.1"]]);
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("a connection is never kept after a doubt: bytes sent while idle, an HTTP/1.0 answer, Connection: close, a close-delimited body, a chunked body with bytes after it", async () => {
+    const cases: [string, (text: string) => string][] = [
+      ["HTTP/1.0", (text) => `HTTP/1.0 200 OK\r\nContent-Length: ${text.length}\r\n\r\n${text}`],
+      ["Connection: close", (text) => `HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: ${text.length}\r\n\r\n${text}`],
+      ["chunked, then more", (text) => `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n${text.length.toString(16)}\r\n${text}\r\n0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\npoisoned`],
+    ];
+    for (const [what, answer] of cases) {
+      const up = await lenientUpstream((r) => answer(`seen ${r.line.split(" ")[1]}`));
+      const t = await testGate([`127.0.0.1:${up.port}`]);
+      try {
+        const P = up.port;
+        const answers = await inTurn(t, [get(P, "/a"), get(P, "/b")]);
+        expect(answers.map((a) => a.replace(/^HTTP\/1\.1 200 OK /, "")), what).toEqual(["seen /a", "seen /b"]);
+        expect(up.connections, what).toBe(2);
+      } finally {
+        await t.close();
+        await up.close();
+      }
+    }
+    // An upstream that speaks while no request is out: its connection is dropped, not kept for the next.
+    const seen = new WeakMap<Socket, number>();
+    const idle = await rawUpstream({
+      answer: (soFar, s) => {
+        const paths = [...soFar.matchAll(/GET (\S+) HTTP/g)].map((m) => m[1]!);
+        if ((seen.get(s) ?? 0) === paths.length) return undefined;
+        seen.set(s, paths.length);
+        if (paths.length === 1) setTimeout(() => s.write("HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\npoisoned"), 100);
+        const text = `seen ${paths.at(-1)}`;
+        return `HTTP/1.1 200 OK\r\nContent-Length: ${text.length}\r\n\r\n${text}`;
+      },
+    });
+    const t = await testGate([`127.0.0.1:${idle.port}`]);
+    try {
+      const P = idle.port;
+      const s = await gateClient(t.gate.socketPath, t.token);
+      const c = collect(s);
+      s.write(get(P, "/a"));
+      await until(() => c.text().includes("seen /a"), "the first answer");
+      await new Promise((r) => setTimeout(r, 400)); // the upstream has spoken unasked by now
+      s.end(get(P, "/b"));
+      await c.closed;
+      expect(c.text()).toContain("seen /b");
+      expect(c.text()).not.toContain("poisoned");
+      expect(idle.connections).toBe(2);
+    } finally {
+      await t.close();
+      await idle.close();
+    }
+  });
+
+  it("a kept connection the upstream drops as the next request arrives: a bodiless request is sent once more on a new one, a request with a body is not", async () => {
+    const seen = new WeakMap<Socket, number>();
+    const up = await rawUpstream({
+      answer: (soFar, s) => {
+        const heads = [...soFar.matchAll(/(GET|POST) (\S+) HTTP/g)].map((m) => m[2]!);
+        if ((seen.get(s) ?? 0) === heads.length) return undefined;
+        seen.set(s, heads.length);
+        // The second request on any connection finds it closing (its keep-alive ran out).
+        if (heads.length === 2) return void s.destroy();
+        const text = `seen ${heads.at(-1)}`;
+        return `HTTP/1.1 200 OK\r\nContent-Length: ${text.length}\r\n\r\n${text}`;
+      },
+    });
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    try {
+      const P = up.port;
+      const answers = await inTurn(t, [get(P, "/a"), get(P, "/b"), `POST http://127.0.0.1:${P}/c HTTP/1.1\r\nHost: 127.0.0.1:${P}\r\nContent-Length: 5\r\n\r\nhello`]);
+      expect(answers.slice(0, 2)).toEqual(["HTTP/1.1 200 OK seen /a", "HTTP/1.1 200 OK seen /b"]);
+      // /b went again on a second connection; /c, with a body, on that kept one, which dropped it: a 502, not a replay.
+      expect(answers[2]).toMatch(/^HTTP\/1\.1 502 /);
+      expect(up.connections).toBe(2);
+      expect(up.received().match(/GET \/b /g)).toHaveLength(2);
+      expect(up.received().match(/POST \/c /g)).toHaveLength(1);
+      // Each request checked and recorded once.
+      const allowed = t.events.filter((e) => e.decision === "allowed" && e.outcome === undefined).map((e) => new URL(e.asked).pathname);
+      expect(allowed).toEqual(["/a", "/b", "/c"]);
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+
+  it("a kept connection is never used for another host, port or grant on the same address", async () => {
+    const up = await lenientUpstream();
+    const t = await testGate(["a.test", "b.test", `127.0.0.1:${up.port}`].map((h) => (h.includes(":") ? h : `${h}:${up.port}`)), { names: { "a.test": ["127.0.0.1"], "b.test": ["127.0.0.1"] } });
+    try {
+      const P = up.port;
+      const answers = await inTurn(t, [get(P, "/1", `a.test:${P}`), get(P, "/2", `b.test:${P}`), get(P, "/3", `a.test:${P}`), get(P, "/4", `127.0.0.1:${P}`), get(P, "/5", `b.test:${P}`)]);
+      expect(answers).toHaveLength(5);
+      // Each upstream connection carried one Host only.
+      const hostsOf = new Map<number, Set<string>>();
+      for (const r of up.requests) hostsOf.set(r.connection, (hostsOf.get(r.connection) ?? new Set()).add(r.headers.host!));
+      for (const hs of hostsOf.values()) expect(hs.size).toBe(1);
+      expect(up.connections).toBe(3);
     } finally {
       await t.close();
       await up.close();

@@ -70,7 +70,9 @@ describe("request framing", () => {
     [[], { kind: "none" }],
     [[["Content-Length", "0"]], { kind: "none" }],
     [[["Content-Length", "12"]], { kind: "length", length: 12 }],
-    [[["transfer-encoding", "Chunked"]], { kind: "chunked" }],
+    [[["transfer-encoding", "Chunked"]], { kind: "chunked", codings: [] }],
+    [[["Transfer-Encoding", "gzip, chunked"]], { kind: "chunked", codings: ["gzip"] }],
+    [[["Transfer-Encoding", "Deflate,chunked"]], { kind: "chunked", codings: ["deflate"] }],
   ] as const)("%j frames as %j", (headers, framing) => {
     expect(requestFraming(headers.map(([n, v]) => [n, v]))).toEqual(framing);
   });
@@ -80,7 +82,15 @@ describe("request framing", () => {
     ["two Content-Lengths, even equal", [["Content-Length", "2"], ["content-length", "2"]]],
     ["a Content-Length list", [["Content-Length", "2, 2"]]],
     ["a signed Content-Length", [["Content-Length", "+2"]]],
-    ["a coding other than chunked", [["Transfer-Encoding", "gzip, chunked"]]],
+    ["a coding alone, without chunked", [["Transfer-Encoding", "gzip"]]],
+    ["chunked before another coding", [["Transfer-Encoding", "chunked, gzip"]]],
+    ["an unknown coding before chunked", [["Transfer-Encoding", "identity, chunked"]]],
+    ["chunked twice in one header", [["Transfer-Encoding", "chunked, chunked"]]],
+    ["an empty coding", [["Transfer-Encoding", "gzip,,chunked"]]],
+    ["a coding with parameters", [["Transfer-Encoding", "chunked;q=1"]]],
+    ["a name that is not chunked", [["Transfer-Encoding", "xchunked"]]],
+    ["Transfer_Encoding, which lenient servers read as Transfer-Encoding", [["Transfer_Encoding", "chunked"]]],
+    ["Content_Length, which lenient servers read as Content-Length", [["Content_Length", "5"]]],
     ["chunked twice", [["Transfer-Encoding", "chunked"], ["Transfer-Encoding", "chunked"]]],
   ])("refuses %s", (_t, headers) => {
     expect(() => requestFraming(headers.map(([n, v]) => [n!, v!]))).toThrow(HttpError);

@@ -210,3 +210,88 @@ export function collect(s: Socket): { text(): string; closed: Promise<void> } {
   const closed = new Promise<void>((r) => (s.once("end", () => r()), s.once("close", () => r())));
   return { text: () => out, closed };
 }
+
+/** One request as a lenient server read it, and the connection it came on. */
+export interface LenientRequest {
+  connection: number;
+  line: string;
+  /** The head's fields, names folded as the server folds them. */
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * A lenient HTTP/1.1 server of the kind request smuggling exploits (CGI-style
+ * gateways, old proxies): header names folded (case, `_` read as `-`), a
+ * Transfer-Encoding that contains "chunked" anywhere taken over a
+ * Content-Length, the first Content-Length taken, a bare LF as a line end.
+ * It reads every request on a connection as it comes, pipelined ones too,
+ * records each, and answers each with `seen <target>`. A test that counts its
+ * requests sees what a smuggled request would do to such a server.
+ */
+export async function lenientUpstream(answer?: (r: LenientRequest) => string | undefined): Promise<{ port: number; requests: LenientRequest[]; readonly connections: number; close(): Promise<void> }> {
+  const requests: LenientRequest[] = [];
+  const sockets = new Set<Socket>();
+  let connections = 0;
+  const server = createNetServer({ allowHalfOpen: true }, (s) => {
+    const connection = ++connections;
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+    s.on("error", () => {});
+    let buf = "";
+    s.on("data", (d: Buffer) => {
+      buf += d.toString("latin1");
+      for (;;) {
+        const m = /\r?\n\r?\n/.exec(buf);
+        if (!m) return;
+        const lines = buf.slice(0, m.index).split(/\r?\n/);
+        const headers: Record<string, string> = {};
+        for (const l of lines.slice(1)) {
+          const c = l.indexOf(":");
+          const name = l.slice(0, c).trim().toLowerCase().replace(/_/g, "-");
+          if (c > 0 && !(name in headers)) headers[name] = l.slice(c + 1).trim();
+        }
+        let at = m.index + m[0].length;
+        let body = "";
+        if (/chunked/i.test(headers["transfer-encoding"] ?? "")) {
+          for (;;) {
+            const nl = buf.indexOf("\n", at);
+            if (nl < 0) return;
+            const size = parseInt(buf.slice(at, nl), 16) || 0;
+            if (size === 0) {
+              const end = buf.indexOf("\n", nl + 1);
+              if (end < 0) return;
+              at = end + 1;
+              break;
+            }
+            if (buf.length < nl + 1 + size + 2) return;
+            body += buf.slice(nl + 1, nl + 1 + size);
+            at = nl + 1 + size + 2;
+          }
+        } else {
+          const cl = parseInt(headers["content-length"] ?? "0", 10) || 0;
+          if (buf.length < at + cl) return;
+          body = buf.slice(at, at + cl);
+          at += cl;
+        }
+        buf = buf.slice(at);
+        const r = { connection, line: lines[0]!, headers, body };
+        requests.push(r);
+        const text = `seen ${lines[0]!.split(" ")[1]}`;
+        s.write(answer?.(r) ?? `HTTP/1.1 200 OK\r\nContent-Length: ${text.length}\r\n\r\n${text}`, "latin1");
+      }
+    });
+  });
+  const port = await listenLoopback(server);
+  return {
+    port,
+    requests,
+    get connections() {
+      return connections;
+    },
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise((r) => server.close(() => r()));
+    },
+  };
+}

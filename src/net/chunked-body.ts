@@ -1,0 +1,79 @@
+import type { Socket } from "node:net";
+import type { TunnelEnd } from "./engine.js";
+import { chunkEnd, chunkLine, chunkSize, dropTrailers, HttpError } from "./http1.js";
+import { flushed, holdReads, queued, resumeReads } from "./hold.js";
+import { ClosedError, type SocketReader } from "./reader.js";
+
+/**
+ * A chunked body, moved with its framing checked here and its data in the
+ * kernel. The gate reads every chunk's size line and the CRLF after its data
+ * itself (bounded, strict: http1.ts's chunkSize), and frames each chunk again
+ * its own way (extensions and trailers dropped, `0\r\n\r\n` at the end); the
+ * data of a chunk of KERNEL_CHUNK bytes or more is handed to the engine as a
+ * transfer of exactly its size, so that what follows it (the next size line)
+ * stays in the socket for the gate to read. A malformed chunk throws, and the
+ * caller ends the connection. Smaller chunks are copied here: below that size
+ * a hand-over costs more than the copy.
+ */
+
+export const KERNEL_CHUNK = 64 * 1024;
+
+const CRLF = Buffer.from("\r\n");
+const LAST = Buffer.from("0\r\n\r\n");
+
+export interface ChunkedCopy {
+  /** The engine's counted transfer: prefix, then exactly length bytes from -> to. */
+  transfer(from: Socket, to: Socket, prefix: Buffer, length: number): { done: Promise<TunnelEnd>; cancel(): void };
+  /** The error that ends the body when a transfer did not complete. */
+  failed(end: TunnelEnd): Error;
+  /** The transfer now running (for the caller to cancel), or undefined once it has ended. */
+  running(t: { done: Promise<TunnelEnd>; cancel(): void } | undefined): void;
+  /** The idle time Node's sockets keep when the engine does not hold them. */
+  idleMs: number;
+}
+
+/** Moves one chunked body from `from` (read through r) to `to`; returns the data bytes moved. */
+export async function copyChunked(r: SocketReader, from: Socket, to: Socket, c: ChunkedCopy): Promise<number> {
+  let moved = 0;
+  for (;;) {
+    const size = chunkSize(await chunkLine(r));
+    if (size === 0) {
+      await dropTrailers(r);
+      await queued(to, LAST);
+      return moved;
+    }
+    const line = Buffer.from(`${size.toString(16)}\r\n`);
+    const had = r.takeBuffered();
+    const part = had.subarray(0, size);
+    r.unread(had.subarray(part.length));
+    moved += part.length;
+    let left = size - part.length;
+    if (left >= KERNEL_CHUNK) {
+      holdReads(from);
+      await flushed(to);
+      from.setTimeout(0); // the engine keeps the idle time while it holds the sockets
+      to.setTimeout(0);
+      const t = c.transfer(from, to, Buffer.concat([line, part]), left);
+      c.running(t);
+      const end = await t.done;
+      c.running(undefined);
+      moved += end.up;
+      if (end.outcome !== "completed") throw c.failed(end);
+      from.setTimeout(c.idleMs);
+      to.setTimeout(c.idleMs);
+      resumeReads(from);
+    } else {
+      await queued(to, Buffer.concat([line, part]));
+      while (left > 0) {
+        const b = await r.read(left);
+        if (!b) throw new HttpError(400, "incomplete", "the connection closed in the middle of a chunk");
+        left -= b.length;
+        moved += b.length;
+        await queued(to, b);
+      }
+    }
+    await chunkEnd(r);
+    if (to.destroyed) throw new ClosedError();
+    await queued(to, CRLF);
+  }
+}

@@ -1,0 +1,126 @@
+import type { Socket } from "node:net";
+import { type Host, hostText, parseAuthority } from "../policy/address.js";
+import { isRelay } from "./endpoint.js";
+import type { RequestHead } from "./http1.js";
+import { LimitError, outcomeOf, RecordError, tunnelOutcome, UpstreamError } from "./outcome.js";
+import { forHost } from "./placeholders.js";
+import type { Checked, Connection } from "./proxy-context.js";
+import { hostHeaderProblem } from "./proxy-head.js";
+import { ClosedError, SocketReader } from "./reader.js";
+import { terminate, TerminateError } from "./terminate.js";
+import { type EarlyUpstream, preconnect } from "./tls-early.js";
+import { upstreamTls } from "./node-forward.js";
+
+// CONNECT at the gate: an opaque tunnel spliced by the engine where every grant for the destination
+// allows every method and path; else TLS terminated here and each request inside decided as any other.
+
+
+/**
+ * A CONNECT whose grant must see inside: TLS is terminated here, and each
+ * request inside is read, decided (method, path), given its secrets and sent
+ * to the address checked now, over TLS verified for the checked name.
+ */
+async function terminated(conn: Connection, asked: string, target: { host: Host; port: number }, c: Checked & { ok: true }, why: string): Promise<void> {
+  const tls = conn.ctx.tls;
+  if (!tls) return void conn.refuse("CONNECT", asked, 403, "no-tls", `${why}, which needs TLS at the gate, and this gate has none`, { canonical: c.canonical });
+  const allowed = {
+    method: "CONNECT", asked, canonical: c.canonical, resolved: c.resolved, address: c.address, decision: "allowed" as const,
+    reason: `granted by ${c.rule}; TLS terminated at the gate: ${why}`, tls: "terminated" as const,
+  };
+  conn.ctx.record(allowed);
+  let outcome = "completed";
+  let status: number | undefined;
+  let early: EarlyUpstream | undefined;
+  try {
+    await conn.durable();
+    if (conn.socket.destroyed) throw new ClosedError();
+    status = 200;
+    // Allowed and on the record, and the client speaks TLS: the upstream's connection is made while it does its handshake.
+    const secure = await terminate(conn.socket, conn.reader, target.host, (h) => tls.serverContext(h), conn.ctx.limits.headerMs, () => {
+      early = preconnect(conn.ctx, c.address, target.port, (s) => upstreamTls(s, target.host, tls));
+    });
+    secure.setTimeout(conn.ctx.limits.idleMs, () => secure.destroy());
+    const inner = conn.inside(secure, new SocketReader(secure, (n) => conn.ctx.take(n)), { ...target, address: c.address, resolved: c.resolved, early }, false);
+    try {
+      await inner.serve();
+    } finally {
+      inner.close();
+    }
+  } catch (e) {
+    if (e instanceof TerminateError) {
+      outcome = `refused: ${e.message}`;
+      conn.ctx.record({ method: "CONNECT", asked, canonical: c.canonical, decision: "denied", code: e.code, reason: e.message, tls: "terminated" });
+    } else outcome = outcomeOf(e);
+    conn.socket.destroy();
+  } finally {
+    early?.discard();
+    conn.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }) });
+  }
+}
+
+/** CONNECT host:port: an opaque tunnel, opened only by a grant for every method and path. */
+export async function connect(conn: Connection, head: RequestHead): Promise<void> {
+  const asked = head.target;
+  let target: { host: Host; port: number };
+  try {
+    target = parseAuthority(asked);
+  } catch (e) {
+    return void conn.refuse("CONNECT", asked, 400, "bad-destination", `bad CONNECT target: ${(e as Error).message}`);
+  }
+  const hostProblem = hostHeaderProblem(head.headers, target, target.port, false);
+  if (hostProblem) return void conn.refuse("CONNECT", asked, 400, "host-header", hostProblem);
+  if (conn.ctx.endpoints.length && isRelay(target.host, target.port)) {
+    // A client whose proxy agent tunnels even plain HTTP, to its endpoint: the tunnel goes to the gate itself,
+    // where only endpoints are served, each request decided as any other.
+    conn.ctx.record({ method: "CONNECT", asked, canonical: `${hostText(target.host)}:${target.port}`, decision: "allowed", reason: "a tunnel to the relay itself: only provider endpoints are served inside" });
+    conn.socket.write(ESTABLISHED);
+    return conn.inside(conn.socket, conn.reader, undefined, true).serve();
+  }
+  const c = await conn.ctx.check("CONNECT", target.host, target.port, false);
+  if (!c.ok) return void conn.refuse("CONNECT", asked, c.status, c.code, c.reason, { canonical: c.canonical, resolved: c.resolved });
+  const secret = conn.ctx.secretHeaders(target.host, target.port).length > 0 || conn.ctx.placeholders.some((p) => forHost(p.hosts, target.host, target.port));
+  if (c.inspect || secret) return terminated(conn, asked, target, c, c.inspect ? `the grant ${c.rule} is checked on each request` : "a secret goes into its requests");
+  const allowed = { method: "CONNECT", asked, canonical: c.canonical, resolved: c.resolved, address: c.address, decision: "allowed" as const, reason: `granted by ${c.rule}`, tls: "spliced" as const };
+  conn.ctx.record(allowed);
+
+  let status: number | undefined;
+  let outcome = "completed";
+  const bytes = { up: 0, down: 0 };
+  let upstream: Socket | undefined;
+  const abort = () => upstream?.destroy();
+  conn.socket.once("close", abort);
+  try {
+    await conn.durable();
+    if (conn.socket.destroyed) throw new ClosedError();
+    const s = conn.ctx.openUpstream(c.address, target.port);
+    upstream = s;
+    await conn.ctx.upstreamReady(s, c.address, target.port).catch((e: Error) => {
+      throw conn.socket.destroyed ? new ClosedError() : new UpstreamError(e.message === "the upstream closed before it connected" ? "closed before connecting" : e.message);
+    });
+    if (conn.socket.destroyed) throw new ClosedError();
+    // From here the bytes are the engine's: what either side sent early goes first, then the kernel splices.
+    const early = { up: conn.reader.takeBuffered(), down: new SocketReader(s, (n) => conn.ctx.take(n)).takeBuffered() };
+    const ended = conn.ctx.splice(conn.socket, s, early.up, Buffer.concat([ESTABLISHED, early.down]));
+    status = 200;
+    conn.socket.off("close", abort);
+    conn.socket.destroy();
+    s.destroy();
+    const end = await ended;
+    bytes.up = early.up.length + end.up;
+    bytes.down = early.down.length + end.down;
+    outcome = tunnelOutcome(end.outcome, conn.ctx.limits);
+  } catch (e) {
+    outcome = outcomeOf(e);
+    if (status !== undefined || e instanceof ClosedError || e instanceof RecordError || (e instanceof LimitError && !e.status)) conn.socket.destroy();
+    else {
+      status = e instanceof LimitError ? (e.status ?? 502) : 502;
+      conn.reply(status, `vak egress gate: ${outcome}\n`);
+    }
+  } finally {
+    conn.socket.off("close", abort);
+    upstream?.destroy();
+    conn.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }), bytesUp: bytes.up, bytesDown: bytes.down });
+  }
+}
+
+const ESTABLISHED = Buffer.from("HTTP/1.1 200 Connection Established\r\n\r\n");
