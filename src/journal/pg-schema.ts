@@ -66,7 +66,8 @@ CREATE TABLE IF NOT EXISTS vak.events (
   UNIQUE (chain, seq)
 );
 CREATE INDEX IF NOT EXISTS events_time ON vak.events (time);
-CREATE INDEX IF NOT EXISTS events_kind ON vak.events (kind);
+-- No index of kind: every read by kind is within one session, through (chain, seq); one index fewer per event.
+DROP INDEX IF EXISTS vak.events_kind;
 CREATE TABLE IF NOT EXISTS vak.heads (chain text NOT NULL, seq bigint NOT NULL, hash text NOT NULL, PRIMARY KEY (chain, seq));
 CREATE TABLE IF NOT EXISTS vak.anchors (
   chain text NOT NULL, seq bigint NOT NULL, hash text NOT NULL, prune text NOT NULL, pruned_at text NOT NULL,
