@@ -44,6 +44,7 @@ async function measure(j) {
   {
     let n = 0;
     const inFlight = [];
+    const cpu0 = process.cpuUsage();
     const t0 = Date.now();
     while (Date.now() - t0 < SECONDS * 1000) {
       inFlight.push(Promise.all(Array.from({ length: 1000 }, () => append(s))));
@@ -54,6 +55,9 @@ async function measure(j) {
     }
     for (const b of inFlight) await b, (n += 1000);
     rates.grouped = n / ((Date.now() - t0) / 1000);
+    // CPU of this process (every thread: SQLite's writer too; not PostgreSQL's server) per event: what the load average does not change much.
+    const cpu = process.cpuUsage(cpu0);
+    rates.cpuUs = (cpu.user + cpu.system) / n;
   }
   const lat = [];
   const waits = [];
@@ -116,6 +120,7 @@ function line(name, m, base, baseName) {
   console.log(`  ${name}`);
   console.log(`    one producer waiting on each commit          ${r(m.waiting)}`);
   console.log(`    producers not waiting (group commit)         ${r(m.grouped)}`);
+  console.log(`    CPU of the Vak process per event: ${m.cpuUs.toFixed(1)} µs (a whole core of CPU would carry ${(1e6 / m.cpuUs).toFixed(0)} events/s)`);
   console.log(`    offered ${m.offered.toFixed(0)}/s by the clock: ${m.acked.toFixed(0)} acknowledged/s, p50 ${pct(m.lat, 0.5).toFixed(1)} ms, p99 ${pct(m.lat, 0.99).toFixed(1)} ms to durable`);
   console.log(`    verified afterwards: ${m.verify.ok ? `yes (${m.verify.events} events, ${m.verifyMs} ms)` : "NO"}`);
 }
