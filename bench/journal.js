@@ -2,12 +2,12 @@
 // writer on each backend, SQLite and PostgreSQL, in the same run, each beside
 // its own baseline (a plain insert of the same rows, no chain, no redaction):
 // the latency of an acknowledged (durably committed) write at an offered
-// 10,000 events/s, and a verify of everything written. PostgreSQL is the one
+// 10,000 events/s, and a verify of everything written (see measure()). PostgreSQL is the one
 // VAK_TEST_PG names (a superuser's URL on a throwaway server), or a server
 // started here for the run (test/support/pg-cluster.sh).
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createRequire } from "node:module";
 
@@ -18,31 +18,64 @@ const SECONDS = Number(process.env.BENCH_JOURNAL_SECONDS ?? 2);
 const payload = { op: "read", ok: true, path: "/workspace/src/index.ts", bytes: 4096, digest: "a".repeat(64) };
 const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))];
 
-/** Flat out (bursts of 1000 appends, each awaited), then at an offered 10,000 events/s (100 every 10 ms). */
+const append = (s) => s.append("tool.result", { component: "bench" }, 1, payload);
+
+/**
+ * Three loads on one journal: (1) one producer that waits for each burst of
+ * 1000 appends to be acknowledged before it sends the next (nothing can join a
+ * commit in flight); (2) producers that do not wait: up to 4 bursts
+ * unacknowledged at any time, so appends queue while a commit is in flight and
+ * go in together in the next one (group commit); (3) an offered 10,000
+ * events/s, paced by the clock (every 5 ms, as many as are due), with the
+ * latency of each acknowledgement (a durable commit).
+ */
 async function measure(j) {
   const s = j.startSession({ kind: "bench", title: "throughput" });
-  let n = 0;
-  const t0 = Date.now();
-  while (Date.now() - t0 < SECONDS * 1000) {
-    await Promise.all(Array.from({ length: 1000 }, () => s.append("tool.result", { component: "bench" }, 1, payload)));
-    n += 1000;
+  const rates = {};
+  {
+    let n = 0;
+    const t0 = Date.now();
+    while (Date.now() - t0 < SECONDS * 1000) {
+      await Promise.all(Array.from({ length: 1000 }, () => append(s)));
+      n += 1000;
+    }
+    rates.waiting = n / ((Date.now() - t0) / 1000);
   }
-  const rate = n / ((Date.now() - t0) / 1000);
+  {
+    let n = 0;
+    const inFlight = [];
+    const cpu0 = process.cpuUsage();
+    const t0 = Date.now();
+    while (Date.now() - t0 < SECONDS * 1000) {
+      inFlight.push(Promise.all(Array.from({ length: 1000 }, () => append(s))));
+      if (inFlight.length >= 4) {
+        await inFlight.shift();
+        n += 1000;
+      }
+    }
+    for (const b of inFlight) await b, (n += 1000);
+    rates.grouped = n / ((Date.now() - t0) / 1000);
+    // CPU of this process (every thread: SQLite's writer too; not PostgreSQL's server) per event: what the load average does not change much.
+    const cpu = process.cpuUsage(cpu0);
+    rates.cpuUs = (cpu.user + cpu.system) / n;
+  }
   const lat = [];
   const waits = [];
   const t1 = Date.now();
+  let offered = 0;
   while (Date.now() - t1 < SECONDS * 1000) {
-    for (let i = 0; i < 100; i++) {
+    const due = Math.floor(((Date.now() - t1) / 1000) * 10_000);
+    for (; offered < due; offered++) {
       const t = process.hrtime.bigint();
-      waits.push(s.append("tool.result", { component: "bench" }, 1, payload).then(() => lat.push(Number(process.hrtime.bigint() - t) / 1e6)));
+      waits.push(append(s).then(() => lat.push(Number(process.hrtime.bigint() - t) / 1e6)));
     }
-    await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, 5));
   }
   await Promise.all(waits);
-  const offered = lat.length / ((Date.now() - t1) / 1000);
+  const acked = lat.length / ((Date.now() - t1) / 1000);
   const tv = Date.now();
   const v = await j.verify();
-  return { rate, lat, offered, verify: v, verifyMs: Date.now() - tv };
+  return { ...rates, lat, offered: offered / SECONDS, acked, verify: v, verifyMs: Date.now() - tv };
 }
 
 /** A row as the events table holds it, for the baselines. */
@@ -83,9 +116,13 @@ async function pgBaseline(config) {
 }
 
 function line(name, m, base, baseName) {
-  console.log(`  ${name.padEnd(44)} ${m.rate.toFixed(0).padStart(8)} events/s   x${(m.rate / base).toFixed(2)} of ${baseName}`);
-  console.log(`  ${"".padEnd(44)} at an offered 10,000/s (${m.offered.toFixed(0)} acknowledged/s): p50 ${pct(m.lat, 0.5).toFixed(2)} ms, p99 ${pct(m.lat, 0.99).toFixed(2)} ms`);
-  console.log(`  ${"".padEnd(44)} verified afterwards: ${m.verify.ok ? `yes (${m.verify.events} events, ${m.verifyMs} ms)` : "NO"}`);
+  const r = (x) => `${x.toFixed(0).padStart(8)} events/s   x${(x / base).toFixed(2)} of ${baseName}`;
+  console.log(`  ${name}`);
+  console.log(`    one producer waiting on each commit          ${r(m.waiting)}`);
+  console.log(`    producers not waiting (group commit)         ${r(m.grouped)}`);
+  console.log(`    CPU of the Vak process per event: ${m.cpuUs.toFixed(1)} µs (a whole core of CPU would carry ${(1e6 / m.cpuUs).toFixed(0)} events/s)`);
+  console.log(`    offered ${m.offered.toFixed(0)}/s by the clock: ${m.acked.toFixed(0)} acknowledged/s, p50 ${pct(m.lat, 0.5).toFixed(1)} ms, p99 ${pct(m.lat, 0.99).toFixed(1)} ms to durable`);
+  console.log(`    verified afterwards: ${m.verify.ok ? `yes (${m.verify.events} events, ${m.verifyMs} ms)` : "NO"}`);
 }
 
 export async function journalBench(root) {
@@ -125,8 +162,10 @@ export async function journalBench(root) {
     line("vak journal on SQLite, batched, hash chain", s, sqlitePlain, "plain SQLite");
     console.log(`  plain PostgreSQL, 1000-row INSERTs, no index  ${pgPlain.toFixed(0).padStart(8)} events/s   (baseline)`);
     line("vak journal on PostgreSQL, batched, chains", p, pgPlain, "plain PostgreSQL");
-    console.log(`  PostgreSQL against SQLite (vak journal):       x${(p.rate / s.rate).toFixed(2)}`);
-    console.log(`  target: 10,000 events/s sustained on either: SQLite ${s.rate >= 10_000 ? "met" : "NOT met"}, PostgreSQL ${p.rate >= 10_000 ? "met" : "NOT met"}`);
+    console.log(`  PostgreSQL against SQLite (vak journal, group commit): x${(p.grouped / s.grouped).toFixed(2)}`);
+    // Met: the offered 10,000/s is acknowledged (durably) as fast as it is offered, and flat out the journal goes past it.
+    const met = (m) => (m.grouped >= 10_000 && m.acked >= 0.97 * m.offered && m.offered >= 9_500 ? "met" : "NOT met");
+    console.log(`  target: 10,000 events/s sustained with batched commits: SQLite ${met(s)}, PostgreSQL ${met(p)} (load average ${loadavg().map((x) => x.toFixed(2)).join(" ")} on ${cpus().length} cores)`);
   } finally {
     try {
       const c = new pg.Client(pgTarget({ url: adminUrl, what: "VAK_TEST_PG" }).config);

@@ -5,13 +5,21 @@ import { checkEvent, type NewEvent, type StoredEvent } from "./events.js";
 import type { SessionRow, SessionWriter } from "./session-writer.js";
 
 /**
- * Batched durable commits, the same for both backends: appends made in one
- * turn of the event loop go into one commit, at most one commit is in flight
- * (so a session's events commit in the order they were appended), an append
- * settles only after the commit that holds it, and a failed commit rejects
- * every append in it and every one after: the journal has failed, and callers
- * stop rather than go on unrecorded. Redaction and numbering happen here; the
- * backend only writes.
+ * Batched durable commits (group commit), the same for both backends. At most
+ * one commit is in flight, so a session's events commit in the order they
+ * were appended; every append made while it is in flight goes into the next
+ * one, together, as soon as it returns. An append settles only after the
+ * commit that holds it, and a failed commit rejects every append in it and
+ * every one after: the journal has failed, and callers stop rather than go on
+ * unrecorded. The backend reads each chain's end from the database inside its
+ * transaction, so nothing about a chain is carried over from a commit that
+ * failed.
+ *
+ * Redaction, the string bound and serialisation (the costly part on this
+ * side) happen while the commit before is in flight: on two cores the next
+ * batch is ready when the database answers. An event redacted before the
+ * redactor learned another secret is redacted again before it is written.
+ * Numbering (session_seq) happens only as a commit takes the event.
  */
 export interface PreparedEvent {
   session: string;
@@ -34,6 +42,8 @@ interface Pending {
   event: NewEvent;
   resolve: (e: StoredEvent) => void;
   reject: (e: Error) => void;
+  /** actor and payload as they will be stored, and how many secrets the redactor knew then. */
+  text?: { actor: string; payload: string; knows: number };
 }
 
 /** The most events one commit holds; more wait for the next. */
@@ -41,6 +51,8 @@ const MAX_BATCH = 5000;
 
 export class CommitQueue {
   private queue: Pending[] = [];
+  /** How many of queue (from its start) have their text prepared. */
+  private prepared = 0;
   private scheduled = false;
   private inFlight = false;
   private idle: { resolve: () => void; reject: (e: Error) => void }[] = [];
@@ -80,29 +92,44 @@ export class CommitQueue {
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
-      void this.drain();
+      // While a commit is in flight, get the next batch ready; drain's loop takes it when the commit returns.
+      if (this.inFlight) this.prepare(MAX_BATCH);
+      else void this.drain();
     });
+  }
+
+  /** Redacts, bounds and serialises the first n queued events that are not ready yet. */
+  private prepare(n: number): void {
+    const end = Math.min(n, this.queue.length);
+    for (; this.prepared < end; this.prepared++) this.text(this.queue[this.prepared]!);
+  }
+
+  private text(p: Pending): { actor: string; payload: string } {
+    const knows = this.redactor.knows;
+    if (p.text?.knows !== knows) {
+      const e = p.event;
+      p.text = { actor: JSON.stringify(boundStrings(this.redactor.value(e.actor))), payload: JSON.stringify(boundStrings(this.redactor.value(e.payload))), knows };
+    }
+    return p.text;
   }
 
   private async drain(): Promise<void> {
     if (this.inFlight || this.failed) return;
     while (this.queue.length) {
       const batch = this.queue.splice(0, MAX_BATCH);
+      this.prepared = Math.max(0, this.prepared - batch.length);
       this.inFlight = true;
       const withRow = new Set<SessionWriter>();
       let stored: StoredEvent[];
       try {
         const time = new Date().toISOString();
-        const prepared = batch.map((p): PreparedEvent => {
+        const rows = batch.map((p): PreparedEvent => {
           const row = withRow.has(p.session) ? undefined : p.session.unwrittenRow();
           if (row) withRow.add(p.session);
-          const e = p.event;
-          return {
-            session: p.session.id, newSession: row, session_seq: p.session.nextSeq(), time, kind: e.kind,
-            actor: JSON.stringify(boundStrings(this.redactor.value(e.actor))), generation: e.generation, payload: JSON.stringify(boundStrings(this.redactor.value(e.payload))),
-          };
+          const { actor, payload } = this.text(p);
+          return { session: p.session.id, newSession: row, session_seq: p.session.nextSeq(), time, kind: p.event.kind, actor, generation: p.event.generation, payload };
         });
-        stored = await this.commit(prepared);
+        stored = await this.commit(rows);
       } catch (e) {
         this.inFlight = false;
         this.fail(e, batch);
@@ -118,6 +145,7 @@ export class CommitQueue {
   private fail(e: unknown, batch: Pending[]): void {
     for (const p of batch.reverse()) p.session.rollback();
     this.failed = e instanceof VakError ? e : this.failure(e);
+    this.prepared = 0;
     for (const p of [...batch, ...this.queue.splice(0)]) p.reject(this.failed);
     for (const w of this.idle.splice(0)) w.reject(this.failed);
   }

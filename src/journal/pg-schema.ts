@@ -17,6 +17,9 @@ import { VakError } from "../policy/errors.js";
  *   the chain itself, but not by its heads.
  * - anchors: where a pruned chain now starts, each named by a journal.pruned event.
  *
+ * Every event's chain must be a session (a statement-level trigger, once per
+ * INSERT, instead of a row-level foreign key).
+ *
  * Triggers refuse UPDATE and DELETE (row) and TRUNCATE (statement: row triggers
  * do not fire on TRUNCATE) on every table but meta; DELETE of events is let
  * through only inside `vak journal prune`'s transaction (vak.pruning), which
@@ -28,6 +31,9 @@ export const PG_SCHEMA_VERSION = 1;
 export const DEFAULT_WRITER_ROLE = "vak_writer";
 
 export const ROLE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** The search index's pending list, in kB (PostgreSQL's default is 4096). */
+const GIN_PENDING_KB = 32768;
 
 /** Indexed text per payload: at most this many characters (a tsvector holds at most 1 MB). */
 export const SEARCH_CHARS = 65536;
@@ -47,7 +53,7 @@ CREATE TABLE IF NOT EXISTS vak.sessions (
   hash text NOT NULL
 );
 CREATE TABLE IF NOT EXISTS vak.events (
-  chain text NOT NULL REFERENCES vak.sessions(id),
+  chain text NOT NULL,
   seq bigint NOT NULL,
   session_seq bigint NOT NULL,
   time text NOT NULL,
@@ -60,7 +66,8 @@ CREATE TABLE IF NOT EXISTS vak.events (
   UNIQUE (chain, seq)
 );
 CREATE INDEX IF NOT EXISTS events_time ON vak.events (time);
-CREATE INDEX IF NOT EXISTS events_kind ON vak.events (kind);
+-- No index of kind: every read by kind is within one session, through (chain, seq); one index fewer per event.
+DROP INDEX IF EXISTS vak.events_kind;
 CREATE TABLE IF NOT EXISTS vak.heads (chain text NOT NULL, seq bigint NOT NULL, hash text NOT NULL, PRIMARY KEY (chain, seq));
 CREATE TABLE IF NOT EXISTS vak.anchors (
   chain text NOT NULL, seq bigint NOT NULL, hash text NOT NULL, prune text NOT NULL, pruned_at text NOT NULL,
@@ -72,7 +79,27 @@ CREATE OR REPLACE FUNCTION vak.search_words(t text) RETURNS text LANGUAGE sql IM
   AS $$ SELECT pg_catalog.regexp_replace(pg_catalog.left(t, ${SEARCH_CHARS}), '[^[:alnum:]]+', ' ', 'g') $$;
 CREATE OR REPLACE FUNCTION vak.search_vector(t text) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE
   AS $$ SELECT pg_catalog.to_tsvector('pg_catalog.simple'::pg_catalog.regconfig, vak.search_words(t)) $$;
-CREATE INDEX IF NOT EXISTS events_search ON vak.events USING gin (vak.search_vector(payload));
+-- A large pending list: an insert appends its words to it, and autovacuum (not the commit) merges them into the index.
+CREATE INDEX IF NOT EXISTS events_search ON vak.events USING gin (vak.search_vector(payload)) WITH (gin_pending_list_limit = ${GIN_PENDING_KB});
+ALTER INDEX vak.events_search SET (gin_pending_list_limit = ${GIN_PENDING_KB});
+
+-- Every event's chain is a session: checked once per INSERT statement over the chains it names (a row-level
+-- foreign key locks the session's row once per event, the largest cost of a batch after the search index).
+-- Sessions are never deleted (the triggers below), so the check made at insert holds for good.
+ALTER TABLE vak.events DROP CONSTRAINT IF EXISTS events_chain_fkey;
+CREATE OR REPLACE FUNCTION vak.events_have_sessions() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+DECLARE orphan text;
+BEGIN
+  SELECT n.chain INTO orphan FROM (SELECT DISTINCT chain FROM new_events) AS n
+    WHERE NOT EXISTS (SELECT 1 FROM vak.sessions AS s WHERE s.id = n.chain) LIMIT 1;
+  IF orphan IS NOT NULL THEN
+    RAISE EXCEPTION 'event of session % refused: the session is not in the journal', orphan USING ERRCODE = 'foreign_key_violation';
+  END IF;
+  RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS events_have_sessions ON vak.events;
+CREATE TRIGGER events_have_sessions AFTER INSERT ON vak.events REFERENCING NEW TABLE AS new_events
+  FOR EACH STATEMENT EXECUTE FUNCTION vak.events_have_sessions();
 
 CREATE OR REPLACE FUNCTION vak.refuse_change() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN
@@ -105,6 +132,7 @@ END $$;
 REVOKE ALL ON SCHEMA vak FROM PUBLIC;
 REVOKE ALL ON ALL TABLES IN SCHEMA vak FROM PUBLIC, ${role};
 REVOKE ALL ON FUNCTION vak.refuse_change() FROM PUBLIC;
+REVOKE ALL ON FUNCTION vak.events_have_sessions() FROM PUBLIC;
 GRANT USAGE ON SCHEMA vak TO ${role};
 GRANT SELECT, INSERT ON vak.sessions, vak.events, vak.heads TO ${role};
 GRANT SELECT ON vak.anchors, vak.meta TO ${role};

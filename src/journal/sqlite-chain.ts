@@ -10,42 +10,70 @@ import { type Db, type Row, toStored } from "./sqlite-schema.js";
  */
 export type NewRow = Omit<Row, "seq" | "prev_hash" | "hash">;
 
+/** The statements a commit runs; the writer thread (sqlite-writer.ts) prepares the same ones on its own connection. */
+export const CHAIN_SQL = {
+  session: "INSERT OR IGNORE INTO sessions (id, kind, started, title, workspace) VALUES (?,?,?,?,?)",
+  event: "INSERT INTO events (seq, session, session_seq, time, kind, actor, generation, payload, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
+  head: "INSERT INTO head (one, seq, hash) VALUES (1, ?, ?) ON CONFLICT(one) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+  last: "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1",
+  anchor: "SELECT seq, hash FROM anchors ORDER BY seq DESC LIMIT 1",
+};
+
+/** Where the chain ends: a seq and the hash the next event follows from. */
+export interface ChainEnd {
+  seq: number;
+  hash: string;
+}
+
+/** One events row's values, in CHAIN_SQL.event's order. */
+export type EventValues = [number, string, number, string, string, string, number, string, string, string];
+
+/** Chains rows after end: each one's seq, prev_hash and hash, the rows' values, the stored events, and the new end. */
+export function link(end: ChainEnd, rows: NewRow[]): { values: EventValues[]; stored: StoredEvent[]; end: ChainEnd } {
+  let { seq, hash: prev } = end;
+  const values: EventValues[] = [];
+  const stored: StoredEvent[] = [];
+  for (const r of rows) {
+    seq += 1;
+    const ev = { ...r, seq };
+    const hash = eventHash(prev, ev);
+    values.push([ev.seq, ev.session, ev.session_seq, ev.time, ev.kind, ev.actor, ev.generation, ev.payload, prev, hash]);
+    stored.push(toStored({ ...ev, prev_hash: prev, hash }));
+    prev = hash;
+  }
+  return { values, stored, end: { seq, hash: prev } };
+}
+
 /** Appends to the chain; the caller holds the transaction. */
 export class SqliteChain {
   private readonly insert: Database.Statement;
   private readonly setHead: Database.Statement;
   private readonly lastEvent: Database.Statement;
+  private readonly lastAnchor: Database.Statement;
 
-  constructor(private readonly db: Db) {
-    this.insert = db.prepare(
-      "INSERT INTO events (seq, session, session_seq, time, kind, actor, generation, payload, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?)",
-    );
-    this.setHead = db.prepare("INSERT INTO head (one, seq, hash) VALUES (1, ?, ?) ON CONFLICT(one) DO UPDATE SET seq = excluded.seq, hash = excluded.hash");
-    this.lastEvent = db.prepare("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1");
+  constructor(db: Db) {
+    this.insert = db.prepare(CHAIN_SQL.event);
+    this.setHead = db.prepare(CHAIN_SQL.head);
+    this.lastEvent = db.prepare(CHAIN_SQL.last);
+    this.lastAnchor = db.prepare(CHAIN_SQL.anchor);
   }
 
   /** The last event in the chain, if any. */
-  last(): { seq: number; hash: string } | undefined {
-    return this.lastEvent.get() as { seq: number; hash: string } | undefined;
+  last(): ChainEnd | undefined {
+    return this.lastEvent.get() as ChainEnd | undefined;
   }
 
-  /** Appends rows after the last event (or the latest anchor, or genesis), and moves the head. */
+  /** Where the next event follows from: the last event, else the latest anchor (a prune's), else genesis. */
+  end(): ChainEnd {
+    return this.last() ?? (this.lastAnchor.get() as ChainEnd | undefined) ?? { seq: 0, hash: GENESIS };
+  }
+
+  /** Appends rows after the chain's end (read here, under the caller's write transaction), and moves the head. */
   append(rows: NewRow[]): StoredEvent[] {
-    const last = this.last();
-    const anchor = last ? undefined : (this.db.prepare("SELECT seq, hash FROM anchors ORDER BY seq DESC LIMIT 1").get() as { seq: number; hash: string } | undefined);
-    let seq = last?.seq ?? anchor?.seq ?? 0;
-    let prev = last?.hash ?? anchor?.hash ?? GENESIS;
-    const stored: StoredEvent[] = [];
-    for (const r of rows) {
-      seq += 1;
-      const ev = { ...r, seq };
-      const hash = eventHash(prev, ev);
-      this.insert.run(ev.seq, ev.session, ev.session_seq, ev.time, ev.kind, ev.actor, ev.generation, ev.payload, prev, hash);
-      stored.push(toStored({ ...ev, prev_hash: prev, hash }));
-      prev = hash;
-    }
-    this.setHead.run(seq, prev);
-    return stored;
+    const l = link(this.end(), rows);
+    for (const v of l.values) this.insert.run(...v);
+    this.setHead.run(l.end.seq, l.end.hash);
+    return l.stored;
   }
 }
 

@@ -11,17 +11,23 @@ import { ingestSpools } from "./ingest.js";
 import type { Committed, Journal, PruneResult, SessionFilter, SessionInfo, SessionStart, Watch } from "./journal.js";
 import { newSessionId, SessionWriter, type SessionRow } from "./session-writer.js";
 import { spoolDir } from "./spool.js";
-import { SqliteChain, verifySqlite } from "./sqlite-chain.js";
+import { CHAIN_SQL, type ChainEnd, link, SqliteChain, verifySqlite } from "./sqlite-chain.js";
 import { prunePrefix } from "./sqlite-prune.js";
 import { type Db, journalError, SCHEMA } from "./sqlite-schema.js";
 import { listSessions, searchEvents, sessionEvents, sessionEventsPage } from "./sqlite-search.js";
+import { SqliteWriter } from "./sqlite-writer.js";
+import { GENESIS } from "./chain.js";
 
 /**
  * The embedded journal: SQLite (WAL) in Vak's state directory, one hash chain
- * through every event of every session (sqlite-chain.ts). better-sqlite3 is
- * synchronous, so a commit blocks the event loop for its fsync; commits are
- * batched per turn of the event loop (commit-queue.ts), so that is one fsync
- * for everything appended in that turn.
+ * through every event of every session (sqlite-chain.ts). Commits are
+ * batched (commit-queue.ts): one fsync for everything appended while the
+ * commit before was in flight. better-sqlite3 is synchronous, so once this
+ * journal knows where the chain ends (after its first commit), commits go to
+ * a writer thread (sqlite-writer.ts), which writes a batch only if the chain
+ * still ends there; otherwise (another process wrote, a prune, an ingest) the
+ * batch is committed here, on this connection, from the end read under the
+ * write lock.
  */
 export function defaultJournalPath(env: NodeJS.ProcessEnv = process.env): string {
   return join(vakDirs(env).state, "journal.db");
@@ -38,6 +44,9 @@ export class SqliteJournal implements Journal {
   private readonly chain: SqliteChain;
   private readonly insertSession: Database.Statement;
   private readonly queue: CommitQueue;
+  /** Where this journal's last commit left the chain; undefined until one has, and after anything else wrote. */
+  private chainEnd: ChainEnd | undefined;
+  private writer: SqliteWriter | undefined;
 
   private constructor(
     readonly path: string,
@@ -48,7 +57,7 @@ export class SqliteJournal implements Journal {
     this.db = db;
     this.redactor = redactor;
     this.chain = new SqliteChain(db);
-    this.insertSession = db.prepare("INSERT OR IGNORE INTO sessions (id, kind, started, title, workspace) VALUES (?,?,?,?,?)");
+    this.insertSession = db.prepare(CHAIN_SQL.session);
     this.queue = new CommitQueue((batch) => this.commit(batch), redactor, (e) => journalError(this.path, e));
   }
 
@@ -88,6 +97,7 @@ export class SqliteJournal implements Journal {
     try {
       await this.queue.flush();
     } finally {
+      await this.writer?.close();
       this.db.close();
     }
   }
@@ -109,12 +119,34 @@ export class SqliteJournal implements Journal {
     return this.queue.flush();
   }
 
-  /** One durable commit (the caller is the commit queue). */
-  private commit(batch: PreparedEvent[]): StoredEvent[] {
-    return this.db.transaction(() => {
+  /** One durable commit (the caller is the commit queue): on the writer thread when the chain's end is known, else here. */
+  private commit(batch: PreparedEvent[]): StoredEvent[] | Promise<StoredEvent[]> {
+    const after = this.chainEnd;
+    this.chainEnd = undefined;
+    return after ? this.commitThere(batch, after) : this.commitHere(batch);
+  }
+
+  private commitHere(batch: PreparedEvent[]): StoredEvent[] {
+    const stored = this.db.transaction(() => {
       for (const p of batch) if (p.newSession) this.insertRow(p.session, p.newSession);
       return this.chain.append(batch.map(({ newSession: _n, ...row }) => row));
     }).immediate();
+    const last = stored[stored.length - 1];
+    if (last) this.chainEnd = { seq: last.seq, hash: last.hash };
+    return stored;
+  }
+
+  private async commitThere(batch: PreparedEvent[], after: ChainEnd): Promise<StoredEvent[]> {
+    const l = link(after, batch.map(({ newSession: _n, ...row }) => row));
+    const sessions = batch.filter((p) => p.newSession).map((p): [string, string, string, string, string | null] => [p.session, p.newSession!.kind, p.newSession!.started, p.newSession!.title, p.newSession!.workspace]);
+    this.writer ??= new SqliteWriter(this.path, CHAIN_SQL, GENESIS);
+    const answer = await this.writer.write({ sessions, after, events: l.values });
+    if (answer.ok) {
+      this.chainEnd = l.end;
+      return l.stored;
+    }
+    if ("stale" in answer) return this.commitHere(batch);
+    throw Object.assign(new Error(answer.error.message), { code: answer.error.code });
   }
 
   private insertRow(id: string, row: SessionRow): void {
@@ -127,6 +159,7 @@ export class SqliteJournal implements Journal {
         redactor: this.redactor,
         takeRun: (session, row, batches) => {
           try {
+            this.chainEnd = undefined;
             this.db.transaction(() => {
               if (this.db.prepare("SELECT 1 FROM sessions WHERE id = ?").get(session)) return;
               this.insertRow(session, row);
@@ -179,6 +212,7 @@ export class SqliteJournal implements Journal {
    */
   async prune(before: Date, actor: Actor = { component: "host" }): Promise<PruneResult> {
     await this.queue.flush();
+    this.chainEnd = undefined;
     const pruned = prunePrefix(this.db, this.chain, before);
     if (!pruned) return { events: 0, sessions: 0, throughSeq: 0 };
     const { events, sessions, throughSeq } = pruned;

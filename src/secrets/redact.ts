@@ -122,11 +122,18 @@ const MAX_DEPTH = 32;
 
 export class Redactor {
   private readonly known: string[] = [];
+  private learned = 0;
+
+  /** How many encodings of secrets it knows: text redacted at one count must be redacted again once it grows. */
+  get knows(): number {
+    return this.learned;
+  }
 
   /** Registers a secret value; its encodings are redacted from then on. Short values are refused: they would redact ordinary text. */
   add(value: string): void {
     if (value.length < 6) return;
     for (const f of encodings(value)) if (!this.known.includes(f)) this.known.push(f);
+    this.learned = this.known.length;
     // Longest first, so that an encoding containing another is replaced whole.
     this.known.sort((a, b) => b.length - a.length);
   }

@@ -137,6 +137,7 @@ except OSError as e:
       "INSERT INTO vak.anchors (chain, seq, hash, prune, pruned_at) VALUES ('x', 1, 'x', 'x', 'x')",
       "ALTER TABLE vak.events DISABLE TRIGGER USER",
       "DROP TRIGGER events_no_change ON vak.events",
+      "DROP TRIGGER events_have_sessions ON vak.events",
       "CREATE TABLE vak.planted (x int)",
       "CREATE FUNCTION vak.search_words(t text) RETURNS text LANGUAGE sql AS $$ SELECT '' $$",
       "SET session_replication_role = replica",
@@ -146,6 +147,24 @@ except OSError as e:
     } finally {
       await c.end();
     }
+  });
+
+  it("the writer role cannot plant events on a chain that is no session, alone or among a real session's events", async () => {
+    const j = await PgJournal.open({ target: pgTarget({ url: db.writerUrl, what: "test" }), ingest: false });
+    const w = j.startSession({ kind: "exec", title: "real" });
+    await w.end("ok");
+    await j.close();
+    const c = new pg.Client(pgTarget({ url: db.writerUrl, what: "test" }).config);
+    await c.connect();
+    const row = (chain: string, seq: number) => `('${chain}', ${seq}, 1, 't', 'message', '{}', 0, '{}', '${"0".repeat(64)}', '${"0".repeat(64)}')`;
+    const insert = (rows: string[]) => c.query(`INSERT INTO vak.events (chain, seq, session_seq, time, kind, actor, generation, payload, prev_hash, hash) VALUES ${rows.join(", ")}`);
+    try {
+      await expect(insert([row("no-such-session", 1)])).rejects.toThrow(/event of session no-such-session refused: the session is not in the journal/);
+      await expect(insert([row(w.id, 100), row("no-such-session", 1)])).rejects.toThrow(/the session is not in the journal/);
+    } finally {
+      await c.end();
+    }
+    expect(await db.admin("SELECT 1 FROM vak.events WHERE chain = 'no-such-session' OR seq = 100")).toEqual([]);
   });
 
   it("pruning with the writer's connection is refused, saying what it needs", async () => {

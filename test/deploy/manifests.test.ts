@@ -5,6 +5,8 @@ import { parse as parseToml } from "smol-toml";
 import { describe, expect, it } from "vitest";
 import { DEPLOY, keyOf, manifests, MODELS, unknownFields, type Manifest } from "../support/k8s.js";
 import { ROOT } from "../support/paths.js";
+import { journalTargets } from "../../src/journal/open.js";
+import { UserConfigSchema } from "../../src/policy/config.js";
 
 // deploy/kubernetes checked without a cluster (none is reachable here): every document against the
 // Kubernetes 1.34 OpenAPI schemas that kubernetes-models ships (types, required fields, enums), every
@@ -107,13 +109,29 @@ describe("the Kubernetes manifests", () => {
         }
       }
     const config = parseToml((one("ConfigMap", "vak-config").doc.data as Obj)["config.toml"] as string) as Obj;
-    // The journal (PostgreSQL, the pg branch's [journal] url) named by reference: its value is the Secret's.
+    // The journal (PostgreSQL, [journal] url) named by reference: its value is the Secret's.
     expect(at(config, "journal.url")).toBe("env:VAK_JOURNAL_URL");
     expect(at(config, "journal.password")).toBe("env:VAK_JOURNAL_PASSWORD");
     const env = (pod.containers as Obj[])[0]!.env as Obj[];
     expect(env.find((e) => e.name === "VAK_JOURNAL_URL")?.valueFrom).toEqual({ secretKeyRef: { name: "vak-journal", key: "url" } });
     // The only Secret in the tree is an example of its shape, not applied by the kustomization.
     for (const s of of("Secret")) expect(s.file.startsWith("examples/")).toBe(true);
+  });
+
+  it("the ConfigMap's config.toml is one the host accepts, and names the PostgreSQL journal by the keys it reads", () => {
+    const text = (one("ConfigMap", "vak-config").doc.data as Obj)["config.toml"] as string;
+    // The same schema loadUserConfig() applies (unknown keys refused), then the journal's own resolution of [journal] url.
+    const config = UserConfigSchema.parse(parseToml(text));
+    const pod = at(one("Deployment", "vak-host").doc, "spec.template.spec") as Obj;
+    const names = (((pod.containers as Obj[])[0]!.env as Obj[]) ?? []).map((e) => e.name as string);
+    expect(names).toEqual(expect.arrayContaining(["VAK_JOURNAL_URL", "VAK_JOURNAL_PASSWORD"]));
+    const env = { VAK_JOURNAL_URL: "postgres://vak_host@vak-journal.vak.svc:5432/vak?sslmode=verify-full", VAK_JOURNAL_PASSWORD: "pw-from-the-secret" };
+    const t = journalTargets(config, { env });
+    expect(t?.target.location).toBe("postgres://vak_host@vak-journal.vak.svc/vak");
+    expect(t?.target.secrets).toContain("pw-from-the-secret");
+    expect(t?.target.config.ssl).toBeTruthy();
+    // Without the Secret's variables the host refuses to start rather than fall back to SQLite.
+    expect(() => journalTargets(config, { env: {} })).toThrow(/VAK_JOURNAL_URL/);
   });
 
   it("the NetworkPolicy lets nothing in, and out only to the database, DNS and listed upstream ranges", () => {
