@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { chmodSync, chownSync, cpSync, mkdirSync, rmSync, statSync, symlinkSync } from "node:fs";
+import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -9,7 +9,7 @@ import { pinFileName } from "../../src/mcp/pins.js";
 import { auditHome, type AuditHome } from "../support/audit.js";
 import { ROOT } from "../support/paths.js";
 import { serve } from "../support/serve.js";
-import { runVak } from "../support/vak.js";
+import { runVak, spawnVak } from "../support/vak.js";
 
 const mode = (p: string) => statSync(p).mode & 0o7777;
 const isRoot = process.getuid?.() === 0;
@@ -400,6 +400,54 @@ describe("trust and drift", () => {
     const r = await h.audit();
     expect(r.find("trust.pin-drift")).toMatchObject({ severity: "warn", fixable: false });
     expect(r.find("trust.pin-drift")!.fix).toContain("vak mcp trust fs");
+  });
+});
+
+describe("trust: a running workload's spec", () => {
+  it("trust.workload-drift: a workload running while its spec file is edited runs the old generation, and audit says so", async () => {
+    const spec = (secs: number) => ['version = 1', 'name = "slow"', 'workspace = "."', '[harness]', 'model = "openai:gpt-4.1"',
+      '[tools.wait]', `command = ["/bin/sleep", "${secs}"]`, 'input = { type = "object" }', 'approval = { exec = "allow" }', 'limits = { timeout_seconds = 60 }', ''].join("\n");
+    const file = h.write(join(h.workspace, "slow.toml"), spec(30), 0o644);
+    const script = h.write(join(h.root, "script.json"), JSON.stringify({ turns: [{ tool_calls: [{ name: "wait", args: {} }] }, { text: "done" }] }));
+    const child = spawnVak(["run", "--spec", file, "--model", `scripted:${script}`, "wait"], { cwd: h.workspace, env: h.env });
+    let out = "";
+    child.stdout?.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr?.on("data", (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<void>((r) => child.once("exit", () => r()));
+    try {
+      // Running, unchanged: no drift. The record of what runs is written before the harness starts.
+      const running = join(h.state, "vak", "workloads", "running");
+      for (let i = 0; i < 200 && !(existsSync(running) && readdirSync(running).length); i++) await new Promise((res) => setTimeout(res, 50));
+      expect(readdirSync(running), out).toEqual([expect.stringMatching(new RegExp(`^${child.pid}-[0-9a-f]+\\.json$`))]);
+      const r = await h.audit();
+      expect(r.ids).not.toContain("trust.workload-drift");
+      // The spec edited on disk while the old generation runs.
+      h.write(file, spec(31), 0o644);
+      const drift = await h.audit(["--fix"]);
+      const f = drift.find("trust.workload-drift");
+      expect(f).toMatchObject({ severity: "warn", fixable: false, path: file });
+      expect(f!.detail).toContain(`pid ${child.pid}`);
+      expect(f!.detail).toContain("generation 1");
+      expect(drift.report.fixed).toEqual([]);
+      expect(drift.code).toBe(1);
+      // The journal's start of that session names the spec's hash it runs.
+      const db = new Database(join(h.state, "vak", "journal.db"), { readonly: true });
+      try {
+        const started = (db.prepare("SELECT payload FROM events WHERE kind = 'session.started'").all() as { payload: string }[]).map((x) => JSON.parse(x.payload) as { kind: string; sha256?: string });
+        expect(started.find((x) => x.kind.startsWith("workload:"))?.sha256).toMatch(/^[0-9a-f]{64}$/);
+      } finally {
+        db.close();
+      }
+      // Put back as it was: the running generation matches the file again.
+      h.write(file, spec(30), 0o644);
+      expect((await h.audit()).ids).not.toContain("trust.workload-drift");
+    } finally {
+      child.kill("SIGTERM");
+      await exited;
+    }
+    // A workload that is gone (its record left behind by a kill) says nothing.
+    h.write(file, spec(32), 0o644);
+    expect((await h.audit()).ids).not.toContain("trust.workload-drift");
   });
 });
 
