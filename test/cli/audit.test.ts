@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
+import { AuditReportSchema } from "../../src/audit/finding.js";
 import { pinFileName } from "../../src/mcp/pins.js";
 import { auditHome, type AuditHome } from "../support/audit.js";
 import { ROOT } from "../support/paths.js";
@@ -47,6 +48,82 @@ describe("sandbox", () => {
     expect(r.find("sandbox.reduced")!.fixable).toBe(false);
     expect(r.report.fixed).toEqual([]);
     expect(r.code).toBe(1);
+  });
+});
+
+/** A copy of Vak's installation (what runs, and its modules by a link), in dir. */
+function installCopy(dir: string): string {
+  for (const part of ["package.json", "bin", "dist", "build/Release/vak-launcher", "build/Release/vak-engine.node"]) cpSync(join(ROOT, part), join(dir, part), { recursive: true });
+  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"));
+  return dir;
+}
+
+/** `vak audit --json` as the copy's own CLI runs it (it audits the installation it runs from), checked by the schema. */
+function auditFrom(pkg: string, args: string[] = []) {
+  const r = spawnSync(process.execPath, [join(pkg, "bin", "vak.cjs"), "audit", "--json", ...args], { cwd: h.workspace, env: h.env, encoding: "utf8" });
+  const report = AuditReportSchema.parse(JSON.parse(r.stdout.trim().split("\n").pop() ?? ""));
+  expect(r.status, r.stderr).toBe(report.ok ? 0 : 1);
+  return { code: r.status, report, ids: report.findings.map((f) => f.id), find: (id: string) => report.findings.find((f) => f.id === id) };
+}
+
+describe("sandbox: what this machine or this installation cannot do", () => {
+  it("sandbox.unavailable: vak audit run inside a Vak sandbox of its own (no seccomp listener, no openat2, no user namespaces there) says no sandbox can be built", async () => {
+    expect((await h.audit()).ids).not.toContain("sandbox.unavailable");
+    // The outer sandbox refuses what a nested one needs; the inner audit probes for real and must say so, not run weaker.
+    const r = await h.audit(["--fix"], { wrapper: [process.execPath, join(ROOT, "bin", "vak.cjs"), "exec", "--allow-read", ROOT, "--"] });
+    expect(r.find("sandbox.unavailable")).toMatchObject({ severity: "critical", fixable: false });
+    expect(r.find("sandbox.unavailable")!.detail).toMatch(/seccomp user notification/);
+    // No sandbox, no smoke test tried: the finding is the unavailability itself.
+    expect(r.ids).not.toContain("sandbox.smoke-test");
+    expect(r.report.fixed).toEqual([]);
+    expect(r.code).toBe(1);
+  });
+
+  it("sandbox.smoke-test: a TMPDIR that does not exist, or that lies in Vak's own config (held read-only in every sandbox), fails the real sandboxed command", async () => {
+    for (const tmp of [join(h.root, "no-such-dir"), join(h.config, "vak")]) {
+      const r = await h.audit(["--fix"], { env: { TMPDIR: tmp } });
+      const f = r.find("sandbox.smoke-test");
+      expect(f, tmp).toMatchObject({ severity: "critical", fixable: false });
+      expect(f!.detail).toMatch(tmp.endsWith("no-such-dir") ? /cannot make a temporary workspace/ : /Permission denied|Read-only/);
+      expect(r.code).toBe(1);
+    }
+    expect((await h.audit()).ids).not.toContain("sandbox.smoke-test");
+  });
+
+  it("sandbox.egress-engine: a copy of Vak whose engine is missing, then not a loadable library, says network grants are refused", async () => {
+    const pkg = installCopy(join(h.root, "pkg"));
+    const engine = join(pkg, "build", "Release", "vak-engine.node");
+    expect(auditFrom(pkg).ids).not.toContain("sandbox.egress-engine");
+    rmSync(engine);
+    const missing = auditFrom(pkg, ["--fix"]);
+    expect(missing.find("sandbox.egress-engine")).toMatchObject({ severity: "warn", fixable: false });
+    expect(missing.find("sandbox.egress-engine")!.detail).toContain("missing");
+    expect(missing.code).toBe(1);
+    h.write(engine, "#!/bin/sh\nnot an ELF object\n", 0o755);
+    const broken = auditFrom(pkg, ["--fix"]);
+    expect(broken.find("sandbox.egress-engine")).toMatchObject({ severity: "warn", fixable: false });
+    expect(broken.report.fixed).toEqual([]);
+    cpSync(join(ROOT, "build", "Release", "vak-engine.node"), engine);
+    expect(auditFrom(pkg).ids).not.toContain("sandbox.egress-engine");
+  });
+
+  it("install.not-held: Vak installed inside this workspace, where no sandbox of it can be planned (more held paths than the sandbox carries), is critical", async () => {
+    const pkg = installCopy(join(h.workspace, "node_modules", "vak"));
+    // Inside the workspace but held read-only: not a finding.
+    expect(auditFrom(pkg).ids).not.toContain("install.not-held");
+    // 2,100 protected names that are links (each holds its target): the plan cannot carry them, so nothing would hold the copy.
+    const many = join(h.workspace, "many");
+    for (let i = 0; i < 2100; i++) {
+      mkdirSync(join(many, `d${i}`), { recursive: true });
+      h.write(join(many, `d${i}`, "t"), "x\n", 0o644);
+      symlinkSync("t", join(many, `d${i}`, ".envrc"));
+    }
+    const r = auditFrom(pkg, ["--fix"]);
+    expect(r.find("install.not-held")).toMatchObject({ severity: "critical", fixable: false, path: pkg });
+    expect(r.find("install.not-held")!.detail).toMatch(/cannot plan a sandbox/);
+    expect(r.report.fixed).toEqual([]);
+    rmSync(many, { recursive: true, force: true });
+    expect(auditFrom(pkg).ids).not.toContain("install.not-held");
   });
 });
 
