@@ -19,6 +19,7 @@ import { resolveRef, parseRef, type SecretCommands, type SecretStore } from "../
 import { KvStores } from "../stores/kv.js";
 import { McpHub } from "../mcp/hub.js";
 import { McpServerSchema } from "../policy/mcp-servers.js";
+import { visible } from "../text/visible.js";
 import { RunningRecord } from "./running.js";
 import { type ComponentPlan, loadSpec, type WorkloadPlan } from "./spec.js";
 
@@ -190,7 +191,9 @@ export class WorkloadSession {
     l.mcp ??= McpHub.start({
       servers: [{ name: c.name, def, source: this.plan.source }], workspace: l.scratch, mode: def.mode, journal,
       host: this.opts.env ? hostFacts(this.opts.env) : hostFacts(), secret: (ref) => secrets.get(ref) ?? "",
-      log: (line) => this.opts.onLog?.(line), neutralise: (t) => t, withheld: this.opts.secrets,
+      // Its stderr and Vak's notes about it are hostile text: redacted (the host's redactor) and neutralised
+      // (the one neutraliser) a bounded line at a time before any onLog sees them (src/mcp/stderr.ts).
+      log: (line) => this.opts.onLog?.(line), neutralise: visible, withheld: this.opts.secrets,
     });
     return l.mcp;
   }
