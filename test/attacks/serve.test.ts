@@ -445,6 +445,48 @@ describe("the web terminal", () => {
   });
 });
 
+describe("the web terminal: a secret split across output chunks", () => {
+  it("a secret the shell prints one byte at a time (each its own pty write) never reaches the browser whole, nor its base64; other output is not held", async () => {
+    const value = `Tv9-${Math.random().toString(36).slice(2)}-term-secret`;
+    // A profile's secret: the session's sandbox (and so the terminal's shell) holds it in TOK, and the host's redactor knows it.
+    const x = await serve({ workspace: s.ws, config: '[server]\nterminal = true\n[profiles.tok]\nsecrets = ["TOK=env:VAK_TEST_TERM_SECRET"]\n', args: ["--profile", "tok"], env: { VAK_TEST_TERM_SECRET: value } });
+    try {
+      const h = `127.0.0.1:${x.port}`;
+      const login = await rawRequest(head("GET", `/?token=${x.token}`, [["Host", h]]), { port: x.port });
+      const c = login.headers["set-cookie"]!.split(";")[0]!;
+      const body = JSON.stringify({ kind: "agent", model: script(`term-${Date.now()}`, [{ text: "x" }]) });
+      const created = await rawRequest(head("POST", "/api/sessions", [["Host", h], ["Authorization", `Bearer ${x.token}`], json, ["Content-Length", String(Buffer.byteLength(body))]]), { port: x.port, body });
+      expect(created.status, created.body).toBe(201);
+      const id = (JSON.parse(created.body) as { id: string }).id;
+      const ws = new WebSocket(`ws://${h}/api/sessions/${id}/terminal`, { headers: { Cookie: c, Origin: `http://${h}` } });
+      const frames: string[] = [];
+      ws.on("message", (d: Buffer) => frames.push(d.toString()));
+      await new Promise<void>((res, rej) => {
+        ws.once("open", () => res());
+        ws.once("error", rej);
+      });
+      const screen = () => frames.join("");
+      const until = async (what: string) => {
+        for (let i = 0; i < 400 && !screen().includes(what); i++) await new Promise((r) => setTimeout(r, 30));
+        if (!screen().includes(what)) throw new Error(`no ${what} in: ${screen()}`);
+      };
+      // Each character its own write, 20 ms apart: the pty hands them over as separate chunks.
+      const slowly = (expr: string) => `s=${expr}; i=0; while [ $i -lt \${#s} ]; do printf %s "\${s:$i:1}"; sleep 0.02; i=$((i+1)); done; echo`;
+      ws.send(Buffer.from(`${slowly('"$TOK"')}; ${slowly('"$(printf %s "$TOK" | base64 -w0)"')}; ${slowly('"\${TOK:0:6}zz"')}; echo END-$((2+3))\n`), { binary: true });
+      await until("END-5");
+      ws.close();
+      const all = screen();
+      expect(all).not.toContain(value);
+      expect(all).not.toContain(Buffer.from(value).toString("base64"));
+      expect(all.match(/\[REDACTED\]/g)?.length ?? 0).toBeGreaterThanOrEqual(2);
+      // The start of the secret followed by something else is not a secret: it is shown once it is settled.
+      expect(all).toContain(`${value.slice(0, 6)}zz`);
+    } finally {
+      await x.close();
+    }
+  });
+});
+
 describe("[server] is user-tier only", () => {
   it("a repository's .vak/config.toml that sets [server] changes nothing, and is said to be ignored", async () => {
     const r = scratch();
