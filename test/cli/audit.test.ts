@@ -107,6 +107,22 @@ describe("sandbox: what this machine or this installation cannot do", () => {
     expect(auditFrom(pkg).ids).not.toContain("sandbox.egress-engine");
   });
 
+  it("install.parent-writable: a copy of Vak under a directory anyone can write (no sticky bit) is critical; --fix removes o+w from the one that is yours", async () => {
+    const open = join(h.root, "open");
+    mkdirSync(open);
+    chmodSync(open, 0o777);
+    const pkg = installCopy(join(open, "pkg"));
+    const r = auditFrom(pkg);
+    expect(r.report.findings.find((f) => f.id === "install.parent-writable" && f.path === open)).toMatchObject({ severity: "critical", fixable: true });
+    const fixed = auditFrom(pkg, ["--fix"]);
+    expect(fixed.report.fixed).toContainEqual({ id: "install.parent-writable", path: open, from: "0777", to: "0775" });
+    expect(fixed.report.findings.find((f) => f.id === "install.parent-writable" && f.path === open)).toBeUndefined();
+    expect(mode(open)).toBe(0o775);
+    // A sticky one (like /tmp) is not a finding.
+    chmodSync(open, 0o1777);
+    expect(auditFrom(pkg).report.findings.find((f) => f.id === "install.parent-writable" && f.path === open)).toBeUndefined();
+  });
+
   it("install.not-held: Vak installed inside this workspace, where no sandbox of it can be planned (more held paths than the sandbox carries), is critical", async () => {
     const pkg = installCopy(join(h.workspace, "node_modules", "vak"));
     // Inside the workspace but held read-only: not a finding.
@@ -143,6 +159,14 @@ describe("control files", () => {
     const sessions = JSON.parse((await runVak(["journal", "list", "--json"], { cwd: h.workspace, env: h.env })).stdout) as { id: string; kind: string }[];
     const shown = await runVak(["journal", "show", sessions.find((x) => x.kind === "audit")!.id], { cwd: h.workspace, env: h.env });
     expect(shown.stdout).toContain(`control.readable: ${cfg()} 0644 → 0600`);
+  });
+
+  it("control.readable: the repository trust records (trust.json) others can read are closed by --fix", async () => {
+    const trust = h.write(join(h.state, "vak", "trust.json"), JSON.stringify({ version: 1, trusted: [] }), 0o644);
+    expect((await h.audit()).report.findings.find((f) => f.path === trust)).toMatchObject({ id: "control.readable", fixable: true });
+    const fixed = await h.audit(["--fix"]);
+    expect(fixed.report.fixed).toContainEqual({ id: "control.readable", path: trust, from: "0644", to: "0600" });
+    expect(mode(trust)).toBe(0o600);
   });
 
   it("control.readable is critical for the secret store", async () => {
@@ -312,6 +336,13 @@ describe("broad rules of the user's [exec] and profiles", () => {
       expect.objectContaining({ severity: "critical", fixable: false, path: repo, title: expect.stringContaining("this repository's [exec]"), detail: expect.stringContaining('"~"') }),
     ]);
     expect(r.find("rules.net-wildcard")).toMatchObject({ fixable: false, path: repo, title: expect.stringContaining("this repository's profile deploy") });
+  });
+
+  it("rules.approvals-write-allow: writes without asking is information only (exit 0)", async () => {
+    h.write(cfg(), '[approvals]\nwrite = "allow"\n');
+    const r = await h.audit(["--fix"]);
+    expect(r.find("rules.approvals-write-allow")).toMatchObject({ severity: "info", fixable: false, path: cfg() });
+    expect(r.code).toBe(0);
   });
 
   it("a full-access mode cannot be a default: in a profile it is config.invalid, never a silent grant", async () => {
