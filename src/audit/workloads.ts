@@ -13,7 +13,9 @@ import type { Check } from "./finding.js";
  */
 export function workloadChecks(ctx: AuditContext): Check[] {
   const out: Check[] = [];
-  for (const w of listRunning(dirname(ctx.journalPath))) {
+  // Beside the journal file, or in the state directory for a journal that is not a file (running.ts).
+  const dirs = [...new Set([dirname(ctx.journalPath), ctx.dirs.state])];
+  for (const w of dirs.flatMap((d) => listRunning(d))) {
     let now: string | undefined;
     try {
       now = createHash("sha256").update(readFileSync(w.spec, "utf8")).digest("hex");

@@ -20,6 +20,7 @@ import { KvStores } from "../stores/kv.js";
 import { McpHub } from "../mcp/hub.js";
 import { McpServerSchema } from "../policy/mcp-servers.js";
 import { visible } from "../text/visible.js";
+import { vakDirs } from "../policy/state.js";
 import { RunningRecord } from "./running.js";
 import { type ComponentPlan, loadSpec, type WorkloadPlan } from "./spec.js";
 
@@ -111,7 +112,8 @@ export class WorkloadSession {
     }
     void this.journalSession?.append("policy.generation", { component: "host" }, 1, { generation: 1, spec: plan.source, hash: plan.hash, components: describe(plan) }).catch(() => {});
     if (opts.journal && plan.source !== "(library)")
-      this.running = RunningRecord.start(dirname(opts.journal.path), { session: this.journalSession?.id ?? null, name: plan.name, spec: plan.source, sha256: plan.hash, generation: 1 });
+      // Beside a journal file; for a journal that is not a file (PostgreSQL), in Vak's state directory.
+      this.running = RunningRecord.start(opts.journal.location.startsWith("/") ? dirname(opts.journal.location) : vakDirs(opts.env ?? process.env).state, { session: this.journalSession?.id ?? null, name: plan.name, spec: plan.source, sha256: plan.hash, generation: 1 });
   }
 
   get generation(): number {
