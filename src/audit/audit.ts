@@ -9,6 +9,7 @@ import { ruleChecks } from "./rules.js";
 import { installHeldCheck, sandboxChecks } from "./sandbox.js";
 import { secretChecks } from "./secrets.js";
 import { trustChecks } from "./trust.js";
+import { workloadChecks } from "./workloads.js";
 
 /** Every check family, in the order a reader should care: the sandbox first. */
 export async function runChecks(ctx: AuditContext, deep: boolean): Promise<Check[]> {
@@ -24,7 +25,7 @@ export async function runChecks(ctx: AuditContext, deep: boolean): Promise<Check
   const exposure = exposureChecks(ctx);
   out.push(...exposure.checks);
   if (deep) out.push(...(await deepExposureChecks(exposure.exposure)));
-  out.push(...trustChecks(ctx));
+  out.push(...trustChecks(ctx), ...workloadChecks(ctx));
   return out;
 }
 

@@ -1,5 +1,7 @@
 import { lstatSync, readdirSync, type Stats } from "node:fs";
 import { dirname, join } from "node:path";
+import { trustFilePath } from "../policy/trust.js";
+import { runningDir } from "../workload/running.js";
 import type { AuditContext } from "./context.js";
 import { type Check, octal } from "./finding.js";
 
@@ -45,6 +47,9 @@ export function controlPaths(ctx: AuditContext): ControlPath[] {
     { path: dirname(ctx.pinsDir), what: "the MCP state directory", own: true },
     { path: ctx.pinsDir, what: "the MCP tool pins", own: true },
     { path: ctx.approvedPath, what: "the MCP approvals", own: true },
+    { path: trustFilePath(ctx.env), what: "the repository trust records", own: true },
+    { path: join(dirname(ctx.journalPath), "workloads"), what: "the running workloads' records", own: true },
+    { path: runningDir(dirname(ctx.journalPath)), what: "the running workloads' records", own: true },
   ];
   for (const name of safeList(ctx.pinsDir).filter((n) => n.endsWith(".json"))) p.push({ path: join(ctx.pinsDir, name), what: "an MCP pin file", own: true });
   for (const name of safeList(ctx.spoolDir)) p.push({ path: join(ctx.spoolDir, name), what: "a spool file", own: true, secret: true });

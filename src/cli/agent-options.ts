@@ -112,7 +112,8 @@ export function sessionOptionsWith(flags: AgentFlags, journal: Journal): { optio
       model: model.client,
       journal,
       // Every provider key the host holds is redacted everywhere and withheld from every sandbox, not only the one in use.
-      secrets: [...new Set([...(model.key ? [model.key] : []), ...providerKeys(config, process.env).values, ...inject.map((x) => x.value)])],
+      // The injected secrets are not withheld (they are granted to the sandbox); the session redacts them too (`inject`).
+      secrets: [...new Set([...(model.key ? [model.key] : []), ...providerKeys(config, process.env).values])],
       inject,
       approvalRules,
       approvalTimeoutMs: config.approvals.timeout_seconds ? config.approvals.timeout_seconds * 1000 : undefined,

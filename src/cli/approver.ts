@@ -1,12 +1,8 @@
 import type { ApprovalGate, ApprovalRequest, Outcome } from "../approvals/approval-gate.js";
-import { viewLines } from "../approvals/approval-view.js";
+import { approvalScreen, FIRST_PAGE, notShownYet, PAGE } from "../approvals/approval-screen.js";
 import { breakLine } from "../text/visible.js";
 import { fmt, MARGIN, own, type Output } from "./output.js";
 import { prefix } from "./transcript.js";
-
-/** How much of an op a prompt shows before it asks, and how much each [v] shows more. */
-const FIRST_PAGE = 40;
-const PAGE = 200;
 
 /**
  * Answers approval requests from a terminal, one at a time. The prompt shows
@@ -20,7 +16,7 @@ const PAGE = 200;
  */
 export class TerminalApprover {
   private queue: ApprovalRequest[] = [];
-  private current: { request: ApprovalRequest; lines: string[]; shown: number } | undefined;
+  private current: { request: ApprovalRequest; headline: string; scope: string; lines: string[]; shown: number } | undefined;
   /** The prompt another approver (the browser) answered just now: a y/a/n typed for it goes to the gate, which voids it. */
   private retracted: { request: ApprovalRequest; at: number } | undefined;
 
@@ -38,19 +34,19 @@ export class TerminalApprover {
     if (!this.current) this.next();
   };
 
-  /** The view, broken into the lines the terminal will show (so that pages count what is seen). */
-  private pieces(r: ApprovalRequest): string[] {
-    const width = Math.max(20, (this.out.stream.columns ?? 100) - MARGIN.length);
-    return viewLines(r.view).flatMap((l) => breakLine(l, width));
-  }
-
   private next(): void {
     const r = this.queue.shift();
-    this.current = r ? { request: r, lines: this.pieces(r), shown: 0 } : undefined;
-    if (!r) return;
+    if (!r) {
+      this.current = undefined;
+      return;
+    }
+    // The same screen the browser's card shows (approval-screen.ts), its lines broken to the terminal's width so that pages count what is seen.
+    const screen = approvalScreen(r, (t) => this.out.redact(t));
+    const width = Math.max(20, (this.out.stream.columns ?? 100) - MARGIN.length);
+    this.current = { request: r, headline: screen.headline, scope: screen.scope, lines: screen.lines.flatMap((l) => breakLine(l, width)), shown: 0 };
     // The prompt's first line is drawn so that no hostile text can look like it: at column 0, and in reverse video on a terminal.
     const mark = this.out.isTTY ? "\u001b[7m ? \u001b[0m" : "?";
-    this.out.line(fmt`\n${own(mark)} ${prefix(r.component)}${own(headline(r))} ${r.target ?? ""}`);
+    this.out.line(fmt`\n${own(mark)} ${prefix(r.component)}${own(screen.headline)} ${r.target ?? ""}`);
     this.page(FIRST_PAGE);
   }
 
@@ -59,9 +55,9 @@ export class TerminalApprover {
     this.out.exact(c.lines.slice(c.shown, c.shown + n));
     c.shown = Math.min(c.lines.length, c.shown + n);
     const left = c.lines.length - c.shown;
-    const chars = c.lines.slice(c.shown).reduce((a, l) => a + l.length, 0);
-    if (left) this.out.line(own(`… ${left} more line${left === 1 ? "" : "s"} of it not shown yet (${chars} characters): [v] shows the next ${Math.min(PAGE, left)}`));
-    this.out.line(fmt`  [a] would allow, without asking: ${c.request.scope}`);
+    const more = notShownYet(c.lines, c.shown);
+    if (more) this.out.line(own(`${more}: [v] shows the next ${Math.min(PAGE, left)}`));
+    this.out.line(fmt`  [a] would allow, without asking: ${c.scope}`);
     this.out.prompt(own(`  allow? [y] once  [a] for this session  [n] no${left ? "  [v] more" : ""}: `));
   }
 
@@ -105,16 +101,5 @@ export class TerminalApprover {
     const open = new Set(this.gate().pending().map((p) => p.nonce));
     this.queue = this.queue.filter((q) => open.has(q.nonce));
     if (this.current && !open.has(this.current.request.nonce)) this.next();
-  }
-}
-
-/** What is asked, in Vak's words (the op's own text is the view below it). */
-function headline(r: ApprovalRequest): string {
-  switch (r.view.kind) {
-    case "command": return "wants to run this command:";
-    case "tool": return "wants to run its command:";
-    case "file": return r.op === "edit" ? "wants to edit a file; the change, as a diff:" : "wants to write a file; the change, as a diff:";
-    case "text": return `asks about ${r.op}:`;
-    default: return `asks about ${r.op}:`;
   }
 }

@@ -175,6 +175,11 @@ export class Output {
   }
 
   /** Lines already rendered exactly (src/text/exact.ts), each shown after the margin. */
+  /** Redacts with the session's redactor (for text rendered exactly, which must be redacted before it is rendered). */
+  redact(s: string): string {
+    return this.redactor.text(s);
+  }
+
   exact(lines: readonly string[]): void {
     this.endText();
     if (lines.length) this.put(`${this.marginLines(lines.join("\n")).join("\n")}\n`);

@@ -40,7 +40,13 @@ export function installCheck(): { ok: boolean; line: string; root: string; held:
 
 /** Tries a real sandboxed command end to end; returns the failure, if any. */
 export async function smokeTest(sandbox: "namespaces" | "reduced"): Promise<string | undefined> {
-  const ws = mkdtempSync(join(tmpdir(), "vak-doctor-"));
+  let ws: string;
+  try {
+    ws = mkdtempSync(join(tmpdir(), "vak-doctor-"));
+  } catch (e) {
+    // No temporary workspace, no sandboxed command: a failure to report, not a crash.
+    return `cannot make a temporary workspace in ${tmpdir()} (TMPDIR): ${e instanceof Error ? e.message : String(e)}`;
+  }
   const scratch = { tmp: join(ws, ".scratch"), home: join(ws, ".scratch", "home") };
   try {
     if (sandbox === "reduced") mkdirSync(scratch.home, { recursive: true });

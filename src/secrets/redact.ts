@@ -29,6 +29,32 @@ const AFTER: RegExp[] = [
   /(:\/\/[^/\s:@]+:)[^@\s/]{3,}(@)/g, // user:password@ in URLs
 ];
 
+/** A credential-shaped run longer than this is not held back by unfinished(): it is redacted as it stands. */
+const MAX_SHAPE_RUN = 1024;
+const TRAILING_RUN = /[^\s"',;]+$/;
+/** How each shape (SHAPES, AFTER) begins. */
+const SHAPE_STARTS = ["sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-", "AKIA", "ASIA", "AIza", "npm_", "eyJ", "-----BEGIN"];
+/** The keywords the AFTER shapes follow, as a run that is still being written may begin them. */
+const KEYWORDS = ["bearer", "basic", "authorization", "proxy-authorization", "x-api-key", "api-key", "api_key", "apikey", "password", "passwd", "secret", "token"];
+const KEYWORD = /(?:authorization|x-api-key|api[-_]?key|proxy-authorization|password|passwd|secret|token|:\/\/)/i;
+
+/**
+ * How much of the end of a text to hold because its last run of non-space
+ * characters could still grow into a credential's shape: the run, and the
+ * keyword before it when the shape needs one ("Bearer TOKEN", "token: VALUE").
+ */
+function shapeHold(run: string, before: string): number {
+  const keyword = /(?:\bBearer|\bBasic|(?:authorization|x-api-key|api[-_]?key|proxy-authorization|password|passwd|secret|token)["']?\s*[:=]?)\s*["']?$/i.exec(before.slice(-64));
+  if (keyword) return run.length + keyword[0].length;
+  const word = run.replace(/^[^A-Za-z0-9-]+/, "");
+  if (word && SHAPE_STARTS.some((p) => word.startsWith(p) || p.startsWith(word))) return run.length;
+  const lower = word.toLowerCase();
+  if (lower && KEYWORDS.some((k) => k.startsWith(lower))) return run.length;
+  // Contains a keyword (its value may follow), or may still become "://user:password@".
+  if (KEYWORD.test(run) || /:\/?$/.test(run)) return run.length;
+  return 0;
+}
+
 /** The spellings of one secret value that a program might print. */
 function encodings(value: string): string[] {
   const b = Buffer.from(value, "utf8");
@@ -149,6 +175,41 @@ export class Redactor {
     for (const re of SHAPES) out = out.replace(re, REDACTED);
     for (const re of AFTER) out = out.replace(re, (_m, keep: string, tail?: string) => `${keep}${REDACTED}${typeof tail === "string" ? tail : ""}`);
     return out;
+  }
+
+  /**
+   * How many characters at the end of s could be the start of something
+   * text() would redact once more text follows: a proper prefix of a known
+   * secret's spelling, or an unfinished run that could become a credential's
+   * shape. A stream that redacts piece by piece (the web terminal) holds them
+   * back, so that a value split across pieces is still seen whole.
+   */
+  unfinished(s: string): number {
+    let n = 0;
+    for (const k of this.known) {
+      for (let l = Math.min(k.length - 1, s.length); l > n; l--)
+        if (s.endsWith(k.slice(0, l))) {
+          n = l;
+          break;
+        }
+    }
+    // The run may be empty: "Bearer " at the end waits for what follows it.
+    const run = TRAILING_RUN.exec(s.slice(-MAX_SHAPE_RUN - 1))?.[0] ?? "";
+    if (run.length <= MAX_SHAPE_RUN) n = Math.max(n, shapeHold(run, s.slice(0, s.length - run.length)));
+    // The cut must not fall inside a whole spelling that ends before it: that one is then held whole too.
+    for (let moved = true; moved && n < s.length; ) {
+      moved = false;
+      const cut = s.length - n;
+      for (const k of this.known) {
+        const at = s.lastIndexOf(k, cut - 1);
+        if (at >= 0 && at > cut - k.length && at + k.length > cut) {
+          n = s.length - at;
+          moved = true;
+          break;
+        }
+      }
+    }
+    return n;
   }
 
   private replaceKnown(s: string): string {

@@ -30,8 +30,17 @@ const MAX_SESSIONS = 256;
 
 export class ServerAuth {
   readonly token: string;
-  /** Per port, since cookies are not: two servers on one machine do not overwrite each other's. */
+  /**
+   * Bound to this instance: the port and a random id. Cookies ignore ports, so
+   * every server on this machine's loopback receives ours and can set one of
+   * the same name; a name another server cannot know in advance is neither
+   * overwritten by a sibling's login nor planted before ours, and a cookie of
+   * another instance (an earlier `vak serve` on this port, another port's) is
+   * refused as such.
+   */
   readonly cookieName: string;
+  /** This instance's random id (in the cookie's name). */
+  readonly instance: string;
   private readonly tokenHash: Buffer;
   private readonly secure: boolean;
   private readonly now: () => number;
@@ -39,11 +48,13 @@ export class ServerAuth {
   private readonly sessions = new Map<string, number>();
   readonly limiter: FailureLimiter;
 
-  constructor(opts: { port: number; secure: boolean; token?: string; limiter?: FailureLimiter; now?: () => number }) {
+  constructor(opts: { port: number; secure: boolean; token?: string; instance?: string; limiter?: FailureLimiter; now?: () => number }) {
     this.token = opts.token ?? randomBytes(32).toString("base64url");
     this.tokenHash = sha(this.token);
+    this.instance = opts.instance ?? randomBytes(8).toString("hex");
+    if (!/^[0-9a-f]{16}$/.test(this.instance)) throw new Error("a server instance id is 16 hex digits");
     // __Host- (Secure, Path=/, no Domain) cannot be set by a sibling subdomain; it needs TLS.
-    this.cookieName = `${opts.secure ? "__Host-" : ""}vak_${opts.port}`;
+    this.cookieName = `${opts.secure ? "__Host-" : ""}vak_${opts.port}_${this.instance}`;
     this.secure = opts.secure;
     this.limiter = opts.limiter ?? new FailureLimiter();
     this.now = opts.now ?? Date.now;
@@ -76,6 +87,9 @@ export class ServerAuth {
       const refused = this.check("cookie", h.peer, () => ids.some((id) => this.sessionValid(id)));
       return refused ?? { ok: true, via: "cookie" };
     }
+    const foreign = vakCookieNames(h.cookie).find((n) => n !== this.cookieName);
+    if (foreign !== undefined)
+      return { ok: false, status: 401, reason: "not logged in here: the session cookie this browser sent belongs to another `vak serve` (another port, or an earlier one on this port), and is refused; open the login URL this one printed" };
     return { ok: false, status: 401, reason: "not logged in: open the login URL that `vak serve` printed, or send Authorization: Bearer TOKEN" };
   }
 
@@ -115,4 +129,10 @@ export function cookieValues(header: string | undefined, name: string): string[]
     if (part.slice(0, eq).trim() === name) out.push(part.slice(eq + 1).trim());
   }
   return out.slice(0, 8);
+}
+
+/** The names of Vak session cookies (any instance's) in a Cookie header. */
+export function vakCookieNames(header: string | undefined): string[] {
+  if (!header) return [];
+  return header.split(";").map((p) => p.slice(0, Math.max(0, p.indexOf("="))).trim()).filter((n) => /^(?:__Host-)?vak_\d+(?:_[0-9a-f]+)?$/.test(n)).slice(0, 16);
 }

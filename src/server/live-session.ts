@@ -28,6 +28,8 @@ export interface Watcher {
 
 export interface LiveDeps {
   filter: TextFilter;
+  /** The redactor alone (an approval's view is rendered exactly, after redaction: approval-screen.ts). */
+  redact?: ((s: string) => string) | undefined;
   publish: (m: LiveMessage) => void;
   /** Whether this server offers the web terminal. */
   terminal: boolean;
@@ -54,7 +56,7 @@ export class LiveSession {
         for (const w of this.watchers) w.event?.(e);
       },
       onApproval: (r) => {
-        const card = approvalCard(r, deps.filter);
+        const card = approvalCard(r, deps.filter, deps.redact);
         this.cards.set(r.nonce, card);
         deps.publish({ type: "approval", session: this.id, card });
         this.publishState();

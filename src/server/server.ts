@@ -85,9 +85,9 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   let hosts: HostPolicy | undefined;
   let origins: ReadonlySet<string> = new Set();
   const hub = new Hub();
-  const terminals = new Terminals({ filter: o.filter, log: o.log });
+  const terminals = new Terminals({ filter: o.filter, unfinished: (t) => o.journal.redactor.unfinished(t), log: o.log });
   const sessions = new SessionHost(o.journal, {
-    filter: o.filter, publish: (m) => hub.publish(m), terminal: exposure.terminal, factory: o.factory,
+    filter: o.filter, redact: (t: string) => o.journal.redactor.text(t), publish: (m) => hub.publish(m), terminal: exposure.terminal, factory: o.factory,
     beforeRevoke: (id) => terminals.stopSession(id),
   });
   const tail = new JournalTail(o.journal, o.filter, (m) => hub.publish(m), () => hub.size > 0);

@@ -9,6 +9,7 @@ import { launcherArgs, launcherPath } from "../sandbox/launcher.js";
 import { parseReport } from "../sandbox/report.js";
 import type { TextFilter } from "./browser-text.js";
 import type { LiveSession } from "./live-session.js";
+import { TerminalStream } from "./terminal-stream.js";
 import { TerminalSize } from "./wire.js";
 
 /**
@@ -28,7 +29,7 @@ import { TerminalSize } from "./wire.js";
  *
  * What the shell prints goes to xterm.js as a terminal's bytes (a terminal
  * emulator needs its escapes; the page disables links and clipboard writes),
- * redacted chunk by chunk.
+ * redacted and neutralised across chunk boundaries (terminal-stream.ts).
  */
 const SHELLS = ["/bin/bash", "/bin/sh"];
 const MAX_INPUT = 64 * 1024;
@@ -59,7 +60,7 @@ function privateFile(content: string): string {
 export class Terminals {
   private readonly bySession = new Map<string, Set<Term>>();
 
-  constructor(private readonly deps: { filter: TextFilter; log: (line: string) => void }) {}
+  constructor(private readonly deps: { filter: TextFilter; unfinished: (s: string) => number; log: (line: string) => void }) {}
 
   /** Why a terminal cannot open for this session now, or undefined. */
   refusal(live: LiveSession | undefined): string | undefined {
@@ -110,8 +111,11 @@ export class Terminals {
     this.bySession.set(live.id, set);
     sb.started(pty.pid);
 
+    // Redacted across chunks: a secret printed a byte at a time is held until it is whole (terminal-stream.ts).
+    const stream = new TerminalStream(this.deps.filter, this.deps.unfinished);
     pty.onData((d) => {
-      if (ws.readyState === ws.OPEN) ws.send(redactOnly(this.deps.filter, d));
+      const out = stream.push(d);
+      if (out && ws.readyState === ws.OPEN) ws.send(out);
     });
     pty.onExit(({ exitCode }) => {
       set.delete(term!);
@@ -124,6 +128,8 @@ export class Terminals {
       rmSync(report, { force: true });
       if (token) rmSync(token, { force: true });
       sb.exited(exitCode, denied);
+      const rest = stream.end();
+      if (rest && ws.readyState === ws.OPEN) ws.send(rest);
       if (ws.readyState === ws.OPEN) ws.close(1000, `the shell exited (${exitCode})`);
       resolveExit();
     });
@@ -176,15 +182,4 @@ export class Terminals {
   async closeAll(): Promise<void> {
     await Promise.allSettled([...this.bySession.keys()].map((id) => this.stopSession(id)));
   }
-}
-
-/**
- * A terminal's bytes keep their escapes (the emulator needs them), so the
- * neutraliser does not apply; the redactor does. The filter handed in is
- * the two composed, so only its redaction part is wanted: it is applied to
- * the text between escapes, which the neutraliser leaves alone anyway.
- */
-function redactOnly(filter: TextFilter, chunk: string): string {
-  // Split on control characters: each printable run is filtered whole, each control character kept as is.
-  return chunk.replace(/[^\u0000-\u001f\u007f-\u009f]+/g, (run) => filter(run));
 }

@@ -115,6 +115,24 @@ export type CardDetail =
   | { kind: "exec"; command: Shown }
   | { kind: "other"; text: Shown };
 
+/**
+ * The approval's screen, exactly as the terminal prompt shows it
+ * (src/approvals/approval-screen.ts): the client renders these lines as text,
+ * a page at a time. Sent whole up to a bound; past it, `complete` is false
+ * and the client offers only deny (the rest cannot be seen here).
+ */
+export interface CardView {
+  headline: string;
+  kind: "command" | "tool" | "file" | "text";
+  lines: string[];
+  /** Lines and characters in the whole view (lines.length is what was sent). */
+  total: number;
+  chars: number;
+  complete: boolean;
+  firstPage: number;
+  page: number;
+}
+
 export interface ApprovalCard {
   nonce: string;
   digest: string;
@@ -125,6 +143,9 @@ export interface ApprovalCard {
   summary: string;
   /** What "allow for this session" would let run later without asking, said exactly (filtered). */
   scope: string;
+  /** What the card shows: the terminal's screen of this request. */
+  view: CardView;
+  /** The op as structured fields (for programs); the client renders `view`. */
   detail: CardDetail;
   /** The detail shown is exactly what the digest covers (checked by the server); false only for requests without one (a spec edit). */
   verified: boolean;

@@ -1,6 +1,6 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { z } from "zod";
 import { changedPath } from "./command-paths.js";
 import { type AgentEvent, outcomeText, type RunResult, runAgent, runBuiltin, type ToolAnswer, type ToolRouter } from "../agent/agent.js";
@@ -19,6 +19,9 @@ import { resolveRef, parseRef, type SecretCommands, type SecretStore } from "../
 import { KvStores } from "../stores/kv.js";
 import { McpHub } from "../mcp/hub.js";
 import { McpServerSchema } from "../policy/mcp-servers.js";
+import { visible } from "../text/visible.js";
+import { vakDirs } from "../policy/state.js";
+import { RunningRecord } from "./running.js";
 import { type ComponentPlan, loadSpec, type WorkloadPlan } from "./spec.js";
 
 export interface WorkloadSessionOptions {
@@ -89,12 +92,15 @@ export class WorkloadSession {
   private readonly stores: KvStores;
   /** Spec hashes the user refused, so that one refusal is not asked again. */
   private readonly refusedSpecs = new Set<string>();
+  /** Which spec this running workload was started from, for `vak audit` (running.ts). */
+  private running: RunningRecord | undefined;
 
   constructor(plan: WorkloadPlan, private readonly opts: WorkloadSessionOptions) {
     this.plan = plan;
     this.redactor = opts.journal?.redactor ?? new Redactor();
     for (const s of opts.secrets ?? []) this.redactor.add(s);
-    this.journalSession = opts.journal?.startSession({ kind: `workload:${plan.id}`, title: `workload ${plan.name}`, workspace: plan.workspace });
+    // The start names the spec and its content hash: what this session's first generation runs.
+    this.journalSession = opts.journal?.startSession({ kind: `workload:${plan.id}`, title: `workload ${plan.name}`, workspace: plan.workspace, payload: { spec: plan.source, sha256: plan.hash } });
     this.approvals = new ApprovalGate({ journal: this.journalSession, timeoutMs: opts.approvalTimeoutMs, onRequest: opts.onApproval, onSettle: opts.onApprovalSettled });
     this.stores = new KvStores(plan.id, opts.storesDir);
     try {
@@ -105,6 +111,9 @@ export class WorkloadSession {
       throw e;
     }
     void this.journalSession?.append("policy.generation", { component: "host" }, 1, { generation: 1, spec: plan.source, hash: plan.hash, components: describe(plan) }).catch(() => {});
+    if (opts.journal && plan.source !== "(library)")
+      // Beside a journal file; for a journal that is not a file (PostgreSQL), in Vak's state directory.
+      this.running = RunningRecord.start(opts.journal.location.startsWith("/") ? dirname(opts.journal.location) : vakDirs(opts.env ?? process.env).state, { session: this.journalSession?.id ?? null, name: plan.name, spec: plan.source, sha256: plan.hash, generation: 1 });
   }
 
   get generation(): number {
@@ -184,7 +193,9 @@ export class WorkloadSession {
     l.mcp ??= McpHub.start({
       servers: [{ name: c.name, def, source: this.plan.source }], workspace: l.scratch, mode: def.mode, journal,
       host: this.opts.env ? hostFacts(this.opts.env) : hostFacts(), secret: (ref) => secrets.get(ref) ?? "",
-      log: (line) => this.opts.onLog?.(line), neutralise: (t) => t, withheld: this.opts.secrets,
+      // Its stderr and Vak's notes about it are hostile text: redacted (the host's redactor) and neutralised
+      // (the one neutraliser) a bounded line at a time before any onLog sees them (src/mcp/stderr.ts).
+      log: (line) => this.opts.onLog?.(line), neutralise: visible, withheld: this.opts.secrets,
     });
     return l.mcp;
   }
@@ -337,6 +348,7 @@ export class WorkloadSession {
     this.plan = next;
     // The new brokers are born in the new generation; the old ones are gone.
     this.live = this.start(next);
+    this.running?.update(generation, next.hash);
     await this.journalSession?.append("policy.generation", { component: "host" }, generation, { generation, spec: next.source, hash: next.hash, components: describe(next), reason: "the user approved the edited spec" });
     return "applied";
   }
@@ -369,6 +381,7 @@ export class WorkloadSession {
     await this.stop(this.live);
     this.live = [];
     this.stores.close();
+    this.running?.remove();
     if (this.journalSession) {
       await this.journalSession.end(outcome);
     }

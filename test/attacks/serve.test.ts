@@ -155,7 +155,8 @@ describe("authentication", () => {
   });
 
   it("a forged session cookie is refused", async () => {
-    const r = await req("GET", "/api/sessions", [["Cookie", `vak_${srv.port}=forged-value`]]);
+    const name = cookie.split("=")[0]!;
+    const r = await req("GET", "/api/sessions", [["Cookie", `${name}=forged-value`]]);
     expect(r.status).toBe(401);
   });
 
@@ -445,6 +446,90 @@ describe("the web terminal", () => {
   });
 });
 
+describe("the session cookie: cookies ignore ports, so every loopback server gets ours", () => {
+  it("two vak serve on two ports: neither takes the other's cookie, a cookie of the other's name cannot shadow ours, and a restart on the same port refuses the old one", async () => {
+    const b = await serve({ workspace: s.ws });
+    let oldB = "";
+    const at = (x: { port: number }) => `127.0.0.1:${x.port}`;
+    const get = (x: { port: number }, path: string, hs: [string, string][] = []) => rawRequest(head("GET", path, [["Host", at(x)], ...hs]), { port: x.port });
+    try {
+      const loginA = cookie;
+      const loginB = (await get(b, `/?token=${b.token}`)).headers["set-cookie"]!.split(";")[0]!;
+      oldB = loginB;
+      const [nameA, nameB] = [loginA.split("=")[0]!, loginB.split("=")[0]!];
+      // Bound to the instance: the port and an id another server cannot know before it sees one.
+      expect(nameA).toMatch(new RegExp(`^vak_${srv.port}_[0-9a-f]{16}$`));
+      expect(nameB).toMatch(new RegExp(`^vak_${b.port}_[0-9a-f]{16}$`));
+      // A browser sends both cookies to both servers (same host, ports ignored): each takes its own only.
+      const both = `${loginA}; ${loginB}`;
+      expect((await get(srv, "/api/sessions", [["Cookie", both]])).status).toBe(200);
+      expect((await get(b, "/api/sessions", [["Cookie", both]])).status).toBe(200);
+      // B handed A's cookie (all it could have received from the browser) is not logged in, and says why.
+      const onlyA = await get(b, "/api/sessions", [["Cookie", loginA]]);
+      expect(onlyA.status).toBe(401);
+      expect(onlyA.body).toContain("another `vak serve`");
+      // A cookie planted under A's old-style name (port only) or under B's name with A's value does nothing at A.
+      expect((await get(srv, "/api/sessions", [["Cookie", `vak_${srv.port}=${loginA.split("=")[1]}`]])).status).toBe(401);
+      expect((await get(srv, "/api/sessions", [["Cookie", `${nameB}=${loginA.split("=")[1]}`]])).status).toBe(401);
+      // Planted values under our own name beside the real one do not push it out (every value is tried, a few at most).
+      expect((await get(srv, "/api/sessions", [["Cookie", `${nameA}=planted1; ${nameA}=planted2; ${loginA}`]])).status).toBe(200);
+    } finally {
+      await b.close();
+    }
+    // A new server on B's port is another instance: B's old cookie is refused there.
+    const again = await serve({ workspace: s.ws, args: ["--port", String(b.port)] });
+    try {
+      const old = await get(again, "/api/sessions", [["Cookie", oldB]]);
+      expect(old.status).toBe(401);
+      expect(old.body).toContain("another `vak serve`");
+    } finally {
+      await again.close();
+    }
+  });
+});
+
+describe("the web terminal: a secret split across output chunks", () => {
+  it("a secret the shell prints one byte at a time (each its own pty write) never reaches the browser whole, nor its base64; other output is not held", async () => {
+    const value = `Tv9-${Math.random().toString(36).slice(2)}-term-secret`;
+    // A profile's secret: the session's sandbox (and so the terminal's shell) holds it in TOK, and the host's redactor knows it.
+    const x = await serve({ workspace: s.ws, config: '[server]\nterminal = true\n[profiles.tok]\nsecrets = ["TOK=env:VAK_TEST_TERM_SECRET"]\n', args: ["--profile", "tok"], env: { VAK_TEST_TERM_SECRET: value } });
+    try {
+      const h = `127.0.0.1:${x.port}`;
+      const login = await rawRequest(head("GET", `/?token=${x.token}`, [["Host", h]]), { port: x.port });
+      const c = login.headers["set-cookie"]!.split(";")[0]!;
+      const body = JSON.stringify({ kind: "agent", model: script(`term-${Date.now()}`, [{ text: "x" }]) });
+      const created = await rawRequest(head("POST", "/api/sessions", [["Host", h], ["Authorization", `Bearer ${x.token}`], json, ["Content-Length", String(Buffer.byteLength(body))]]), { port: x.port, body });
+      expect(created.status, created.body).toBe(201);
+      const id = (JSON.parse(created.body) as { id: string }).id;
+      const ws = new WebSocket(`ws://${h}/api/sessions/${id}/terminal`, { headers: { Cookie: c, Origin: `http://${h}` } });
+      const frames: string[] = [];
+      ws.on("message", (d: Buffer) => frames.push(d.toString()));
+      await new Promise<void>((res, rej) => {
+        ws.once("open", () => res());
+        ws.once("error", rej);
+      });
+      const screen = () => frames.join("");
+      const until = async (what: string) => {
+        for (let i = 0; i < 400 && !screen().includes(what); i++) await new Promise((r) => setTimeout(r, 30));
+        if (!screen().includes(what)) throw new Error(`no ${what} in: ${screen()}`);
+      };
+      // Each character its own write, 20 ms apart: the pty hands them over as separate chunks.
+      const slowly = (expr: string) => `s=${expr}; i=0; while [ $i -lt \${#s} ]; do printf %s "\${s:$i:1}"; sleep 0.02; i=$((i+1)); done; echo`;
+      ws.send(Buffer.from(`${slowly('"$TOK"')}; ${slowly('"$(printf %s "$TOK" | base64 -w0)"')}; ${slowly('"\${TOK:0:6}zz"')}; echo END-$((2+3))\n`), { binary: true });
+      await until("END-5");
+      ws.close();
+      const all = screen();
+      expect(all).not.toContain(value);
+      expect(all).not.toContain(Buffer.from(value).toString("base64"));
+      expect(all.match(/\[REDACTED\]/g)?.length ?? 0).toBeGreaterThanOrEqual(2);
+      // The start of the secret followed by something else is not a secret: it is shown once it is settled.
+      expect(all).toContain(`${value.slice(0, 6)}zz`);
+    } finally {
+      await x.close();
+    }
+  });
+});
+
 describe("[server] is user-tier only", () => {
   it("a repository's .vak/config.toml that sets [server] changes nothing, and is said to be ignored", async () => {
     const r = scratch();
@@ -573,7 +658,7 @@ s.write(head + (body || ""));
     const ok = form("https://vak.test:8377");
     expect(ok.status).toBe(204);
     const cookie = ok.headers.find((l) => /^set-cookie/i.test(l))!;
-    expect(cookie).toMatch(/__Host-vak_8377=[^;]+; Path=\/; HttpOnly; SameSite=Strict; Secure/);
+    expect(cookie).toMatch(/__Host-vak_8377_[0-9a-f]{16}=[^;]+; Path=\/; HttpOnly; SameSite=Strict; Secure/);
   });
 });
 
@@ -597,7 +682,7 @@ describe("over HTTPS (tls_cert and tls_key)", () => {
       });
       const login = await get(`/?token=${x.token}`);
       expect(login.status).toBe(303);
-      expect(login.cookie).toMatch(new RegExp(`^__Host-vak_${x.port}=[^;]+; Path=/; HttpOnly; SameSite=Strict; Secure$`));
+      expect(login.cookie).toMatch(new RegExp(`^__Host-vak_${x.port}_[0-9a-f]{16}=[^;]+; Path=/; HttpOnly; SameSite=Strict; Secure$`));
       const plain = await rawRequest(head("GET", "/api/sessions", [["Host", `127.0.0.1:${x.port}`], ["Authorization", `Bearer ${x.token}`]]), { port: x.port, timeoutMs: 3000 }).catch((e: Error) => e);
       expect(plain instanceof Error || plain.status !== 200).toBe(true);
     } finally {

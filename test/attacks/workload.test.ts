@@ -12,6 +12,7 @@ import { SecretStore } from "../../src/secrets/store.js";
 import { WorkloadSession } from "../../src/workload/workload-session.js";
 import { createHost } from "../../src/workload/host.js";
 import { checkSpec, loadSpec } from "../../src/workload/spec.js";
+import { HOSTILE, SUPPORT } from "../support/mcp.js";
 import { ROOT } from "../support/paths.js";
 import { runVak, TEST_STATE } from "../support/vak.js";
 
@@ -325,6 +326,38 @@ describe("the library", () => {
     expect(out.stdout).toMatch(/approval asked by counter/);
     expect(out.stdout).toMatch(/done: Deploys happen on Tuesdays/);
     void readFileSync;
+  });
+});
+
+describe("an MCP component's stderr reaches the library's onLog", () => {
+  it("terminal escapes, bidi controls and a component's secret written to stderr reach onLog neutralised and redacted, one bounded line", async () => {
+    const file = join(root, "mcp.toml");
+    writeFileSync(file, [
+      "version = 1", 'name = "mcp-log"', 'workspace = "ws"', "", "[harness]", 'instructions = "Use the tools."', "",
+      "[tools.h]", `mcp = [${JSON.stringify(process.execPath)}, ${JSON.stringify(HOSTILE)}]`, `read = [${JSON.stringify(SUPPORT)}]`,
+      'secrets = [{ ref = "secret:a_secret", env = "A_TOKEN" }]', 'approval = { exec = "allow" }', "",
+    ].join("\n"));
+    const lines: string[] = [];
+    const model = new ScriptedClient({ turns: [
+      { tool_calls: [{ name: "h__stderr_escape", args: { secret: A_SECRET } }, { name: "h__flood_stderr", args: { bytes: 8 * 1024 } }, { name: "h__stderr_escape", args: { secret: "x".repeat(64 * 1024) } }] },
+      { text: "done" },
+    ] });
+    const s = new WorkloadSession(loadSpec(file), { model, journal, secretStore: store, onLog: (l) => lines.push(l) });
+    try {
+      await s.send("go");
+    } finally {
+      await s.close();
+    }
+    const all = lines.join("\n");
+    expect(all).toContain("leaked [REDACTED]");
+    expect(all).not.toContain(A_SECRET);
+    // Nothing a terminal obeys: no ESC, BEL, no direction override, only their escapes.
+    expect(all).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
+    expect(all).toContain("\\u{1b}");
+    expect(all).toContain("\\u{202e}");
+    // Each line is bounded, and says it was cut.
+    expect(Math.max(...lines.map((l) => l.length))).toBeLessThanOrEqual(8 * 1024);
+    expect(all).toContain("[line cut]");
   });
 });
 

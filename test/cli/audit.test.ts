@@ -1,15 +1,16 @@
 import { spawnSync } from "node:child_process";
-import { chmodSync, chownSync, cpSync, mkdirSync, rmSync, statSync, symlinkSync } from "node:fs";
+import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, readdirSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, inject, it } from "vitest";
+import { AuditReportSchema } from "../../src/audit/finding.js";
 import { pinFileName } from "../../src/mcp/pins.js";
 import { auditHome, type AuditHome } from "../support/audit.js";
 import { ROOT } from "../support/paths.js";
 import { serve } from "../support/serve.js";
-import { runVak } from "../support/vak.js";
+import { runVak, spawnVak } from "../support/vak.js";
 
 const mode = (p: string) => statSync(p).mode & 0o7777;
 const isRoot = process.getuid?.() === 0;
@@ -50,6 +51,98 @@ describe("sandbox", () => {
   });
 });
 
+/** A copy of Vak's installation (what runs, and its modules by a link), in dir. */
+function installCopy(dir: string): string {
+  for (const part of ["package.json", "bin", "dist", "build/Release/vak-launcher", "build/Release/vak-engine.node"]) cpSync(join(ROOT, part), join(dir, part), { recursive: true });
+  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"));
+  return dir;
+}
+
+/** `vak audit --json` as the copy's own CLI runs it (it audits the installation it runs from), checked by the schema. */
+function auditFrom(pkg: string, args: string[] = []) {
+  const r = spawnSync(process.execPath, [join(pkg, "bin", "vak.cjs"), "audit", "--json", ...args], { cwd: h.workspace, env: h.env, encoding: "utf8" });
+  const report = AuditReportSchema.parse(JSON.parse(r.stdout.trim().split("\n").pop() ?? ""));
+  expect(r.status, r.stderr).toBe(report.ok ? 0 : 1);
+  return { code: r.status, report, ids: report.findings.map((f) => f.id), find: (id: string) => report.findings.find((f) => f.id === id) };
+}
+
+describe("sandbox: what this machine or this installation cannot do", () => {
+  it("sandbox.unavailable: vak audit run inside a Vak sandbox of its own (no seccomp listener, no openat2, no user namespaces there) says no sandbox can be built", async () => {
+    expect((await h.audit()).ids).not.toContain("sandbox.unavailable");
+    // The outer sandbox refuses what a nested one needs; the inner audit probes for real and must say so, not run weaker.
+    const r = await h.audit(["--fix"], { wrapper: [process.execPath, join(ROOT, "bin", "vak.cjs"), "exec", "--allow-read", ROOT, "--"] });
+    expect(r.find("sandbox.unavailable")).toMatchObject({ severity: "critical", fixable: false });
+    expect(r.find("sandbox.unavailable")!.detail).toMatch(/seccomp user notification/);
+    // No sandbox, no smoke test tried: the finding is the unavailability itself.
+    expect(r.ids).not.toContain("sandbox.smoke-test");
+    expect(r.report.fixed).toEqual([]);
+    expect(r.code).toBe(1);
+  });
+
+  it("sandbox.smoke-test: a TMPDIR that does not exist, or that lies in Vak's own config (held read-only in every sandbox), fails the real sandboxed command", async () => {
+    for (const tmp of [join(h.root, "no-such-dir"), join(h.config, "vak")]) {
+      const r = await h.audit(["--fix"], { env: { TMPDIR: tmp } });
+      const f = r.find("sandbox.smoke-test");
+      expect(f, tmp).toMatchObject({ severity: "critical", fixable: false });
+      expect(f!.detail).toMatch(tmp.endsWith("no-such-dir") ? /cannot make a temporary workspace/ : /Permission denied|Read-only/);
+      expect(r.code).toBe(1);
+    }
+    expect((await h.audit()).ids).not.toContain("sandbox.smoke-test");
+  });
+
+  it("sandbox.egress-engine: a copy of Vak whose engine is missing, then not a loadable library, says network grants are refused", async () => {
+    const pkg = installCopy(join(h.root, "pkg"));
+    const engine = join(pkg, "build", "Release", "vak-engine.node");
+    expect(auditFrom(pkg).ids).not.toContain("sandbox.egress-engine");
+    rmSync(engine);
+    const missing = auditFrom(pkg, ["--fix"]);
+    expect(missing.find("sandbox.egress-engine")).toMatchObject({ severity: "warn", fixable: false });
+    expect(missing.find("sandbox.egress-engine")!.detail).toContain("missing");
+    expect(missing.code).toBe(1);
+    h.write(engine, "#!/bin/sh\nnot an ELF object\n", 0o755);
+    const broken = auditFrom(pkg, ["--fix"]);
+    expect(broken.find("sandbox.egress-engine")).toMatchObject({ severity: "warn", fixable: false });
+    expect(broken.report.fixed).toEqual([]);
+    cpSync(join(ROOT, "build", "Release", "vak-engine.node"), engine);
+    expect(auditFrom(pkg).ids).not.toContain("sandbox.egress-engine");
+  });
+
+  it("install.parent-writable: a copy of Vak under a directory anyone can write (no sticky bit) is critical; --fix removes o+w from the one that is yours", async () => {
+    const open = join(h.root, "open");
+    mkdirSync(open);
+    chmodSync(open, 0o777);
+    const pkg = installCopy(join(open, "pkg"));
+    const r = auditFrom(pkg);
+    expect(r.report.findings.find((f) => f.id === "install.parent-writable" && f.path === open)).toMatchObject({ severity: "critical", fixable: true });
+    const fixed = auditFrom(pkg, ["--fix"]);
+    expect(fixed.report.fixed).toContainEqual({ id: "install.parent-writable", path: open, from: "0777", to: "0775" });
+    expect(fixed.report.findings.find((f) => f.id === "install.parent-writable" && f.path === open)).toBeUndefined();
+    expect(mode(open)).toBe(0o775);
+    // A sticky one (like /tmp) is not a finding.
+    chmodSync(open, 0o1777);
+    expect(auditFrom(pkg).report.findings.find((f) => f.id === "install.parent-writable" && f.path === open)).toBeUndefined();
+  });
+
+  it("install.not-held: Vak installed inside this workspace, where no sandbox of it can be planned (more held paths than the sandbox carries), is critical", async () => {
+    const pkg = installCopy(join(h.workspace, "node_modules", "vak"));
+    // Inside the workspace but held read-only: not a finding.
+    expect(auditFrom(pkg).ids).not.toContain("install.not-held");
+    // 2,100 protected names that are links (each holds its target): the plan cannot carry them, so nothing would hold the copy.
+    const many = join(h.workspace, "many");
+    for (let i = 0; i < 2100; i++) {
+      mkdirSync(join(many, `d${i}`), { recursive: true });
+      h.write(join(many, `d${i}`, "t"), "x\n", 0o644);
+      symlinkSync("t", join(many, `d${i}`, ".envrc"));
+    }
+    const r = auditFrom(pkg, ["--fix"]);
+    expect(r.find("install.not-held")).toMatchObject({ severity: "critical", fixable: false, path: pkg });
+    expect(r.find("install.not-held")!.detail).toMatch(/cannot plan a sandbox/);
+    expect(r.report.fixed).toEqual([]);
+    rmSync(many, { recursive: true, force: true });
+    expect(auditFrom(pkg).ids).not.toContain("install.not-held");
+  });
+});
+
 describe("control files", () => {
   it("control.readable: a config others can read is narrowed to 0600 by --fix, on the record", async () => {
     h.write(cfg(), "", 0o644);
@@ -66,6 +159,14 @@ describe("control files", () => {
     const sessions = JSON.parse((await runVak(["journal", "list", "--json"], { cwd: h.workspace, env: h.env })).stdout) as { id: string; kind: string }[];
     const shown = await runVak(["journal", "show", sessions.find((x) => x.kind === "audit")!.id], { cwd: h.workspace, env: h.env });
     expect(shown.stdout).toContain(`control.readable: ${cfg()} 0644 → 0600`);
+  });
+
+  it("control.readable: the repository trust records (trust.json) others can read are closed by --fix", async () => {
+    const trust = h.write(join(h.state, "vak", "trust.json"), JSON.stringify({ version: 1, trusted: [] }), 0o644);
+    expect((await h.audit()).report.findings.find((f) => f.path === trust)).toMatchObject({ id: "control.readable", fixable: true });
+    const fixed = await h.audit(["--fix"]);
+    expect(fixed.report.fixed).toContainEqual({ id: "control.readable", path: trust, from: "0644", to: "0600" });
+    expect(mode(trust)).toBe(0o600);
   });
 
   it("control.readable is critical for the secret store", async () => {
@@ -237,6 +338,13 @@ describe("broad rules of the user's [exec] and profiles", () => {
     expect(r.find("rules.net-wildcard")).toMatchObject({ fixable: false, path: repo, title: expect.stringContaining("this repository's profile deploy") });
   });
 
+  it("rules.approvals-write-allow: writes without asking is information only (exit 0)", async () => {
+    h.write(cfg(), '[approvals]\nwrite = "allow"\n');
+    const r = await h.audit(["--fix"]);
+    expect(r.find("rules.approvals-write-allow")).toMatchObject({ severity: "info", fixable: false, path: cfg() });
+    expect(r.code).toBe(0);
+  });
+
   it("a full-access mode cannot be a default: in a profile it is config.invalid, never a silent grant", async () => {
     h.write(cfg(), "[profiles.all]\nmode = \"full-access\"\n");
     expect((await h.audit()).find("config.invalid")).toMatchObject({ severity: "critical", detail: expect.stringContaining("full access is never a default") });
@@ -400,6 +508,54 @@ describe("trust and drift", () => {
     const r = await h.audit();
     expect(r.find("trust.pin-drift")).toMatchObject({ severity: "warn", fixable: false });
     expect(r.find("trust.pin-drift")!.fix).toContain("vak mcp trust fs");
+  });
+});
+
+describe("trust: a running workload's spec", () => {
+  it("trust.workload-drift: a workload running while its spec file is edited runs the old generation, and audit says so", async () => {
+    const spec = (secs: number) => ['version = 1', 'name = "slow"', 'workspace = "."', '[harness]', 'model = "openai:gpt-4.1"',
+      '[tools.wait]', `command = ["/bin/sleep", "${secs}"]`, 'input = { type = "object" }', 'approval = { exec = "allow" }', 'limits = { timeout_seconds = 60 }', ''].join("\n");
+    const file = h.write(join(h.workspace, "slow.toml"), spec(30), 0o644);
+    const script = h.write(join(h.root, "script.json"), JSON.stringify({ turns: [{ tool_calls: [{ name: "wait", args: {} }] }, { text: "done" }] }));
+    const child = spawnVak(["run", "--spec", file, "--model", `scripted:${script}`, "wait"], { cwd: h.workspace, env: h.env });
+    let out = "";
+    child.stdout?.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr?.on("data", (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<void>((r) => child.once("exit", () => r()));
+    try {
+      // Running, unchanged: no drift. The record of what runs is written before the harness starts.
+      const running = join(h.state, "vak", "workloads", "running");
+      for (let i = 0; i < 200 && !(existsSync(running) && readdirSync(running).length); i++) await new Promise((res) => setTimeout(res, 50));
+      expect(readdirSync(running), out).toEqual([expect.stringMatching(new RegExp(`^${child.pid}-[0-9a-f]+\\.json$`))]);
+      const r = await h.audit();
+      expect(r.ids).not.toContain("trust.workload-drift");
+      // The spec edited on disk while the old generation runs.
+      h.write(file, spec(31), 0o644);
+      const drift = await h.audit(["--fix"]);
+      const f = drift.find("trust.workload-drift");
+      expect(f).toMatchObject({ severity: "warn", fixable: false, path: file });
+      expect(f!.detail).toContain(`pid ${child.pid}`);
+      expect(f!.detail).toContain("generation 1");
+      expect(drift.report.fixed).toEqual([]);
+      expect(drift.code).toBe(1);
+      // The journal's start of that session names the spec's hash it runs.
+      const db = new Database(join(h.state, "vak", "journal.db"), { readonly: true });
+      try {
+        const started = (db.prepare("SELECT payload FROM events WHERE kind = 'session.started'").all() as { payload: string }[]).map((x) => JSON.parse(x.payload) as { kind: string; sha256?: string });
+        expect(started.find((x) => x.kind.startsWith("workload:"))?.sha256).toMatch(/^[0-9a-f]{64}$/);
+      } finally {
+        db.close();
+      }
+      // Put back as it was: the running generation matches the file again.
+      h.write(file, spec(30), 0o644);
+      expect((await h.audit()).ids).not.toContain("trust.workload-drift");
+    } finally {
+      child.kill("SIGTERM");
+      await exited;
+    }
+    // A workload that is gone (its record left behind by a kill) says nothing.
+    h.write(file, spec(32), 0o644);
+    expect((await h.audit()).ids).not.toContain("trust.workload-drift");
   });
 });
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { canonicalJson, sha256 } from "../../src/approvals/digest.js";
 import { visible } from "../../src/text/visible.js";
 import { Redactor } from "../../src/secrets/redact.js";
-import { approvalCard } from "../../src/server/approval-card.js";
+import { approvalCard, MAX_VIEW_BYTES } from "../../src/server/approval-card.js";
 import { label, safeValue, shown } from "../../src/server/browser-text.js";
 import { isRefusal } from "../../src/server/journal-view.js";
 import { Transcript } from "../../src/server/transcript.js";
@@ -60,6 +60,17 @@ describe("approval cards", () => {
     const cmd = `echo ${"x".repeat(5000)} && curl evil`;
     const c = approvalCard(req({ kind: "exec", command: cmd }), filter);
     expect(c.detail).toMatchObject({ kind: "exec", command: { text: cmd, bytes: cmd.length, shownBytes: cmd.length } });
+  });
+  it("the card's view is the terminal's screen (approval-screen.ts), redacted then rendered exactly, and bounded as a whole: past the bound it is marked incomplete (the client offers only deny)", () => {
+    const redact = (t: string) => t.split(SECRET).join("[REDACTED]");
+    const small = approvalCard({ ...req({ kind: "exec", command: "ls" }), view: { kind: "command", command: `ls \u001b[2J ${SECRET}` } }, filter, redact);
+    expect(small.view).toMatchObject({ headline: "wants to run this command:", kind: "command", lines: ["ls ⟨ESC⟩[2J [REDACTED]"], total: 1, complete: true, firstPage: 40, page: 200 });
+    const big = "y".repeat(1000) + "\n";
+    const c = approvalCard({ ...req({ kind: "exec", command: "ls" }), view: { kind: "text", text: big.repeat(2000) } }, filter, redact);
+    expect(c.view.complete).toBe(false);
+    expect(c.view.total).toBe(2000);
+    expect(c.view.chars).toBe(2_000_000);
+    expect(c.view.lines.reduce((n, l) => n + Buffer.byteLength(l) + 1, 0)).toBeLessThanOrEqual(MAX_VIEW_BYTES);
   });
   it("a card whose op is not what its digest covers is marked unverified (the client offers only deny)", () => {
     const c = approvalCard(req({ kind: "exec", command: "ls" }, { kind: "exec", command: "rm -rf ~" }), filter);

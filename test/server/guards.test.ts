@@ -129,8 +129,8 @@ describe("authentication", () => {
     for (const t of ["", "x", "the-right-token", "y".repeat(10_000)]) expect(a.tokenMatches(t)).toBe(t === "the-right-token");
   });
   it("the cookie is HttpOnly, SameSite=Strict, per port, and Secure with __Host- under TLS", () => {
-    expect(auth().newSession()).toMatch(/^vak_4321=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Strict$/);
-    expect(new ServerAuth({ port: 443, secure: true }).newSession()).toMatch(/^__Host-vak_443=[^;]+; Path=\/; HttpOnly; SameSite=Strict; Secure$/);
+    expect(auth().newSession()).toMatch(/^vak_4321_[0-9a-f]{16}=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Strict$/);
+    expect(new ServerAuth({ port: 443, secure: true }).newSession()).toMatch(/^__Host-vak_443_[0-9a-f]{16}=[^;]+; Path=\/; HttpOnly; SameSite=Strict; Secure$/);
   });
   it("a session cookie ends at logout and after a day idle", () => {
     let t = 0;

@@ -81,8 +81,8 @@ describe("the web client", () => {
     const card = page.locator(".approval");
     await card.waitFor();
     // The whole op: the path and both sides of the change.
-    await expect.poll(() => card.textContent()).toContain("- hello");
-    expect(await card.textContent()).toContain("+ goodbye");
+    await expect.poll(() => card.textContent()).toContain("-hello world");
+    expect(await card.textContent()).toContain("+goodbye world");
     expect(readFileSync(join(s.ws, "a.txt"), "utf8")).toBe("hello world\n");
     await card.getByRole("button", { name: "Allow once" }).click();
     await page.locator(".item.run", { hasText: "done" }).waitFor();
@@ -98,7 +98,7 @@ describe("the web client", () => {
     const card = page.locator(".approval");
     await card.waitFor();
     // Hostile content is shown as text, with the escape made visible.
-    expect(await card.textContent()).toContain("<script>alert(1)</script> \\u{1b}[31mred");
+    expect(await card.textContent()).toContain("<script>alert(1)</script> ⟨ESC⟩[31mred");
     expect(await page.locator(".approval script").count()).toBe(0);
     await card.getByRole("button", { name: "Deny" }).focus();
     await page.keyboard.press("Enter");
