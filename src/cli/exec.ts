@@ -133,6 +133,12 @@ export interface ExecContext {
   /** Calls stop(signal) when the user asks the command to stop; returns what unsubscribes it. */
   onStop(stop: (signal: NodeJS.Signals) => void): () => void;
   /**
+   * A terminal of the resident host's client (src/resident/terminal.ts): whether it is in the foreground (the
+   * launcher cannot ask a terminal that is not its own), and when its window changes (SIGWINCH reaches the
+   * client, not the launcher). In-process there is none: the launcher sees its own terminal and its signals.
+   */
+  terminal?: { foreground: boolean; onResize(resize: () => void): () => void } | undefined;
+  /**
    * The resident host's say, once the grants are composed (flags, config, profiles) and before anything is
    * created or resolved: a reason to send the request back to its client's own CLI, or undefined to go on.
    */
@@ -330,7 +336,7 @@ async function runWithGate(
   await netx?.tls?.warm();
   // stdio is vak's own: the launcher keeps the terminal out of the sandbox (a pty of its own in
   // between) and counts every byte of output against --max-output (native/terminal.c).
-  const sb = launch(plan, ctx.stdio, gate?.link, { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined });
+  const sb = launch(plan, ctx.stdio, gate?.link, { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined, foreground: ctx.terminal?.foreground });
   record.onFailure = () => sb.kill("SIGKILL");
 
   let stopping = false;
@@ -342,12 +348,15 @@ async function runWithGate(
     killTimer = setTimeout(() => sb.kill("SIGKILL"), KILL_AFTER_MS);
   };
   const unsubscribe = ctx.onStop(onSignal);
+  // The monitor reads the terminal's new size itself (native/terminal.c): the signal only says when.
+  const unresize = ctx.terminal?.onResize(() => sb.kill("SIGWINCH"));
 
   let result: LaunchResult;
   try {
     result = await sb.result;
   } finally {
     unsubscribe();
+    unresize?.();
     if (killTimer) clearTimeout(killTimer);
   }
   // The sandbox is gone: closing the gate records how its last requests ended, and the refusal counts, before the record closes.

@@ -143,7 +143,7 @@ describe("the resident host serves its own user's vak exec", () => {
     expect(kinds).toEqual(["session.started", "policy.generation", "worker.spawned", "worker.exited", "session.ended"]);
   });
 
-  it("a request the host does not serve goes back to the client (never run weaker): a terminal, --full-access, other settings", async () => {
+  it("a request the host does not serve goes back to the client (never run weaker): a terminal not read interactively, --full-access, other settings", async () => {
     const h = await startHost();
     const ws = workspace();
     const full = await client(h, ["exec", "--full-access", "--", "/bin/true"], { cwd: ws }).done;
@@ -152,10 +152,14 @@ describe("the resident host serves its own user's vak exec", () => {
     const other = await client(h, ["exec", "--", "/bin/true"], { cwd: ws, env: { XDG_STATE_HOME: join(base, "elsewhere") } }).done;
     expect(other.code).toBe(125);
     expect(other.stderr).toContain("XDG_STATE_HOME differs");
-    // script(1) gives the client a terminal on all three descriptors.
-    const tty = spawnSync("script", ["-qec", `${CLIENT} exec -- /bin/true`, "/dev/null"], { cwd: ws, env: baseEnv({ XDG_RUNTIME_DIR: h.rt, VAK_RESIDENT: "only" }), encoding: "utf8" });
-    expect(tty.stdout).toContain("a terminal: the host does not serve terminals yet");
+    // script(1) gives the client a terminal; with stdin elsewhere it is only written to, and the user's shell does job control on vak.
+    const tty = spawnSync("script", ["-qec", `${CLIENT} exec -- /bin/true </dev/null`, "/dev/null"], { cwd: ws, env: baseEnv({ XDG_RUNTIME_DIR: h.rt, VAK_RESIDENT: "only" }), encoding: "utf8" });
+    expect(tty.stdout).toContain("a terminal not read interactively in the foreground");
     expect(tty.status).toBe(125);
+    // At an interactive terminal the host serves it (test/attacks/terminal.test.ts runs every terminal test both ways).
+    const served = spawnSync("script", ["-qec", `${CLIENT} exec -- /bin/sh -c 'test -t 0 && test -t 1 && echo on-a-tty'`, "/dev/null"], { cwd: ws, env: baseEnv({ XDG_RUNTIME_DIR: h.rt, VAK_RESIDENT: "only" }), encoding: "utf8" });
+    expect(served.stdout).toContain("on-a-tty");
+    expect(served.status).toBe(0);
     // Without VAK_RESIDENT=only, what the host sends back runs in Node in-process, exactly as without a host.
     const back = await client(h, ["exec", "--full-access", "--", "/bin/sh", "-c", "echo full"], { cwd: ws, env: { VAK_RESIDENT: "" } }).done;
     expect(back.stdout).toBe("full\n");
