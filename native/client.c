@@ -78,31 +78,28 @@ static void in_process_because(int argc, char **argv, const char *why) {
 /**
  * Starts `vak host` detached (its own session, stdio on /dev/null), and does not wait for it. It starts once
  * this process (by then `vak exec` in Node, in-process) has exited, or after 10 s: on two cores a host starting
- * beside the command it was started for would slow it down.
+ * beside the command it was started for would slow it down. One fork, not waited for: the child is this
+ * process's (then Node's) until that exits, and nothing reaps it but init; a double fork and its wait cost the
+ * first command about a millisecond more (bench/resident.js, "cold"; measured pinned to one core).
  */
 static void start_host(void) {
   char cli[PATH_MAX + 32];
   cli_path(cli, sizeof cli);
   pid_t self = getpid();
-  pid_t pid = fork();
-  if (pid < 0) return;
-  if (pid == 0) {
-    setsid();
-    if (fork() != 0) _exit(0);
-    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null < 0) _exit(127);
-    dup2(null, 0), dup2(null, 1), dup2(null, 2);
-    syscall(SYS_close_range, 3, ~0U, 0);
-    int pidfd = (int)syscall(SYS_pidfd_open, self, 0);
-    if (pidfd >= 0) {
-      struct pollfd p = {.fd = pidfd, .events = POLLIN};
-      poll(&p, 1, 10000);
-      close(pidfd);
-    }
-    execlp("node", "node", cli, "host", (char *)NULL);
-    _exit(127);
+  if (fork() != 0) return;
+  setsid();
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0) _exit(127);
+  dup2(null, 0), dup2(null, 1), dup2(null, 2);
+  syscall(SYS_close_range, 3, ~0U, 0);
+  int pidfd = (int)syscall(SYS_pidfd_open, self, 0);
+  if (pidfd >= 0) {
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    poll(&p, 1, 10000);
+    close(pidfd);
   }
-  waitpid(pid, NULL, 0);
+  execlp("node", "node", cli, "host", (char *)NULL);
+  _exit(127);
 }
 
 /** The host's socket, as src/policy/state.ts places Vak's runtime directory; 0 if it cannot be named. */
