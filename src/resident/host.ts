@@ -13,6 +13,7 @@ import { isVakError, VakError } from "../policy/errors.js";
 import { vakDirs } from "../policy/state.js";
 import { loadResident, socketFd } from "./native.js";
 import { clientTerminal, terminalNotServed } from "./terminal.js";
+import { confinedClient } from "./confinement.js";
 import { decodeRequest, MAX_BODY, sameSettings, type Request } from "./request.js";
 
 /** How long a connected client has to send its whole request. */
@@ -208,6 +209,13 @@ async function serve(socket: Socket, req: Request, peerPid: number): Promise<voi
   }
   if (where !== req.cwd) {
     finish(socket, reply.refused(`the request names the cwd ${JSON.stringify(req.cwd).slice(0, 300)} but its directory descriptor is ${JSON.stringify(where).slice(0, 300)} (request-cwd)`));
+    return;
+  }
+  // A client inside a sandbox of its own (other namespaces, no_new_privs, seccomp) is not served: through the
+  // host its command would run outside that sandbox. In-process it runs under the client's own confinement.
+  const confined = confinedClient(peerPid);
+  if (confined) {
+    finish(socket, reply.fallback(confined));
     return;
   }
   const differs = sameSettings(process.env, req.env);

@@ -251,6 +251,23 @@ describe("attacks on the resident host", () => {
     }
   });
 
+  const confinements: [string, string[], string][] = [
+    ["a mount namespace of its own", ["unshare", "-m", "--propagation", "private"], "a mnt namespace other than the host's"],
+    ["a network namespace of its own", ["unshare", "-n"], "a net namespace other than the host's"],
+    ["a pid namespace of its own", ["unshare", "-p", "-f"], "a pid namespace other than the host's"],
+    ["a user namespace of its own", ["unshare", "-U", "-r"], "a user namespace other than the host's"],
+    ["no_new_privs (as Landlock and seccomp sandboxes set)", ["setpriv", "--no-new-privs"], "no_new_privs"],
+  ];
+  it.each(confinements)("a client inside a sandbox of its own (%s) is not served: through the host its command would run outside it", async (_what, wrapper, why) => {
+    const h = hosts[0] ?? (await startHost());
+    const ws = workspace();
+    const r = await client(h, ["exec", "--", "/bin/sh", "-c", "touch ran"], { cwd: ws, wrapper }).done;
+    expect(r.stderr).toContain(`no resident host served this (fallback the client`);
+    expect(r.stderr).toContain(why);
+    expect(r.code).toBe(125);
+    expect(existsSync(join(ws, "ran"))).toBe(false);
+  });
+
   const lies: [string, string][] = [
     ["argc", "request-argv"], // more arguments declared than sent
     ["envc", "request-argv"], // fewer environment entries declared than sent
