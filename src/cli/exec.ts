@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import { VakError } from "../policy/errors.js";
 import { ENV_NAME } from "../policy/env.js";
 import type { Mode } from "../policy/grants.js";
@@ -168,8 +168,11 @@ export function processContext(): ExecContext {
 
 export async function execCommand(command: string[], opts: ExecOptions, ctx: ExecContext = processContext()): Promise<number> {
   const fullAccess = fullAccessOf(opts);
-  // The workspace defaults to the caller's cwd (the resident host's client's, not the host's own).
-  const r = await resolveGrants({ ...opts, workspace: opts.workspace ?? ctx.cwd }, { execDefaults: true, env: ctx.env });
+  // The workspace defaults to the caller's cwd, and a relative --workspace is relative to it (the resident
+  // host's client's cwd, not the host's own); "~", an absolute path and "" (refused) are left as given.
+  const ws = opts.workspace;
+  const workspace = ws === undefined ? ctx.cwd : ws === "" || ws === "~" || ws.startsWith("~/") || isAbsolute(ws) ? ws : resolve(ctx.cwd, ws);
+  const r = await resolveGrants({ ...opts, workspace }, { execDefaults: true, env: ctx.env });
   const mode: Mode = fullAccess ? "full-access" : r.mode;
   for (const name of r.grants.env)
     if (!ENV_NAME.test(name)) throw new VakError("bad-input", `--allow-env ${name}: not an environment variable name (letters, digits and _)`);

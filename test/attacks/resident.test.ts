@@ -143,6 +143,17 @@ describe("the resident host serves its own user's vak exec", () => {
     expect(kinds).toEqual(["session.started", "policy.generation", "worker.spawned", "worker.exited", "session.ended"]);
   });
 
+  it("paths the client gave relative to its cwd are its cwd's, not the host's: --workspace sub, and grants relative to it", async () => {
+    const h = await startHost();
+    const ws = workspace();
+    mkdirSync(join(ws, "sub", "data"), { recursive: true });
+    const r = await client(h, ["exec", "--workspace", "sub", "--allow-read", "data", "--", "/bin/sh", "-c", "pwd; touch made; ls -d data"], { cwd: ws }).done;
+    expect(r.stderr).toBe("");
+    expect(r.stdout).toBe(`${join(ws, "sub")}\ndata\n`);
+    expect(r.code).toBe(0);
+    expect(existsSync(join(ws, "sub", "made"))).toBe(true);
+  });
+
   it("a request the host does not serve goes back to the client (never run weaker): a terminal not read interactively, --full-access, other settings", async () => {
     const h = await startHost();
     const ws = workspace();
