@@ -67,9 +67,9 @@ function fullAccessOf(opts: ExecOptions): boolean {
 }
 
 /** --secret NAME=REF[@HOST,…]: resolved on the host now; a missing one stops the run before anything starts. */
-async function secretsOf(specs: readonly string[]): Promise<ExecSecret[]> {
+async function secretsOf(specs: readonly string[], ctx: ExecContext): Promise<ExecSecret[]> {
   if (!specs.length) return [];
-  return (await import("../secrets/env-secrets.js")).envSecrets(specs);
+  return (await import("../secrets/env-secrets.js")).envSecrets(specs, { env: ctx.env, cwd: ctx.cwd });
 }
 
 /**
@@ -193,7 +193,7 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
   if (declined) throw new NotServed(declined);
   const dryRun = Boolean(opts.printPlan || opts.dryRun);
   // Secrets are resolved only for a real run: a dry run shows their references.
-  const secrets = dryRun ? [] : await secretsOf(r.secrets);
+  const secrets = dryRun ? [] : await secretsOf(r.secrets, ctx);
   if (!dryRun) createStatePaths(r.composition.create);
   const gateHeld = secrets.filter((x) => x.hosts);
   if ((gateHeld.length || opts.endpoint?.length || opts.caFile?.length) && !net?.allow.length)

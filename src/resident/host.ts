@@ -48,10 +48,15 @@ const reply = {
   refused: (why: string) => `refused ${why.replace(/[\x00-\x1f\x7f]/g, " ")}\n`,
 };
 
+/** NAME=REF@HOST,…: a secret for the egress gate, which runs in-process only (see notServed). */
+function gateHeld(spec: string): boolean {
+  return spec.includes("@", Math.max(0, spec.indexOf("=")));
+}
+
 /** Why a request is served by the client's own CLI instead (never a weaker run: the same code, in-process). */
 function notServed(opts: ExecOptions): string | undefined {
   if (opts.fullAccess || opts.mode === "full-access") return "--full-access";
-  if (opts.secret?.length) return "--secret";
+  if (opts.secret?.some(gateHeld)) return "a --secret the egress gate holds (NAME=REF@HOST)";
   if (opts.sandbox !== undefined && opts.sandbox !== "namespaces") return `--sandbox ${opts.sandbox}`;
   if (opts.allowNet?.length || opts.denyNet?.length || opts.endpoint?.length || opts.caFile?.length) return "a network grant";
   if (opts.printPlan || opts.dryRun || opts.explain) return "--dry-run, --print-plan or --explain (they print to stdout)";
@@ -269,8 +274,8 @@ async function serve(socket: Socket, req: Request, peerPid: number): Promise<voi
     stdio: [req.fds[0], req.fds[1], req.fds[2]],
     errFd,
     err: clientOutput(errFd),
-    // Secrets and network grants a config or a profile adds are the CLI's to serve, as the flags are.
-    serves: (r) => (r.secrets.length ? "secrets from the config" : r.allowNet.length || r.denyNet.length ? "network grants from the config" : undefined),
+    // Network grants and gate-held secrets a config or a profile adds are the CLI's to serve, as the flags are.
+    serves: (r) => (r.secrets.some(gateHeld) ? "a secret the egress gate holds, from the config" : r.allowNet.length || r.denyNet.length ? "network grants from the config" : undefined),
     terminal: term.tty.some(Boolean)
       ? {
           foreground: term.foreground,

@@ -1,5 +1,5 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -43,10 +43,10 @@ function hostPid(pidFile: string): number {
 }
 
 let n = 0;
-async function startHost(idle = 120): Promise<Host> {
+async function startHost(idle = 120, env: Record<string, string> = {}): Promise<Host> {
   const rt = join(base, `rt${++n}`);
   mkdirSync(rt, { mode: 0o700 });
-  const child = spawn(process.execPath, [VAK_BIN, "host", "--idle-seconds", String(idle)], { env: baseEnv({ XDG_RUNTIME_DIR: rt }), stdio: "ignore" });
+  const child = spawn(process.execPath, [VAK_BIN, "host", "--idle-seconds", String(idle)], { env: baseEnv({ XDG_RUNTIME_DIR: rt, ...env }), stdio: "ignore" });
   const pidFile = join(rt, "vak", "host.pid");
   await until("the host's pid file", () => existsSync(pidFile));
   const h = { child, rt, sock: join(rt, "vak", "host.sock"), pid: hostPid(pidFile) };
@@ -152,6 +152,29 @@ describe("the resident host serves its own user's vak exec", () => {
     expect(r.stdout).toBe(`${join(ws, "sub")}\ndata\n`);
     expect(r.code).toBe(0);
     expect(existsSync(join(ws, "sub", "made"))).toBe(true);
+  });
+
+  it("--secret through the host: env: and cmd: references are the client's (its environment and cwd), never the host's, and the value is not on the record", async () => {
+    const tag = `${process.pid}${++n}`;
+    const cfg = join(base, `cfg${tag}`);
+    mkdirSync(join(cfg, "vak"), { recursive: true });
+    writeFileSync(join(cfg, "vak", "config.toml"), `[secret_commands]\nwhere${tag} = ["/bin/sh", "-c", "echo cwd=$(pwd)-$CLIENT_ONLY"]\n`);
+    const name = `MY_TOKEN_${tag}`;
+    const h = await startHost(120, { XDG_CONFIG_HOME: cfg, [name]: `host-value-${tag}` });
+    const ws = workspace();
+    const r = await client(h, ["exec", "--secret", `TOK=env:${name}`, "--secret", `WHERE=cmd:where${tag}`, "--", "/bin/sh", "-c", 'echo "tok=$TOK"; echo "where=$WHERE"'], {
+      cwd: ws, env: { XDG_CONFIG_HOME: cfg, [name]: `client-value-${tag}`, CLIENT_ONLY: "from-client" },
+    }).done;
+    expect(r.stdout).toBe(`tok=client-value-${tag}\nwhere=cwd=${ws}-from-client\n`);
+    expect(r.code, r.stderr).toBe(0);
+    // On the record by reference only.
+    const [spool, ...more] = spooled(`env:${name}`);
+    expect(more).toEqual([]);
+    expect(readFileSync(spool!, "utf8")).not.toContain(`client-value-${tag}`);
+    // A secret for the egress gate (NAME=REF@HOST) is the CLI's: the gate runs in-process only.
+    const gate = await client(h, ["exec", "--secret", `TOK=env:${name}@api.example.test`, "--", "/bin/true"], { cwd: ws, env: { XDG_CONFIG_HOME: cfg, [name]: "x" } }).done;
+    expect(gate.stderr).toContain("fallback a --secret the egress gate holds");
+    expect(gate.code).toBe(125);
   });
 
   it("a request the host does not serve goes back to the client (never run weaker): a terminal not read interactively, --full-access, other settings", async () => {
