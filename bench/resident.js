@@ -103,7 +103,9 @@ export async function residentBench({ root, env, runs }) {
   const cands = [
     { name: "bare spawn /bin/true", run: () => time("/bin/true", [], { env, cwd: ws }) },
     { name: "node -e 0", run: () => time(process.execPath, ["-e", "0"], { env, cwd: ws }) },
-    { name: "vak exec, in-process (bin/vak.cjs)", run: () => time(process.execPath, [join(root, "bin", "vak.cjs"), "exec", "--", "/bin/true"], { env: warmEnv, cwd: ws }) },
+    { name: "vak exec, in-process (node bin/vak.cjs)", run: () => time(process.execPath, [join(root, "bin", "vak.cjs"), "exec", "--", "/bin/true"], { env: warmEnv, cwd: ws }) },
+    // What \`vak\` ran before the client: bin/vak.cjs through its #! line (/usr/bin/env node).
+    { name: "vak exec, in-process via #! (bin/vak.cjs)", run: () => time(join(root, "bin", "vak.cjs"), ["exec", "--", "/bin/true"], { env: warmEnv, cwd: ws }) },
     { name: "vak exec, client, host warm", run: () => time(vak, ["exec", "--", "/bin/true"], { env: warmEnv, cwd: ws }) },
     {
       name: "vak exec, client, no host (cold)",
@@ -119,7 +121,10 @@ export async function residentBench({ root, env, runs }) {
   if (peers.srt) {
     try {
       await time(peers.srt, ["/bin/true"], { env, cwd: ws });
-      cands.push({ name: "sandbox-runtime: srt /bin/true", run: () => time(peers.srt, ["/bin/true"], { env, cwd: ws }) });
+      // srt exits 1 now and then here: such a run is counted and left out, not the end of the bench.
+      const srt = { name: "sandbox-runtime: srt /bin/true", failed: 0 };
+      srt.run = () => time(peers.srt, ["/bin/true"], { env, cwd: ws }).catch(() => ((srt.failed += 1), NaN));
+      cands.push(srt);
     } catch (e) {
       peers.notes.push(`sandbox-runtime (srt) is installed but does not run here (${e.message.split("\n")[0]})`);
     }
@@ -128,18 +133,20 @@ export async function residentBench({ root, env, runs }) {
   try {
     for (const c of cands) await c.run(); // warm caches once; this starts the warm host
     await sleep(1500);
-    await cands[3].run();
+    await cands.find((c) => c.name.includes("host warm")).run();
     const samples = cands.map(() => []);
     for (let i = 0; i < runs; i++) for (const [j, c] of cands.entries()) samples[j].push(await c.run());
-    const rows = cands.map((c, j) => ({ name: c.name, ...stats(samples[j]) }));
-    console.log(`\nresident host: vak exec -- /bin/true (${runs} interleaved runs each)`);
+    const rows = cands.map((c, j) => ({ name: c.failed ? `${c.name} (${c.failed} of ${runs} failed)` : c.name, ...stats(samples[j].filter((x) => !Number.isNaN(x))) }));
+    const load = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
+    console.log(`\nresident host: vak exec -- /bin/true (${runs} interleaved runs each; load average ${load})`);
     const node = rows[1];
     const codex = rows.find((r) => r.name.startsWith("codex"));
     for (const r of rows)
       console.log(`  ${r.name.padEnd(40)} median ${r.median.toFixed(2).padStart(7)} ms   p90 ${r.p90.toFixed(2).padStart(7)} ms   x${(r.median / node.median).toFixed(2)} of node -e 0${codex ? `, x${(r.median / codex.median).toFixed(2)} of codex` : ""}`);
-    const warm = rows[3], cold = rows[4], inproc = rows[2];
+    const row = (part) => rows.find((r) => r.name.includes(part));
+    const warm = row("host warm"), cold = row("(cold)"), inproc = row("(node bin/vak.cjs)"), shebang = row("via #!");
     if (codex) console.log(`  target: warm <= 0.5x codex: ${warm.median <= 0.5 * codex.median ? "met" : "NOT met"} (x${(warm.median / codex.median).toFixed(2)})`);
-    console.log(`  target: cold no slower than in-process: ${cold.median <= inproc.median ? "met" : "NOT met"} (x${(cold.median / inproc.median).toFixed(2)})`);
+    console.log(`  target: cold no slower than in-process: ${cold.median <= inproc.median ? "met" : "NOT met"} (x${(cold.median / inproc.median).toFixed(2)} of node bin/vak.cjs, x${(cold.median / shebang.median).toFixed(2)} of bin/vak.cjs via #!)`);
     for (const n of peers.notes) console.log(`  peer: ${n}`);
   } finally {
     await stopHost(warmRt);

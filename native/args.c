@@ -61,6 +61,7 @@ void parse_args(struct plan *p, int argc, char **argv) {
     else if (!strcmp(a, "--guard")) p->guard = 1;
     else if (!strcmp(a, "--allow-inet")) p->allow_inet = 1;
     else if (!strcmp(a, "--explain")) p->explain = 1;
+    else if (!strcmp(a, "--foreground")) p->foreground = 1;
     else if (!strcmp(a, "--ro")) { NEED(1); add_op(p, OP_RO, abs_path(a, argv[++i]), NULL); }
     else if (!strcmp(a, "--rw")) { NEED(1); add_op(p, OP_RW, abs_path(a, argv[++i]), NULL); }
     else if (!strcmp(a, "--mask")) { NEED(1); add_op(p, OP_MASK, abs_path(a, argv[++i]), NULL); }

@@ -4,9 +4,13 @@
 // (SCM_RIGHTS), forwards the stop signals, and exits with the status the host
 // sends. When there is no host it starts one for next time and runs this
 // command in Node, in-process, exactly as `vak exec` without a host; it does
-// the same when the host answers "fallback" (a terminal, a flag the host does
-// not serve). If the host goes away while the command runs, the sandbox dies
-// with it (the launcher's parent-death signal) and this exits 125.
+// the same when the host answers "fallback" (a flag the host does not serve, a
+// terminal that is not interactive). If the host goes away while the command
+// runs, the sandbox dies with it (the launcher's parent-death signal) and this
+// exits 125. At an interactive terminal the host's launcher puts its pty in
+// between as in-process; this forwards the window's changes (SIGWINCH comes
+// here, the terminal's foreground), and puts the terminal's modes back as they
+// were if the host did not (it was killed while the terminal was raw).
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +26,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #define EXIT_REFUSED 125
@@ -73,31 +78,28 @@ static void in_process_because(int argc, char **argv, const char *why) {
 /**
  * Starts `vak host` detached (its own session, stdio on /dev/null), and does not wait for it. It starts once
  * this process (by then `vak exec` in Node, in-process) has exited, or after 10 s: on two cores a host starting
- * beside the command it was started for would slow it down.
+ * beside the command it was started for would slow it down. One fork, not waited for: the child is this
+ * process's (then Node's) until that exits, and nothing reaps it but init; a double fork and its wait cost the
+ * first command about a millisecond more (bench/resident.js, "cold"; measured pinned to one core).
  */
 static void start_host(void) {
   char cli[PATH_MAX + 32];
   cli_path(cli, sizeof cli);
   pid_t self = getpid();
-  pid_t pid = fork();
-  if (pid < 0) return;
-  if (pid == 0) {
-    setsid();
-    if (fork() != 0) _exit(0);
-    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null < 0) _exit(127);
-    dup2(null, 0), dup2(null, 1), dup2(null, 2);
-    syscall(SYS_close_range, 3, ~0U, 0);
-    int pidfd = (int)syscall(SYS_pidfd_open, self, 0);
-    if (pidfd >= 0) {
-      struct pollfd p = {.fd = pidfd, .events = POLLIN};
-      poll(&p, 1, 10000);
-      close(pidfd);
-    }
-    execlp("node", "node", cli, "host", (char *)NULL);
-    _exit(127);
+  if (fork() != 0) return;
+  setsid();
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0) _exit(127);
+  dup2(null, 0), dup2(null, 1), dup2(null, 2);
+  syscall(SYS_close_range, 3, ~0U, 0);
+  int pidfd = (int)syscall(SYS_pidfd_open, self, 0);
+  if (pidfd >= 0) {
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    poll(&p, 1, 10000);
+    close(pidfd);
   }
-  waitpid(pid, NULL, 0);
+  execlp("node", "node", cli, "host", (char *)NULL);
+  _exit(127);
 }
 
 /** The host's socket, as src/policy/state.ts places Vak's runtime directory; 0 if it cannot be named. */
@@ -121,14 +123,34 @@ static int socket_path(char *out, size_t size) {
   return n > 0 && (size_t)n < size;
 }
 
+static void send_signal(int sig);
+
+/** A stop signal, or the window's change: to the host once the request is out (a line before it would split the body). */
 static void forward(int sig) {
-  if (!sent) {
-    pending = sig;
+  if (sent) {
+    send_signal(sig);
     return;
   }
+  if (sig != SIGWINCH) pending = sig; /* before the request, the launcher reads the size itself */
+}
+
+static void send_signal(int sig) {
   char line[32];
   int n = snprintf(line, sizeof line, "signal %d\n", sig);
   if (host_fd >= 0 && n > 0) (void)!send(host_fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/** The terminal's modes before the host had it, put back on the way out if they differ (never from the background: SIGTTOU). */
+static struct termios saved_modes;
+static int modes_saved;
+
+static int finish(int code) {
+  struct termios now;
+  if (modes_saved && tcgetpgrp(0) == getpgrp() && (tcgetattr(0, &now) != 0 || memcmp(&now, &saved_modes, sizeof now) != 0)) {
+    tcflush(0, TCIFLUSH); /* what the command's terminal answered is not the shell's input */
+    tcsetattr(0, TCSANOW, &saved_modes);
+  }
+  return code;
 }
 
 static int send_all(int fd, const char *p, size_t len) {
@@ -188,9 +210,7 @@ int main(int argc, char **argv) {
   const char *mode = getenv("VAK_RESIDENT");
   int off = mode && strcmp(mode, "off") == 0;
   only = mode && strcmp(mode, "only") == 0;
-  // Terminals are not served by the host yet: a command on a terminal runs in-process, as without a host.
   if (off || argc < 2 || strcmp(argv[1], "exec") != 0) in_process_because(argc, argv, "not vak exec");
-  if (isatty(0) || isatty(1) || isatty(2)) in_process_because(argc, argv, "a terminal: the host does not serve terminals yet");
 
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
   if (!socket_path(addr.sun_path, sizeof addr.sun_path)) in_process(argc, argv);
@@ -206,9 +226,10 @@ int main(int argc, char **argv) {
   // From here the host may start the command: a stop signal is for it, forwarded (after the request).
   struct sigaction sa = {.sa_handler = forward, .sa_flags = SA_RESTART};
   sigemptyset(&sa.sa_mask);
-  int stops[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+  int stops[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH};
   for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) sigaction(stops[i], &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
+  modes_saved = isatty(0) && tcgetattr(0, &saved_modes) == 0;
   // Nothing has run yet: a host that cannot take the request leaves the command to Node.
   if (send_request(host_fd, argc, argv) != 0) in_process(argc, argv);
   sent = 1;
@@ -220,6 +241,7 @@ int main(int argc, char **argv) {
     ssize_t n = read(host_fd, line + got, MAX_LINE - got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
+      finish(0);
       fprintf(stderr, "vak: the resident host went away while the command ran; the sandbox was stopped with it\n");
       return EXIT_REFUSED;
     }
@@ -229,7 +251,7 @@ int main(int argc, char **argv) {
       *nl = 0;
       if (strncmp(line, "exit ", 5) == 0) {
         long code = strtol(line + 5, NULL, 10);
-        return code >= 0 && code <= 255 ? (int)code : EXIT_REFUSED;
+        return finish(code >= 0 && code <= 255 ? (int)code : EXIT_REFUSED);
       }
       if (strncmp(line, "fallback", 8) == 0) in_process_because(argc, argv, line);
       if (strncmp(line, "refused ", 8) == 0) die("the resident host refused: %s", line + 8);

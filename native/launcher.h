@@ -50,6 +50,7 @@ struct plan {
   int allow_inet;      /* inet sockets permitted (only inside a private netns) */
   int explain;         /* --explain: report paths the command looked for that are not in its view */
   int read_denied;     /* a PROT_NOREAD rule exists: the guard sees the command's lookups to refuse them by name */
+  int foreground;      /* --foreground: the terminal at fds 0-1 is in the foreground for this run (the resident host checked its client's process group) */
   const char *net_gate; /* host directory holding the egress gate's socket; NULL: no network */
   int net_port;         /* the relay's port on the sandbox's loopback */
   char net_token[72];   /* names this worker to the gate; read from --net-token-fd */

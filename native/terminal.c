@@ -108,7 +108,10 @@ void streams_setup(struct streams *s, const struct plan *p) {
     if (s->slave < 0) die_step("terminal", "open %s: %s", name, strerror(errno));
     struct termios t;
     struct winsize ws;
-    int interactive = tty[0] && tty[1] && tcgetpgrp(0) == getpgrp();
+    /* In the foreground: vak's process group is the terminal's, or (--foreground) the resident host's
+     * client's is: the host is in no session of the terminal's, so it cannot ask the terminal itself. */
+    int foreground = tty[0] && (p->foreground || tcgetpgrp(0) == getpgrp());
+    int interactive = tty[0] && tty[1] && foreground;
     if (tcgetattr(first, &t) == 0) {
       struct termios slave_modes = t;
       /* Output only: the real terminal keeps its own newline translation. */
@@ -123,7 +126,7 @@ void streams_setup(struct streams *s, const struct plan *p) {
     s->winch_from = first;
     for (int k = interactive ? 0 : 1; k < 3; k++) s->use_slave[k] = tty[k];
     s->ctty = interactive;
-    if (tty[0] && !interactive && !tty[1] && tcgetpgrp(0) == getpgrp()) {
+    if (tty[0] && !interactive && !tty[1] && foreground) {
       /* A pipeline: the command reads the terminal as its input, read-only. */
       char path[64];
       snprintf(path, sizeof path, "/proc/self/fd/0");

@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import { VakError } from "../policy/errors.js";
 import { ENV_NAME } from "../policy/env.js";
 import type { Mode } from "../policy/grants.js";
@@ -67,9 +67,9 @@ function fullAccessOf(opts: ExecOptions): boolean {
 }
 
 /** --secret NAME=REF[@HOST,…]: resolved on the host now; a missing one stops the run before anything starts. */
-async function secretsOf(specs: readonly string[]): Promise<ExecSecret[]> {
+async function secretsOf(specs: readonly string[], ctx: ExecContext): Promise<ExecSecret[]> {
   if (!specs.length) return [];
-  return (await import("../secrets/env-secrets.js")).envSecrets(specs);
+  return (await import("../secrets/env-secrets.js")).envSecrets(specs, { env: ctx.env, cwd: ctx.cwd });
 }
 
 /**
@@ -133,6 +133,12 @@ export interface ExecContext {
   /** Calls stop(signal) when the user asks the command to stop; returns what unsubscribes it. */
   onStop(stop: (signal: NodeJS.Signals) => void): () => void;
   /**
+   * A terminal of the resident host's client (src/resident/terminal.ts): whether it is in the foreground (the
+   * launcher cannot ask a terminal that is not its own), and when its window changes (SIGWINCH reaches the
+   * client, not the launcher). In-process there is none: the launcher sees its own terminal and its signals.
+   */
+  terminal?: { foreground: boolean; onResize(resize: () => void): () => void } | undefined;
+  /**
    * The resident host's say, once the grants are composed (flags, config, profiles) and before anything is
    * created or resolved: a reason to send the request back to its client's own CLI, or undefined to go on.
    */
@@ -162,8 +168,11 @@ export function processContext(): ExecContext {
 
 export async function execCommand(command: string[], opts: ExecOptions, ctx: ExecContext = processContext()): Promise<number> {
   const fullAccess = fullAccessOf(opts);
-  // The workspace defaults to the caller's cwd (the resident host's client's, not the host's own).
-  const r = await resolveGrants({ ...opts, workspace: opts.workspace ?? ctx.cwd }, { execDefaults: true, env: ctx.env });
+  // The workspace defaults to the caller's cwd, and a relative --workspace is relative to it (the resident
+  // host's client's cwd, not the host's own); "~", an absolute path and "" (refused) are left as given.
+  const ws = opts.workspace;
+  const workspace = ws === undefined ? ctx.cwd : ws === "" || ws === "~" || ws.startsWith("~/") || isAbsolute(ws) ? ws : resolve(ctx.cwd, ws);
+  const r = await resolveGrants({ ...opts, workspace }, { execDefaults: true, env: ctx.env });
   const mode: Mode = fullAccess ? "full-access" : r.mode;
   for (const name of r.grants.env)
     if (!ENV_NAME.test(name)) throw new VakError("bad-input", `--allow-env ${name}: not an environment variable name (letters, digits and _)`);
@@ -184,7 +193,7 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
   if (declined) throw new NotServed(declined);
   const dryRun = Boolean(opts.printPlan || opts.dryRun);
   // Secrets are resolved only for a real run: a dry run shows their references.
-  const secrets = dryRun ? [] : await secretsOf(r.secrets);
+  const secrets = dryRun ? [] : await secretsOf(r.secrets, ctx);
   if (!dryRun) createStatePaths(r.composition.create);
   const gateHeld = secrets.filter((x) => x.hosts);
   if ((gateHeld.length || opts.endpoint?.length || opts.caFile?.length) && !net?.allow.length)
@@ -330,7 +339,7 @@ async function runWithGate(
   await netx?.tls?.warm();
   // stdio is vak's own: the launcher keeps the terminal out of the sandbox (a pty of its own in
   // between) and counts every byte of output against --max-output (native/terminal.c).
-  const sb = launch(plan, ctx.stdio, gate?.link, { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined });
+  const sb = launch(plan, ctx.stdio, gate?.link, { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined, foreground: ctx.terminal?.foreground });
   record.onFailure = () => sb.kill("SIGKILL");
 
   let stopping = false;
@@ -342,12 +351,15 @@ async function runWithGate(
     killTimer = setTimeout(() => sb.kill("SIGKILL"), KILL_AFTER_MS);
   };
   const unsubscribe = ctx.onStop(onSignal);
+  // The monitor reads the terminal's new size itself (native/terminal.c): the signal only says when.
+  const unresize = ctx.terminal?.onResize(() => sb.kill("SIGWINCH"));
 
   let result: LaunchResult;
   try {
     result = await sb.result;
   } finally {
     unsubscribe();
+    unresize?.();
     if (killTimer) clearTimeout(killTimer);
   }
   // The sandbox is gone: closing the gate records how its last requests ended, and the refusal counts, before the record closes.

@@ -12,6 +12,8 @@ import { Spool } from "../journal/spool.js";
 import { isVakError, VakError } from "../policy/errors.js";
 import { vakDirs } from "../policy/state.js";
 import { loadResident, socketFd } from "./native.js";
+import { clientTerminal, terminalNotServed } from "./terminal.js";
+import { confinedClient } from "./confinement.js";
 import { decodeRequest, MAX_BODY, sameSettings, type Request } from "./request.js";
 
 /** How long a connected client has to send its whole request. */
@@ -21,6 +23,8 @@ const WATCH_MS = 2000;
 /** The stop signals a client may forward, by number (native/client.c sends "signal N"). */
 const FORWARDED = new Map<number, NodeJS.Signals>((["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"] as const).map((s) => [constants.signals[s], s]));
 const MAX_CLIENT_LINE = 64;
+/** The client's terminal changed size (native/client.c forwards SIGWINCH as "signal 28"). */
+const WINCH = constants.signals.SIGWINCH;
 
 /** Where the host listens: Vak's runtime directory, as native/client.c computes it. */
 export function hostSocketPath(env: NodeJS.ProcessEnv = process.env): string {
@@ -44,11 +48,15 @@ const reply = {
   refused: (why: string) => `refused ${why.replace(/[\x00-\x1f\x7f]/g, " ")}\n`,
 };
 
+/** NAME=REF@HOST,…: a secret for the egress gate, which runs in-process only (see notServed). */
+function gateHeld(spec: string): boolean {
+  return spec.includes("@", Math.max(0, spec.indexOf("=")));
+}
+
 /** Why a request is served by the client's own CLI instead (never a weaker run: the same code, in-process). */
-function notServed(req: Request, opts: ExecOptions): string | undefined {
-  if (req.fds.slice(0, 3).some((fd) => isatty(fd))) return "a terminal (the host does not serve terminals yet)";
+function notServed(opts: ExecOptions): string | undefined {
   if (opts.fullAccess || opts.mode === "full-access") return "--full-access";
-  if (opts.secret?.length) return "--secret";
+  if (opts.secret?.some(gateHeld)) return "a --secret the egress gate holds (NAME=REF@HOST)";
   if (opts.sandbox !== undefined && opts.sandbox !== "namespaces") return `--sandbox ${opts.sandbox}`;
   if (opts.allowNet?.length || opts.denyNet?.length || opts.endpoint?.length || opts.caFile?.length) return "a network grant";
   if (opts.printPlan || opts.dryRun || opts.explain) return "--dry-run, --print-plan or --explain (they print to stdout)";
@@ -124,7 +132,7 @@ export function startHost(idleMs: number, onExit: () => void): ResidentHost {
         finish(socket, reply.refused(`${d.message} (${d.code})`));
         return;
       }
-      serve(socket, d.request).finally(() => {
+      serve(socket, d.request, who.pid).finally(() => {
         for (const x of d.request.fds) closeQuietly(x);
       });
     });
@@ -194,7 +202,7 @@ function refusePeer(path: string, who: { pid: number; uid: number; gid: number }
 }
 
 /** Checks what the kernel says against what the request says, then runs it as the in-process CLI would. */
-async function serve(socket: Socket, req: Request): Promise<void> {
+async function serve(socket: Socket, req: Request, peerPid: number): Promise<void> {
   const cwdFd = req.fds[3];
   let where: string;
   try {
@@ -208,6 +216,13 @@ async function serve(socket: Socket, req: Request): Promise<void> {
     finish(socket, reply.refused(`the request names the cwd ${JSON.stringify(req.cwd).slice(0, 300)} but its directory descriptor is ${JSON.stringify(where).slice(0, 300)} (request-cwd)`));
     return;
   }
+  // A client inside a sandbox of its own (other namespaces, no_new_privs, seccomp) is not served: through the
+  // host its command would run outside that sandbox. In-process it runs under the client's own confinement.
+  const confined = confinedClient(peerPid);
+  if (confined) {
+    finish(socket, reply.fallback(confined));
+    return;
+  }
   const differs = sameSettings(process.env, req.env);
   if (differs) {
     finish(socket, reply.fallback(`${differs} differs from the host's`));
@@ -218,7 +233,8 @@ async function serve(socket: Socket, req: Request): Promise<void> {
     finish(socket, reply.fallback("the arguments are for the CLI to explain"));
     return;
   }
-  const why = notServed(req, parsed.opts);
+  const term = clientTerminal(peerPid, req.fds);
+  const why = terminalNotServed(term) ?? notServed(parsed.opts);
   if (why) {
     finish(socket, reply.fallback(why));
     return;
@@ -226,6 +242,9 @@ async function serve(socket: Socket, req: Request): Promise<void> {
 
   // From here the command may run: the client's death, or the host's, stops it.
   let stop: ((s: NodeJS.Signals) => void) | undefined;
+  let resize: (() => void) | undefined;
+  /** A change before the launcher was there to tell: told once it is (it blocks SIGWINCH before it reads the size). */
+  let resizedEarly = false;
   let gone = false;
   let pending = "";
   socket.on("data", (chunk: Buffer) => {
@@ -236,6 +255,10 @@ async function serve(socket: Socket, req: Request): Promise<void> {
       pending = pending.slice(nl + 1);
       const sig = m ? FORWARDED.get(Number(m[1])) : undefined;
       if (sig) stop?.(sig);
+      else if (m && Number(m[1]) === WINCH) {
+        if (resize) resize();
+        else resizedEarly = true;
+      }
     }
     if (pending.length > MAX_CLIENT_LINE) socket.destroy();
   });
@@ -251,8 +274,20 @@ async function serve(socket: Socket, req: Request): Promise<void> {
     stdio: [req.fds[0], req.fds[1], req.fds[2]],
     errFd,
     err: clientOutput(errFd),
-    // Secrets and network grants a config or a profile adds are the CLI's to serve, as the flags are.
-    serves: (r) => (r.secrets.length ? "secrets from the config" : r.allowNet.length || r.denyNet.length ? "network grants from the config" : undefined),
+    // Network grants and gate-held secrets a config or a profile adds are the CLI's to serve, as the flags are.
+    serves: (r) => (r.secrets.some(gateHeld) ? "a secret the egress gate holds, from the config" : r.allowNet.length || r.denyNet.length ? "network grants from the config" : undefined),
+    terminal: term.tty.some(Boolean)
+      ? {
+          foreground: term.foreground,
+          onResize(fn) {
+            resize = fn;
+            if (resizedEarly) fn();
+            return () => {
+              resize = undefined;
+            };
+          },
+        }
+      : undefined,
     onStop(fn) {
       stop = fn;
       if (gone) fn("SIGKILL");

@@ -22,6 +22,11 @@ export interface OutputOptions {
   maxOutput?: number | undefined;
   /** --explain: the guard reports the paths the command looked up that are not in its view. */
   explain?: boolean | undefined;
+  /**
+   * The terminal at fds 0-1 is in the foreground, as the resident host found its client's process group
+   * (src/resident/terminal.ts); without it the launcher asks the terminal (it is vak's own).
+   */
+  foreground?: boolean | undefined;
 }
 
 /** The launch plan as the launcher's argv. The launcher refuses anything it does not know. */
@@ -56,6 +61,7 @@ export function launcherArgs(plan: LaunchPlan, io: number | { hostDir: string },
   if (l.timeoutMs) a.push("--timeout-ms", String(l.timeoutMs));
   if (output.maxOutput) a.push("--max-output", String(output.maxOutput));
   if (output.explain) a.push("--explain");
+  if (output.foreground) a.push("--foreground");
   a.push("--", ...plan.command);
   return a;
 }

@@ -64,7 +64,7 @@ export function launch(
   let child;
   try {
     const fds = tokenFd === undefined ? [fd] : [fd, tokenFd];
-    child = spawn(launcherPath(), launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput, explain: opts.explain }), { stdio: [...stdio, ...fds] as StdioOptions, env: plan.env, cwd: "/", detached: opts.detached ?? false });
+    child = spawn(launcherPath(), launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput, explain: opts.explain, foreground: opts.foreground }), { stdio: [...stdio, ...fds] as StdioOptions, env: plan.env, cwd: "/", detached: opts.detached ?? false });
   } catch (e) {
     closeSync(fd);
     throw e;

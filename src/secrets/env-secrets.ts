@@ -8,8 +8,10 @@ import { parseRef, resolveRef } from "./store.js";
  * host now, for one variable of the command's environment; a missing one
  * stops the run before anything starts. `NAME=REF@HOST,HOST` (vak exec) is a
  * secret the egress gate holds: hosts is set, and NAME gets a placeholder.
+ * env: and cmd: references are the caller's (its environment and cwd; the
+ * resident host's client's), this process's by default.
  */
-export function envSecrets(specs: readonly string[]): { name: string; ref: string; value: string; hosts?: string[] }[] {
+export function envSecrets(specs: readonly string[], caller: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): { name: string; ref: string; value: string; hosts?: string[] }[] {
   if (specs.length === 0) return [];
   const commands = loadUserConfig().secret_commands;
   return specs.map((spec) => {
@@ -21,6 +23,6 @@ export function envSecrets(specs: readonly string[]): { name: string; ref: strin
     const hosts = at < 0 ? undefined : spec.slice(at + 1).split(",").filter(Boolean);
     if (hosts && hosts.length === 0) throw new VakError("bad-input", `--secret ${spec}: name the hosts after @ (NAME=REF@api.example.com)`);
     const ref = parseRef(spec.slice(eq + 1, at < 0 ? undefined : at));
-    return { name, ref: ref.text, value: resolveRef(ref, { commands }), ...(hosts ? { hosts } : {}) };
+    return { name, ref: ref.text, value: resolveRef(ref, { commands, env: caller.env, cwd: caller.cwd }), ...(hosts ? { hosts } : {}) };
   });
 }

@@ -108,7 +108,7 @@ export class SecretStore {
 export type SecretCommands = Record<string, readonly string[]>;
 
 /** Resolves a reference to its value on the host; a missing secret fails closed, naming the reference. */
-export function resolveRef(ref: SecretRef, opts: { store?: SecretStore; env?: NodeJS.ProcessEnv; commands?: SecretCommands } = {}): string {
+export function resolveRef(ref: SecretRef, opts: { store?: SecretStore; env?: NodeJS.ProcessEnv; commands?: SecretCommands; cwd?: string } = {}): string {
   const kind = ref.kind;
   switch (kind) {
     case "env": {
@@ -122,18 +122,19 @@ export function resolveRef(ref: SecretRef, opts: { store?: SecretStore; env?: No
       if (v === undefined) throw new VakError("bad-input", `${ref.text}: no such secret in ${store.path}; add it with: vak secret set ${ref.name}`);
       return v;
     }
-    case "cmd": return fromCommand(ref, opts.commands);
+    case "cmd": return fromCommand(ref, opts.commands, opts.env, opts.cwd);
     default: return unhandled(kind, "secret reference kind");
   }
 }
 
 /** A cmd: reference: the output of the command the user's config names. */
-function fromCommand(ref: SecretRef, commands: SecretCommands | undefined): string {
+function fromCommand(ref: SecretRef, commands: SecretCommands | undefined, env?: NodeJS.ProcessEnv, cwd?: string): string {
   const argv = commands && Object.hasOwn(commands, ref.name) ? commands[ref.name] : undefined;
   if (!argv?.length) throw new VakError("bad-input", `${ref.text}: no command named ${ref.name} in [secret_commands] of ~/.config/vak/config.toml`);
   let out: string;
   try {
-    out = execFileSync(argv[0]!, argv.slice(1), { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 30_000, maxBuffer: 64 * 1024 });
+    // In the caller's environment and cwd: the resident host's client's, not the host's own.
+    out = execFileSync(argv[0]!, argv.slice(1), { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 30_000, maxBuffer: 64 * 1024, env: env ?? process.env, cwd });
   } catch (e) {
     // Not the command's output: it might hold the value.
     throw new VakError("bad-input", `${ref.text}: the command ${argv[0]} failed (${(e as NodeJS.ErrnoException).code ?? `exit ${(e as { status?: number }).status}`})`);

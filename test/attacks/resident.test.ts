@@ -1,5 +1,5 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -43,10 +43,10 @@ function hostPid(pidFile: string): number {
 }
 
 let n = 0;
-async function startHost(idle = 120): Promise<Host> {
+async function startHost(idle = 120, env: Record<string, string> = {}): Promise<Host> {
   const rt = join(base, `rt${++n}`);
   mkdirSync(rt, { mode: 0o700 });
-  const child = spawn(process.execPath, [VAK_BIN, "host", "--idle-seconds", String(idle)], { env: baseEnv({ XDG_RUNTIME_DIR: rt }), stdio: "ignore" });
+  const child = spawn(process.execPath, [VAK_BIN, "host", "--idle-seconds", String(idle)], { env: baseEnv({ XDG_RUNTIME_DIR: rt, ...env }), stdio: "ignore" });
   const pidFile = join(rt, "vak", "host.pid");
   await until("the host's pid file", () => existsSync(pidFile));
   const h = { child, rt, sock: join(rt, "vak", "host.sock"), pid: hostPid(pidFile) };
@@ -143,7 +143,41 @@ describe("the resident host serves its own user's vak exec", () => {
     expect(kinds).toEqual(["session.started", "policy.generation", "worker.spawned", "worker.exited", "session.ended"]);
   });
 
-  it("a request the host does not serve goes back to the client (never run weaker): a terminal, --full-access, other settings", async () => {
+  it("paths the client gave relative to its cwd are its cwd's, not the host's: --workspace sub, and grants relative to it", async () => {
+    const h = await startHost();
+    const ws = workspace();
+    mkdirSync(join(ws, "sub", "data"), { recursive: true });
+    const r = await client(h, ["exec", "--workspace", "sub", "--allow-read", "data", "--", "/bin/sh", "-c", "pwd; touch made; ls -d data"], { cwd: ws }).done;
+    expect(r.stderr).toBe("");
+    expect(r.stdout).toBe(`${join(ws, "sub")}\ndata\n`);
+    expect(r.code).toBe(0);
+    expect(existsSync(join(ws, "sub", "made"))).toBe(true);
+  });
+
+  it("--secret through the host: env: and cmd: references are the client's (its environment and cwd), never the host's, and the value is not on the record", async () => {
+    const tag = `${process.pid}${++n}`;
+    const cfg = join(base, `cfg${tag}`);
+    mkdirSync(join(cfg, "vak"), { recursive: true });
+    writeFileSync(join(cfg, "vak", "config.toml"), `[secret_commands]\nwhere${tag} = ["/bin/sh", "-c", "echo cwd=$(pwd)-$CLIENT_ONLY"]\n`);
+    const name = `MY_TOKEN_${tag}`;
+    const h = await startHost(120, { XDG_CONFIG_HOME: cfg, [name]: `host-value-${tag}` });
+    const ws = workspace();
+    const r = await client(h, ["exec", "--secret", `TOK=env:${name}`, "--secret", `WHERE=cmd:where${tag}`, "--", "/bin/sh", "-c", 'echo "tok=$TOK"; echo "where=$WHERE"'], {
+      cwd: ws, env: { XDG_CONFIG_HOME: cfg, [name]: `client-value-${tag}`, CLIENT_ONLY: "from-client" },
+    }).done;
+    expect(r.stdout).toBe(`tok=client-value-${tag}\nwhere=cwd=${ws}-from-client\n`);
+    expect(r.code, r.stderr).toBe(0);
+    // On the record by reference only.
+    const [spool, ...more] = spooled(`env:${name}`);
+    expect(more).toEqual([]);
+    expect(readFileSync(spool!, "utf8")).not.toContain(`client-value-${tag}`);
+    // A secret for the egress gate (NAME=REF@HOST) is the CLI's: the gate runs in-process only.
+    const gate = await client(h, ["exec", "--secret", `TOK=env:${name}@api.example.test`, "--", "/bin/true"], { cwd: ws, env: { XDG_CONFIG_HOME: cfg, [name]: "x" } }).done;
+    expect(gate.stderr).toContain("fallback a --secret the egress gate holds");
+    expect(gate.code).toBe(125);
+  });
+
+  it("a request the host does not serve goes back to the client (never run weaker): a terminal not read interactively, --full-access, other settings", async () => {
     const h = await startHost();
     const ws = workspace();
     const full = await client(h, ["exec", "--full-access", "--", "/bin/true"], { cwd: ws }).done;
@@ -152,10 +186,14 @@ describe("the resident host serves its own user's vak exec", () => {
     const other = await client(h, ["exec", "--", "/bin/true"], { cwd: ws, env: { XDG_STATE_HOME: join(base, "elsewhere") } }).done;
     expect(other.code).toBe(125);
     expect(other.stderr).toContain("XDG_STATE_HOME differs");
-    // script(1) gives the client a terminal on all three descriptors.
-    const tty = spawnSync("script", ["-qec", `${CLIENT} exec -- /bin/true`, "/dev/null"], { cwd: ws, env: baseEnv({ XDG_RUNTIME_DIR: h.rt, VAK_RESIDENT: "only" }), encoding: "utf8" });
-    expect(tty.stdout).toContain("a terminal: the host does not serve terminals yet");
+    // script(1) gives the client a terminal; with stdin elsewhere it is only written to, and the user's shell does job control on vak.
+    const tty = spawnSync("script", ["-qec", `${CLIENT} exec -- /bin/true </dev/null`, "/dev/null"], { cwd: ws, env: baseEnv({ XDG_RUNTIME_DIR: h.rt, VAK_RESIDENT: "only" }), encoding: "utf8" });
+    expect(tty.stdout).toContain("a terminal not read interactively in the foreground");
     expect(tty.status).toBe(125);
+    // At an interactive terminal the host serves it (test/attacks/terminal.test.ts runs every terminal test both ways).
+    const served = spawnSync("script", ["-qec", `${CLIENT} exec -- /bin/sh -c 'test -t 0 && test -t 1 && echo on-a-tty'`, "/dev/null"], { cwd: ws, env: baseEnv({ XDG_RUNTIME_DIR: h.rt, VAK_RESIDENT: "only" }), encoding: "utf8" });
+    expect(served.stdout).toContain("on-a-tty");
+    expect(served.status).toBe(0);
     // Without VAK_RESIDENT=only, what the host sends back runs in Node in-process, exactly as without a host.
     const back = await client(h, ["exec", "--full-access", "--", "/bin/sh", "-c", "echo full"], { cwd: ws, env: { VAK_RESIDENT: "" } }).done;
     expect(back.stdout).toBe("full\n");
@@ -245,6 +283,23 @@ describe("attacks on the resident host", () => {
       // A client inside (if it can run there at all) finds no host, and VAK_RESIDENT=only runs nothing in-process.
       expect(r.stdout).toMatch(/inner (125|126|127)\n/);
     }
+  });
+
+  const confinements: [string, string[], string][] = [
+    ["a mount namespace of its own", ["unshare", "-m", "--propagation", "private"], "a mnt namespace other than the host's"],
+    ["a network namespace of its own", ["unshare", "-n"], "a net namespace other than the host's"],
+    ["a pid namespace of its own", ["unshare", "-p", "-f"], "a pid namespace other than the host's"],
+    ["a user namespace of its own", ["unshare", "-U", "-r"], "a user namespace other than the host's"],
+    ["no_new_privs (as Landlock and seccomp sandboxes set)", ["setpriv", "--no-new-privs"], "no_new_privs"],
+  ];
+  it.each(confinements)("a client inside a sandbox of its own (%s) is not served: through the host its command would run outside it", async (_what, wrapper, why) => {
+    const h = hosts[0] ?? (await startHost());
+    const ws = workspace();
+    const r = await client(h, ["exec", "--", "/bin/sh", "-c", "touch ran"], { cwd: ws, wrapper }).done;
+    expect(r.stderr).toContain(`no resident host served this (fallback the client`);
+    expect(r.stderr).toContain(why);
+    expect(r.code).toBe(125);
+    expect(existsSync(join(ws, "ran"))).toBe(false);
   });
 
   const lies: [string, string][] = [

@@ -1,14 +1,20 @@
-import { execFile } from "node:child_process";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
 import { ROOT, VAK_BIN } from "../support/paths.js";
 import { baseEnv } from "../support/vak.js";
 
-// vak run from a real terminal (a pseudo-terminal this test owns, as a user's
+// vak exec from a real terminal (a pseudo-terminal this test owns, as a user's
 // terminal emulator would): the command must never hold the user's terminal,
 // only a pty the launcher owns and counts, and the terminal must come back as
-// it was on every way out.
+// it was on every way out. Every test runs twice: in-process (node bin/vak.cjs),
+// and through the resident host's native client (src/resident/, native/client.c)
+// with VAK_RESIDENT=only wherever the terminal is interactive, so that the host
+// serves it or the run fails; a terminal the host leaves to the CLI (only
+// written to, or read in a pipeline) runs through the client too, in-process.
 
 type Step = { wait: string } | { send: string } | { sleep: number } | { winsize: [number, number] } | { signal: number };
 interface Driven {
@@ -19,11 +25,30 @@ interface Driven {
   termiosBefore: number[];
   termiosAfter: number[];
   unread: string;
+  ttyName: string;
+  ttyRdev: number;
+}
+interface DriveOpts {
+  /** Through the host: VAK_RESIDENT=only (served or refused) or not (left to the CLI); by default, only when interactive. */
+  only?: boolean;
+  stdin?: "tty" | "null";
+  stdout?: "tty" | "pipe";
+  rows?: number;
+  cols?: number;
+  timeout?: number;
 }
 
-function drive(cwd: string, vakArgs: string[], steps: Step[], opts: { stdin?: "tty" | "null"; stdout?: "tty" | "pipe"; rows?: number; cols?: number; timeout?: number } = {}): Promise<Driven> {
+const CLIENT = join(ROOT, "build/Release/vak-client");
+
+/** How vak is started: in-process, or the native client of a host this file started (its runtime directory). */
+type Way = { kind: "in-process" } | { kind: "host"; rt: string };
+
+function driveWay(way: Way, cwd: string, vakArgs: string[], steps: Step[], opts: DriveOpts = {}, wrapper: string[] = []): Promise<Driven> {
+  const interactive = (opts.stdin ?? "tty") === "tty" && (opts.stdout ?? "tty") === "tty";
+  const argv = way.kind === "host" ? [...wrapper, CLIENT, ...vakArgs] : [...wrapper, process.execPath, VAK_BIN, ...vakArgs];
+  const env = way.kind === "host" ? baseEnv({ XDG_RUNTIME_DIR: way.rt, TERM: "xterm-256color", ...((opts.only ?? interactive) ? { VAK_RESIDENT: "only" } : { VAK_RESIDENT: "no-start" }) }) : { ...baseEnv(), TERM: "xterm-256color" };
   const spec = {
-    argv: [process.execPath, VAK_BIN, ...vakArgs], cwd, env: { ...baseEnv(), TERM: "xterm-256color" },
+    argv, cwd, env,
     rows: opts.rows ?? 24, cols: opts.cols ?? 80, stdin: opts.stdin ?? "tty", stdout: opts.stdout ?? "tty", timeout: opts.timeout ?? 30, steps,
   };
   return new Promise((resolve, reject) => {
@@ -34,14 +59,50 @@ function drive(cwd: string, vakArgs: string[], steps: Step[], opts: { stdin?: "t
   });
 }
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A resident host of this file's own, in a runtime directory of its own; stopped by its pid. */
+async function startHost(): Promise<{ rt: string; child: ChildProcess; pid: number; stop(): void }> {
+  const base = mkdtempSync(join(tmpdir(), "vak-term-host-"));
+  const rt = join(base, "rt");
+  mkdirSync(rt, { mode: 0o700 });
+  // A session of its own, as native/client.c starts it (setsid): a terminal it opened without O_NOCTTY would become its own.
+  const child = spawn(process.execPath, [VAK_BIN, "host", "--idle-seconds", "900"], { env: baseEnv({ XDG_RUNTIME_DIR: rt }), stdio: "ignore", detached: true });
+  const pidFile = join(rt, "vak", "host.pid");
+  const end = Date.now() + 20_000;
+  while (!existsSync(pidFile)) {
+    if (Date.now() > end) throw new Error("the resident host did not start");
+    await sleep(25);
+  }
+  const pid = Number(readFileSync(pidFile, "utf8"));
+  if (!Number.isInteger(pid) || pid <= 1 || pid !== child.pid) throw new Error(`${pidFile} holds no pid of the host started here`);
+  return {
+    rt, child, pid,
+    stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      rmSync(base, { recursive: true, force: true });
+    },
+  };
+}
+
 const sh = (script: string) => ["exec", "--", "/bin/sh", "-c", script];
 
-describe("the terminal", () => {
+describe.each(["in-process", "through the resident host"] as const)("the terminal, %s", (kind) => {
   let s: Scratch;
-  beforeAll(() => {
+  let way: Way = { kind: "in-process" };
+  let host: Awaited<ReturnType<typeof startHost>> | undefined;
+  beforeAll(async () => {
     s = scratch();
+    if (kind === "through the resident host") {
+      host = await startHost();
+      way = { kind: "host", rt: host.rt };
+    }
+  }, 30_000);
+  afterAll(() => {
+    host?.stop();
+    s.cleanup();
   });
-  afterAll(() => s.cleanup());
+  const drive = (cwd: string, vakArgs: string[], steps: Step[], opts: DriveOpts = {}, wrapper: string[] = []) => driveWay(way, cwd, vakArgs, steps, opts, wrapper);
 
   it("a shell reads a line typed at the terminal, and stty size sees the window", async () => {
     const r = await drive(s.ws, sh("stty size; printf 'name? '; read line; echo got:$line"), [{ wait: "name? " }, { send: "hello\r" }, { wait: "got:" }], { rows: 30, cols: 100 });
@@ -139,5 +200,96 @@ for fd in (0, os.open('/dev/tty', os.O_RDWR)):
     expect(r.piped).toContain("got:typed");
     expect(r.piped).toContain("end");
     expect(r.output).not.toContain("PWNED");
+  });
+
+  it("the command holds no descriptor of the user's terminal: not at any fd, nor as /dev/tty", async () => {
+    const probe = `import os, stat
+seen = set()
+for name in os.listdir('/proc/self/fd'):
+    try: st = os.fstat(int(name))
+    except OSError: continue
+    if stat.S_ISCHR(st.st_mode): seen.add(st.st_rdev)
+try: seen.add(os.fstat(os.open('/dev/tty', os.O_RDWR)).st_rdev)
+except OSError: pass
+print('RDEVS', *sorted(seen), 'END')`;
+    for (const stdin of ["tty", "null"] as const) {
+      const r = await drive(s.ws, ["exec", "--", "/usr/bin/python3", "-c", probe], [{ wait: "END" }], { stdin });
+      const rdevs = /RDEVS ([\d ]*) END/.exec(r.output)?.[1]?.trim().split(" ").map(Number);
+      expect(rdevs, r.output).toBeDefined();
+      // It writes to a terminal: the launcher's own pty, never the one the user typed vak at.
+      expect(rdevs!.length, r.output).toBeGreaterThan(0);
+      expect(rdevs, `${stdin}: ${r.output}`).not.toContain(r.ttyRdev);
+      expect(r.code).toBe(0);
+    }
+  });
+});
+
+/** A command that runs ARGV in a process group of its own: in its terminal's background. */
+const inBackground = ["/usr/bin/python3", "-c", "import os, sys\npid = os.fork()\nif pid == 0:\n    os.setpgid(0, 0)\n    os.execv(sys.argv[1], sys.argv[1:])\nsys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))"];
+
+describe("the terminal through the resident host: what the host takes from it", () => {
+  let s: Scratch;
+  let host: Awaited<ReturnType<typeof startHost>>;
+  let way: Way;
+  beforeAll(async () => {
+    s = scratch();
+    host = await startHost();
+    way = { kind: "host", rt: host.rt };
+  }, 30_000);
+  afterAll(() => {
+    host.stop();
+    s.cleanup();
+  });
+
+  it("a client in its terminal's background is not served as interactive: the host refuses to take the terminal (the kernel's word, not the client's)", async () => {
+    const cmd = ["exec", "--", "/bin/sh", "-c", "stty -a >/dev/null 2>&1; echo ran-$((6*7))"];
+    const only = await driveWay(way, s.ws, cmd, [], { only: true }, inBackground);
+    expect(only.code, only.output).toBe(125);
+    expect(only.output).toContain("not read interactively in the foreground");
+    expect(only.output).not.toContain("ran-42");
+    expect(only.termiosAfter).toEqual(only.termiosBefore);
+    // Left to the CLI, it runs as in-process: in the background, its terminal untouched.
+    const left = await driveWay(way, s.ws, cmd, [], { only: false }, inBackground);
+    expect(left.output).toContain("ran-42");
+    expect(left.code).toBe(0);
+    expect(left.termiosAfter).toEqual(left.termiosBefore);
+  });
+
+  it("the host keeps no descriptor of a client's terminal once its command ended, and has no controlling terminal", async () => {
+    const r = await driveWay(way, s.ws, ["exec", "--", "/bin/sh", "-c", "echo ready; read x; echo done"], [{ wait: "ready" }, { send: "go\r" }, { wait: "done" }]);
+    expect(r.code, r.output).toBe(0);
+    const fds = readdirSync(`/proc/${host.pid}/fd`).map((f) => {
+      try {
+        // The terminal is gone by now (the driver closed it): its links read "/dev/pts/N (deleted)".
+        return readlinkSync(`/proc/${host.pid}/fd/${f}`).replace(/ \(deleted\)$/, "");
+      } catch {
+        return "";
+      }
+    });
+    expect(fds.length).toBeGreaterThan(3);
+    expect(fds).not.toContain(r.ttyName);
+    const stat = readFileSync(`/proc/${host.pid}/stat`, "latin1");
+    expect(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[4]).toBe("0");
+  });
+
+  it("the host's death (kill -9) while the terminal is raw: the client says so, exits 125, and the terminal comes back as it was", async () => {
+    const own = await startHost();
+    try {
+      const marker = join(s.ws, "started");
+      rmSync(marker, { force: true });
+      const running = driveWay({ kind: "host", rt: own.rt }, s.ws, ["exec", "--", "/bin/sh", "-c", "touch started; echo ready; sleep 30"], [{ wait: "ready" }], { timeout: 20 });
+      const end = Date.now() + 15_000;
+      while (!existsSync(marker) && Date.now() < end) await sleep(25);
+      expect(existsSync(marker)).toBe(true);
+      await sleep(200);
+      process.kill(own.pid, "SIGKILL");
+      const r = await running;
+      expect(r.timedOut).toBe(false);
+      expect(r.code, r.output).toBe(125);
+      expect(r.output).toContain("the resident host went away while the command ran");
+      expect(r.termiosAfter).toEqual(r.termiosBefore);
+    } finally {
+      own.stop();
+    }
   });
 });

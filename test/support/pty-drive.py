@@ -7,7 +7,8 @@ argv[1] is JSON: {"argv": [...], "cwd": ..., "env": {...}, "rows": R, "cols": C,
 with steps {"wait": TEXT} (until TEXT appears in the output), {"send": TEXT},
 {"sleep": MS}, {"winsize": [R, C]}, {"signal": N}. Prints one JSON object:
 the output (as latin-1 text), the exit status, the terminal's modes before and
-after, and any input left unread in the terminal afterwards."""
+after, any input left unread in the terminal afterwards, and the terminal's
+name and device number."""
 import fcntl
 import json
 import os
@@ -113,4 +114,6 @@ print(json.dumps({
     "termiosBefore": [before[i] for i in range(6)],
     "termiosAfter": [after[i] for i in range(6)],
     "unread": left.decode("latin-1"),
+    "ttyName": os.ttyname(slave),
+    "ttyRdev": os.fstat(slave).st_rdev,
 }))

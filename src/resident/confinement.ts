@@ -1,0 +1,53 @@
+import { readFileSync, statSync } from "node:fs";
+
+/**
+ * The namespaces a run's meaning depends on: paths (mnt), the gate's network
+ * and names (net), who the user is (user), processes (pid), the hostname
+ * (uts), IPC, and the cgroup view. A client in any other than the host's sees
+ * another machine: the host would resolve its paths, grants and cwd in the
+ * host's view, not the client's.
+ */
+const NAMESPACES = ["mnt", "net", "user", "pid", "uts", "ipc", "cgroup"] as const;
+
+/** What /proc/PID/status says of a process's confinement: no_new_privs (Landlock needs it) and seccomp. */
+export function confinementOf(status: string): { noNewPrivs: number; seccomp: number } | undefined {
+  const nnp = /^NoNewPrivs:\s*(\d+)$/m.exec(status);
+  const sec = /^Seccomp:\s*(\d+)$/m.exec(status);
+  if (!nnp || !sec) return undefined;
+  return { noNewPrivs: Number(nnp[1]), seccomp: Number(sec[1]) };
+}
+
+/**
+ * Why a client is not the host's to serve, from the kernel's word on the peer
+ * SO_PEERCRED named (/proc/PID/ns/*, /proc/PID/status), or undefined. A client
+ * in other namespaces, or confined where the host is not (no_new_privs, which
+ * Landlock and an unprivileged seccomp filter need; a seccomp filter), is
+ * inside some sandbox of its own: served by the host, its command would run
+ * outside that sandbox, with the host's view and authority. It runs
+ * in-process instead, under its own confinement, exactly as without a host.
+ */
+export function confinedClient(pid: number): string | undefined {
+  for (const ns of NAMESPACES) {
+    let mine: number;
+    let theirs: number;
+    try {
+      mine = statSync(`/proc/self/ns/${ns}`).ino;
+      theirs = statSync(`/proc/${pid}/ns/${ns}`).ino;
+    } catch (e) {
+      return `the client's ${ns} namespace cannot be compared with the host's (${(e as NodeJS.ErrnoException).code ?? "error"})`;
+    }
+    if (mine !== theirs) return `the client is in a ${ns} namespace other than the host's`;
+  }
+  let mine: ReturnType<typeof confinementOf>;
+  let theirs: ReturnType<typeof confinementOf>;
+  try {
+    mine = confinementOf(readFileSync("/proc/self/status", "latin1"));
+    theirs = confinementOf(readFileSync(`/proc/${pid}/status`, "latin1"));
+  } catch (e) {
+    return `the client's confinement cannot be read (${(e as NodeJS.ErrnoException).code ?? "error"})`;
+  }
+  if (!mine || !theirs) return "the client's confinement cannot be read (/proc/PID/status without NoNewPrivs or Seccomp)";
+  if (theirs.noNewPrivs > mine.noNewPrivs) return "the client runs with no_new_privs (as under Landlock or a seccomp sandbox) and the host does not";
+  if (theirs.seccomp > mine.seccomp) return "the client runs under a seccomp filter and the host does not";
+  return undefined;
+}
