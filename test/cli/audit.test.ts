@@ -49,6 +49,19 @@ describe("sandbox", () => {
     expect(r.report.fixed).toEqual([]);
     expect(r.code).toBe(1);
   });
+
+  // The state exists only for root (any other uid has RLIMIT_NPROC): built for real with no user namespaces and,
+  // in a mount namespace of its own, an empty tmpfs where the cgroup hierarchy was.
+  it.skipIf(process.getuid?.() !== 0)("sandbox.procs-limit: root with no pids cgroup and no user namespaces (so no pid namespace of its own) cannot hold a process limit (not fixable)", async () => {
+    expect((await h.audit()).ids).not.toContain("sandbox.procs-limit");
+    const noCgroups = ["unshare", "-m", "--propagation", "private", "sh", "-c", 'mount -t tmpfs vak-no-cgroups /sys/fs/cgroup && exec "$@"', "sh"];
+    const r = await h.audit(["--fix"], { wrapper: [...noCgroups, inject("noUserns")] });
+    expect(r.find("sandbox.procs-limit")).toMatchObject({ severity: "info", fixable: false });
+    expect(r.find("sandbox.procs-limit")!.detail).toMatch(/--max-procs is refused/);
+    expect(r.report.fixed).toEqual([]);
+    // With the cgroups back (user namespaces still refused), the pids cgroup holds the limit: no finding.
+    expect((await h.audit([], { wrapper: [inject("noUserns")] })).ids).not.toContain("sandbox.procs-limit");
+  });
 });
 
 /** A copy of Vak's installation (what runs, and its modules by a link), in dir. */
