@@ -1,5 +1,6 @@
 import Database from "better-sqlite3";
 import { VakError } from "../policy/errors.js";
+import type { ChainRow } from "./chain.js";
 import type { Actor, EventKind, Payload, StoredEvent } from "./events.js";
 
 /**
@@ -44,16 +45,8 @@ CREATE TRIGGER IF NOT EXISTS events_fts_delete AFTER DELETE ON events
   BEGIN INSERT INTO events_fts(events_fts, rowid, payload) VALUES ('delete', old.seq, old.payload); END;
 `;
 
-/** One row of the events table. */
-export interface Row {
-  seq: number;
-  session: string;
-  session_seq: number;
-  time: string;
-  kind: string;
-  actor: string;
-  generation: number;
-  payload: string;
+/** One row of the events table: the hashed fields and the two links. */
+export interface Row extends ChainRow {
   prev_hash: string;
   hash: string;
 }
