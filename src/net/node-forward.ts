@@ -51,160 +51,160 @@ export class NodeForwarder {
     private readonly origin: Origin | undefined,
   ) {}
 
-private agent: Agent | undefined;
+  private agent: Agent | undefined;
 
-/**
- * The upstream connection of a terminated tunnel: one at a time (requests are
- * read one at a time), to the address checked at CONNECT, verified TLS, kept
- * between requests while the client's connection lasts (close() ends it).
- */
-private pool(host: Host, address: string, port: number): Agent {
-  if (this.agent) return this.agent;
-  const agent = new Agent({ keepAlive: true, maxSockets: 1, maxFreeSockets: 1, timeout: this.conn.ctx.limits.idleMs });
-  // Asynchronous (the callback form Agent takes): the socket is usable only once the upstream proxy, if any, has said yes.
-  agent.createConnection = ((_opts: unknown, done: (err: Error | null, s?: Socket) => void) => {
-    const fresh = () => {
-      let s: Socket;
-      try {
-        s = this.conn.ctx.openUpstream(address, port);
-      } catch (e) {
-        return void done(e as Error);
-      }
-      this.conn.ctx.upstreamReady(s, address, port).then(
-        () => done(null, upstreamTls(s, host, this.conn.ctx.tls)),
-        (e: Error) => (s.destroy(), done(new UpstreamError(e.message))),
-      );
-    };
-    // The first request takes the connection opened with the tunnel (tls-early.ts), if it is still open.
-    const early = this.origin?.early?.take();
-    if (!early) return void fresh();
-    early.then((t) => (t ? done(null, t) : fresh()), (e: Error) => done(e));
-    return undefined;
-  }) as unknown as Agent["createConnection"];
-  this.agent = agent;
-  return agent;
-}
+  /**
+   * The upstream connection of a terminated tunnel: one at a time (requests are
+   * read one at a time), to the address checked at CONNECT, verified TLS, kept
+   * between requests while the client's connection lasts (close() ends it).
+   */
+  private pool(host: Host, address: string, port: number): Agent {
+    if (this.agent) return this.agent;
+    const agent = new Agent({ keepAlive: true, maxSockets: 1, maxFreeSockets: 1, timeout: this.conn.ctx.limits.idleMs });
+    // Asynchronous (the callback form Agent takes): the socket is usable only once the upstream proxy, if any, has said yes.
+    agent.createConnection = ((_opts: unknown, done: (err: Error | null, s?: Socket) => void) => {
+      const fresh = () => {
+        let s: Socket;
+        try {
+          s = this.conn.ctx.openUpstream(address, port);
+        } catch (e) {
+          return void done(e as Error);
+        }
+        this.conn.ctx.upstreamReady(s, address, port).then(
+          () => done(null, upstreamTls(s, host, this.conn.ctx.tls)),
+          (e: Error) => (s.destroy(), done(new UpstreamError(e.message))),
+        );
+      };
+      // The first request takes the connection opened with the tunnel (tls-early.ts), if it is still open.
+      const early = this.origin?.early?.take();
+      if (!early) return void fresh();
+      early.then((t) => (t ? done(null, t) : fresh()), (e: Error) => done(e));
+      return undefined;
+    }) as unknown as Agent["createConnection"];
+    this.agent = agent;
+    return agent;
+  }
 
   /** Ends what this connection still holds upstream (a terminated tunnel's kept connection). */
   close(): void {
     this.agent?.destroy();
   }
 
-private async write(data: Buffer | Buffer[]): Promise<void> {
-  let ok = true;
-  for (const b of Array.isArray(data) ? data : [data]) ok = this.conn.socket.write(b);
-  if (!ok) await drained(this.conn.socket);
-}
+  private async write(data: Buffer | Buffer[]): Promise<void> {
+    let ok = true;
+    for (const b of Array.isArray(data) ? data : [data]) ok = this.conn.socket.write(b);
+    if (!ok) await drained(this.conn.socket);
+  }
 
   /** Sends one checked request and carries its answer; true when the client's connection may carry another. */
   async send(r: NodeRequest, allowed: EgressFields): Promise<boolean> {
     const { head, framing, method, path, headers, target, upgrade, overTls } = r;
-  // Inside a terminated tunnel one upstream connection is kept for the next request (pooled: below).
-  const pooled = Boolean(this.origin) && !upgrade;
-  if (upgrade) headers.push(["Connection", "Upgrade"], ["Upgrade", "websocket"]);
-  else if (!pooled) headers.push(["Connection", "close"]);
+    // Inside a terminated tunnel one upstream connection is kept for the next request (pooled: below).
+    const pooled = Boolean(this.origin) && !upgrade;
+    if (upgrade) headers.push(["Connection", "Upgrade"], ["Upgrade", "websocket"]);
+    else if (!pooled) headers.push(["Connection", "close"]);
 
-  let status: number | undefined;
-  let bytesUp = 0;
-  let bytesDown = 0;
-  let outcome = "completed";
-  let keep = false;
-  let upSocket: Socket | undefined;
-  let up: ClientRequest | undefined;
-  const abort = () => up?.destroy(new ClosedError());
-  this.conn.socket.once("close", abort);
-  try {
-    await this.conn.durable();
-    if (this.conn.socket.destroyed) throw new ClosedError();
-    let req: ClientRequest;
-    if (pooled) req = httpRequest({ agent: this.pool(target.host, r.address, target.port), method, path, headers: headers.flat(), setHost: false });
-    else {
-      const s = this.conn.ctx.openUpstream(r.address, target.port);
-      upSocket = s;
-      await this.conn.ctx.upstreamReady(s, r.address, target.port).catch((e: Error) => {
-        throw this.conn.socket.destroyed ? new ClosedError() : new UpstreamError(e.message);
-      });
-      const conn = overTls ? upstreamTls(s, target.host, this.conn.ctx.tls) : s;
-      req = httpRequest({ createConnection: () => conn, method, path, headers: headers.flat(), setHost: false });
-    }
-    up = req;
-    let switched: { res: IncomingMessage; socket: Socket; head: Buffer } | undefined;
-    const response = new Promise<IncomingMessage>((resolve, reject) => {
-      req.once("response", resolve);
-      req.once("upgrade", (res: IncomingMessage, u: Socket, h: Buffer) => {
-        if (!upgrade) return void (u.destroy(), reject(new UpstreamError("it switched protocols (101) unasked")));
-        switched = { res, socket: u, head: h };
-        resolve(res);
-      });
-      req.on("error", reject); // kept: a later error must not go unhandled
-    });
-    if (framing.kind !== "none" && head.version === "1.1" && headerValues(head.headers, "expect").some((v) => v.toLowerCase() === "100-continue"))
-      this.conn.socket.write("HTTP/1.1 100 Continue\r\n\r\n");
-    let bodyDone = false;
-    let bodyError: unknown;
-    const sending = (async () => {
-      for await (const piece of bodyPieces(this.conn.reader, framing)) {
-        bytesUp += piece.length;
-        if (!req.write(piece)) await drained(req);
-      }
-      req.end();
-      bodyDone = true;
-    })().catch((e: unknown) => {
-      bodyError = e;
-      req.destroy();
-    });
-    let res: IncomingMessage;
+    let status: number | undefined;
+    let bytesUp = 0;
+    let bytesDown = 0;
+    let outcome = "completed";
+    let keep = false;
+    let upSocket: Socket | undefined;
+    let up: ClientRequest | undefined;
+    const abort = () => up?.destroy(new ClosedError());
+    this.conn.socket.once("close", abort);
     try {
-      res = await response;
+      await this.conn.durable();
+      if (this.conn.socket.destroyed) throw new ClosedError();
+      let req: ClientRequest;
+      if (pooled) req = httpRequest({ agent: this.pool(target.host, r.address, target.port), method, path, headers: headers.flat(), setHost: false });
+      else {
+        const s = this.conn.ctx.openUpstream(r.address, target.port);
+        upSocket = s;
+        await this.conn.ctx.upstreamReady(s, r.address, target.port).catch((e: Error) => {
+          throw this.conn.socket.destroyed ? new ClosedError() : new UpstreamError(e.message);
+        });
+        const conn = overTls ? upstreamTls(s, target.host, this.conn.ctx.tls) : s;
+        req = httpRequest({ createConnection: () => conn, method, path, headers: headers.flat(), setHost: false });
+      }
+      up = req;
+      let switched: { res: IncomingMessage; socket: Socket; head: Buffer } | undefined;
+      const response = new Promise<IncomingMessage>((resolve, reject) => {
+        req.once("response", resolve);
+        req.once("upgrade", (res: IncomingMessage, u: Socket, h: Buffer) => {
+          if (!upgrade) return void (u.destroy(), reject(new UpstreamError("it switched protocols (101) unasked")));
+          switched = { res, socket: u, head: h };
+          resolve(res);
+        });
+        req.on("error", reject); // kept: a later error must not go unhandled
+      });
+      if (framing.kind !== "none" && head.version === "1.1" && headerValues(head.headers, "expect").some((v) => v.toLowerCase() === "100-continue"))
+        this.conn.socket.write("HTTP/1.1 100 Continue\r\n\r\n");
+      let bodyDone = false;
+      let bodyError: unknown;
+      const sending = (async () => {
+        for await (const piece of bodyPieces(this.conn.reader, framing)) {
+          bytesUp += piece.length;
+          if (!req.write(piece)) await drained(req);
+        }
+        req.end();
+        bodyDone = true;
+      })().catch((e: unknown) => {
+        bodyError = e;
+        req.destroy();
+      });
+      let res: IncomingMessage;
+      try {
+        res = await response;
+      } catch (e) {
+        await sending;
+        throw bodyError ?? e;
+      }
+      const code = res.statusCode ?? 0;
+      if (switched) {
+        // A WebSocket to a granted destination: carried both ways and counted, its frames not inspected.
+        status = 101;
+        const moved = await carryUpgrade(this.conn.socket, this.conn.reader, switched, (n) => this.conn.ctx.take(n), this.conn.ctx.limits.idleMs);
+        bytesUp += moved.up;
+        bytesDown += moved.down;
+        outcome = moved.outcome;
+        return false;
+      }
+      if (code < 200 || code > 599) throw new UpstreamError(`it answered with the invalid status ${code}`);
+      const out = responseFraming(res, method, head.version);
+      keep = out.mode !== "close" && head.version === "1.1" && !r.clientClose;
+      if (!keep) out.headers.push(["Connection", "close"]);
+      status = code;
+      await this.write(responseHead(code, safeReason(res.statusMessage) || (STATUS_CODES[code] ?? ""), out.headers));
+      await pumpBody(res, this.conn.socket, (n) => this.conn.ctx.take(n), { chunked: out.mode === "chunked", counted: (n) => (bytesDown += n) });
+      if (out.mode === "chunked") await this.write(Buffer.from("0\r\n\r\n"));
+      if (!bodyDone) {
+        // The upstream answered before it took the whole body: the rest goes nowhere, and the connection ends
+        // once the client has stopped sending it (or the head deadline passes).
+        keep = false;
+        outcome = "completed; the upstream answered before the whole request body was sent";
+        req.destroy();
+        this.conn.socket.end();
+        const timer = setTimeout(() => this.conn.socket.destroy(), this.conn.ctx.limits.headerMs);
+        await sending;
+        clearTimeout(timer);
+      }
     } catch (e) {
-      await sending;
-      throw bodyError ?? e;
-    }
-    const code = res.statusCode ?? 0;
-    if (switched) {
-      // A WebSocket to a granted destination: carried both ways and counted, its frames not inspected.
-      status = 101;
-      const moved = await carryUpgrade(this.conn.socket, this.conn.reader, switched, (n) => this.conn.ctx.take(n), this.conn.ctx.limits.idleMs);
-      bytesUp += moved.up;
-      bytesDown += moved.down;
-      outcome = moved.outcome;
-      return false;
-    }
-    if (code < 200 || code > 599) throw new UpstreamError(`it answered with the invalid status ${code}`);
-    const out = responseFraming(res, method, head.version);
-    keep = out.mode !== "close" && head.version === "1.1" && !r.clientClose;
-    if (!keep) out.headers.push(["Connection", "close"]);
-    status = code;
-    await this.write(responseHead(code, safeReason(res.statusMessage) || (STATUS_CODES[code] ?? ""), out.headers));
-    await pumpBody(res, this.conn.socket, (n) => this.conn.ctx.take(n), { chunked: out.mode === "chunked", counted: (n) => (bytesDown += n) });
-    if (out.mode === "chunked") await this.write(Buffer.from("0\r\n\r\n"));
-    if (!bodyDone) {
-      // The upstream answered before it took the whole body: the rest goes nowhere, and the connection ends
-      // once the client has stopped sending it (or the head deadline passes).
       keep = false;
-      outcome = "completed; the upstream answered before the whole request body was sent";
-      req.destroy();
-      this.conn.socket.end();
-      const timer = setTimeout(() => this.conn.socket.destroy(), this.conn.ctx.limits.headerMs);
-      await sending;
-      clearTimeout(timer);
+      outcome = outcomeOf(e);
+      if (status !== undefined || e instanceof ClosedError || e instanceof RecordError || (e instanceof LimitError && !e.status)) this.conn.socket.destroy();
+      else {
+        status = e instanceof HttpError || e instanceof LimitError ? (e.status ?? 502) : 502;
+        this.conn.reply(status, `vak egress gate: ${outcome}\n`);
+      }
+    } finally {
+      this.conn.socket.off("close", abort);
+      // A pooled request that completed gives its connection back for the next one; any other ends it.
+      if (!pooled || outcome !== "completed") up?.destroy();
+      upSocket?.destroy();
+      this.conn.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }), bytesUp, bytesDown });
     }
-  } catch (e) {
-    keep = false;
-    outcome = outcomeOf(e);
-    if (status !== undefined || e instanceof ClosedError || e instanceof RecordError || (e instanceof LimitError && !e.status)) this.conn.socket.destroy();
-    else {
-      status = e instanceof HttpError || e instanceof LimitError ? (e.status ?? 502) : 502;
-      this.conn.reply(status, `vak egress gate: ${outcome}\n`);
-    }
-  } finally {
-    this.conn.socket.off("close", abort);
-    // A pooled request that completed gives its connection back for the next one; any other ends it.
-    if (!pooled || outcome !== "completed") up?.destroy();
-    upSocket?.destroy();
-    this.conn.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }), bytesUp, bytesDown });
-  }
-  return keep;
+    return keep;
   }
 }
 
@@ -220,7 +220,7 @@ export function upstreamTls(s: Socket, host: Host, tls: ProxyContext["tls"]): TL
 /** The response head's fields and how its body goes to the client: the gate frames it itself. */
 function responseFraming(res: IncomingMessage, method: string, version: "1.0" | "1.1"): { headers: HeaderList; mode: "none" | "length" | "chunked" | "close" } {
   const fields: HeaderList = [];
-  for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) fields.push([res.rawHeaders[i]!, res.rawHeaders[i + 1]!]);
+  for (let i = 0;i + 1 < res.rawHeaders.length;i += 2) fields.push([res.rawHeaders[i]!, res.rawHeaders[i + 1]!]);
   const listed = connectionTokens(fields);
   const lengths = headerValues(fields, "content-length");
   const te = headerValues(fields, "transfer-encoding");
