@@ -89,6 +89,20 @@ export class Terminals {
       }
       await term.exited;
     };
+    // Keystrokes and resizes that arrive while the sandbox is being set up (its record, its gate) are kept, in
+    // order and bounded, and replayed once the shell runs: a user who types at once loses nothing.
+    let early: { text: string; binary: boolean }[] | undefined = [];
+    let earlySize = 0;
+    let deliver = (text: string, binary: boolean): void => {
+      if (!early || earlySize + text.length > MAX_INPUT) return;
+      early.push({ text, binary });
+      earlySize += text.length;
+    };
+    ws.on("message", (data, binary) => {
+      const text = Buffer.isBuffer(data) ? data.toString("utf8") : Array.isArray(data) ? Buffer.concat(data).toString("utf8") : Buffer.from(data).toString("utf8");
+      if (text.length > MAX_INPUT) return;
+      deliver(text, binary);
+    });
     const sb: InteractiveSandbox = await live.hosted.interactive!([shell, "-i"], stop);
     const report = privateFile("");
     const token = sb.gate ? privateFile(sb.gate.token) : undefined;
@@ -133,9 +147,7 @@ export class Terminals {
       if (ws.readyState === ws.OPEN) ws.close(1000, `the shell exited (${exitCode})`);
       resolveExit();
     });
-    ws.on("message", (data, binary) => {
-      const text = Buffer.isBuffer(data) ? data.toString("utf8") : Array.isArray(data) ? Buffer.concat(data).toString("utf8") : Buffer.from(data).toString("utf8");
-      if (text.length > MAX_INPUT) return;
+    deliver = (text, binary) => {
       if (!binary) {
         // Text frames are control messages (a resize); keystrokes come as binary frames.
         try {
@@ -147,8 +159,12 @@ export class Terminals {
         return;
       }
       pty.write(text);
-    });
+    };
+    for (const m of early) deliver(m.text, m.binary);
+    early = undefined;
     ws.on("close", () => void stop());
+    // Closed while the sandbox was being set up: its close event has passed, and no one is left to type.
+    if (ws.readyState !== ws.OPEN) void stop();
   }
 
   /** Removes the token file once the launcher has replaced the shell (it has opened fd 4 by then), or after 5 s. */

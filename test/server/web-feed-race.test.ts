@@ -99,7 +99,7 @@ describe("the page's load and the live feed, in either order", () => {
     await holdAnswer(id, "approvals", async () => void (await api("POST", `sessions/${id}/messages`, { text: "edit it" })),
       (f) => f.includes('"type":"approval"') && f.includes(`"session":"${id}"`));
     await page.locator(".approval").waitFor({ timeout: 10_000 });
-    expect(await page.locator(".approval").textContent()).toContain("+ goodbye");
+    expect(await page.locator(".approval").textContent()).toContain("+goodbye world");
   });
 
   it("transcript items sent while the page's load of the transcript was on its way are still shown", async () => {
