@@ -1,6 +1,7 @@
 import { VakError } from "../policy/errors.js";
 import type { Redactor } from "../secrets/redact.js";
 import { boundStrings } from "./bounds.js";
+import type { ChainRow } from "./chain.js";
 import { checkEvent, type NewEvent, type StoredEvent } from "./events.js";
 import type { SessionRow, SessionWriter } from "./session-writer.js";
 
@@ -21,17 +22,9 @@ import type { SessionRow, SessionWriter } from "./session-writer.js";
  * redactor learned another secret is redacted again before it is written.
  * Numbering (session_seq) happens only as a commit takes the event.
  */
-export interface PreparedEvent {
-  session: string;
+export interface PreparedEvent extends Omit<ChainRow, "seq"> {
   /** The session's row, with the first commit of a session. */
   newSession?: SessionRow;
-  session_seq: number;
-  time: string;
-  kind: string;
-  /** JSON text: exactly what is stored and hashed. */
-  actor: string;
-  generation: number;
-  payload: string;
 }
 
 /** Writes one batch in one durable transaction; returns the stored events in order, or throws. */

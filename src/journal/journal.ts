@@ -1,7 +1,9 @@
 import type { Redactor } from "../secrets/redact.js";
 import type { VerifyResult } from "./chain.js";
 import type { Actor, Payload, StoredEvent } from "./events.js";
-import type { EventSink, SessionWriter } from "./session-writer.js";
+import type { EventSink, SessionStart, SessionWriter } from "./session-writer.js";
+
+export type { SessionStart } from "./session-writer.js";
 
 /**
  * The journal as every part of Vak sees it, whichever database holds it
@@ -46,14 +48,6 @@ export interface Journal extends EventSink {
   /** Calls listener whenever events are committed, by this host or any other sharing the journal. */
   watch(listener: (c: Committed) => void, onError?: (e: Error) => void): Promise<Watch>;
   close(): Promise<void>;
-}
-
-export interface SessionStart {
-  kind: string;
-  title: string;
-  workspace?: string;
-  actor?: Actor;
-  payload?: Payload;
 }
 
 export interface SessionInfo {

@@ -13,7 +13,7 @@ import { anchorsDigest, appendBatch, lockKey, NOTIFY_CHANNEL, type PgEventRow, p
 import type { PgTarget } from "./pg-connect.js";
 import { checkSchemaVersion } from "./pg-schema.js";
 import { parseQuery, phraseQuery, type TsQuery } from "./pg-search.js";
-import { newSessionId, type SessionRow, SessionWriter } from "./session-writer.js";
+import { newSessionId, type SessionRow, type SessionWriter, startSession } from "./session-writer.js";
 import { spoolDir } from "./spool.js";
 
 /**
@@ -88,10 +88,7 @@ export class PgJournal implements Journal {
   }
 
   startSession(info: SessionStart): SessionWriter {
-    const s = new SessionWriter(this, newSessionId(), 0, { kind: info.kind, started: new Date().toISOString(), title: this.redactor.text(info.title), workspace: info.workspace ?? null });
-    s.started = s.append("session.started", info.actor ?? { component: "host" }, 0, { kind: info.kind, title: info.title, ...info.payload });
-    s.started.catch(() => undefined);
-    return s;
+    return startSession(this, (t) => this.redactor.text(t), info);
   }
 
   enqueue(session: SessionWriter, event: NewEvent): Promise<StoredEvent> {

@@ -64,6 +64,26 @@ export class SessionWriter {
   }
 }
 
+export interface SessionStart {
+  kind: string;
+  title: string;
+  workspace?: string;
+  actor?: Actor;
+  payload?: Payload;
+}
+
+/**
+ * A new session on either backend: its row (title redacted) goes in with its
+ * first commit, one fsync rather than two, and its start is that commit's
+ * first event.
+ */
+export function startSession(sink: EventSink, redactTitle: (title: string) => string, info: SessionStart): SessionWriter {
+  const s = new SessionWriter(sink, newSessionId(), 0, { kind: info.kind, started: new Date().toISOString(), title: redactTitle(info.title), workspace: info.workspace ?? null });
+  s.started = s.append("session.started", info.actor ?? { component: "host" }, 0, { kind: info.kind, title: info.title, ...info.payload });
+  s.started.catch(() => undefined);
+  return s;
+}
+
 /** A session id: sortable by time, unguessable. */
 export function newSessionId(): string {
   return `${Date.now().toString(36)}-${randomBytes(5).toString("hex")}`;

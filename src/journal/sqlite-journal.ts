@@ -9,7 +9,7 @@ import { CommitQueue, type PreparedEvent } from "./commit-queue.js";
 import type { Actor, NewEvent, StoredEvent } from "./events.js";
 import { ingestSpools } from "./ingest.js";
 import type { Committed, Journal, PruneResult, SessionFilter, SessionInfo, SessionStart, Watch } from "./journal.js";
-import { newSessionId, SessionWriter, type SessionRow } from "./session-writer.js";
+import { type SessionRow, type SessionWriter, startSession } from "./session-writer.js";
 import { spoolDir } from "./spool.js";
 import { CHAIN_SQL, type ChainEnd, link, SqliteChain, verifySqlite } from "./sqlite-chain.js";
 import { prunePrefix } from "./sqlite-prune.js";
@@ -103,12 +103,7 @@ export class SqliteJournal implements Journal {
   }
 
   startSession(info: SessionStart): SessionWriter {
-    const id = newSessionId();
-    // The session's row goes in with its first commit: one fsync, not two.
-    const s = new SessionWriter(this, id, 0, { kind: info.kind, started: new Date().toISOString(), title: this.redactor.text(info.title), workspace: info.workspace ?? null });
-    s.started = s.append("session.started", info.actor ?? { component: "host" }, 0, { kind: info.kind, title: info.title, ...info.payload });
-    s.started.catch(() => undefined);
-    return s;
+    return startSession(this, (t) => this.redactor.text(t), info);
   }
 
   enqueue(session: SessionWriter, event: NewEvent): Promise<StoredEvent> {
