@@ -226,10 +226,15 @@ export class AgentSession {
     const voided = this.approvals.setGeneration(generation);
     const cancelled = [...this.runs.keys()];
     for (const ac of cancelled) ac.abort(new Error(`policy changed: ${reason}`));
-    if (cancelled.length) await this.journalSession?.append("run.cancelled", actor, generation, { reason, runs: cancelled.length });
-    let stopped = 0;
-    for (const b of [...this.taskBrokers]) stopped += await b.setGeneration(generation, reason, { mode: mode === "read-only" ? "read-only" : b.ceiling.mode, record: false });
-    stopped += await this.broker.setGeneration(generation, reason, { mode, record: false });
+    // Queued now, so it precedes every worker's exit in the record; awaited below.
+    const cancelledRecord = cancelled.length ? this.journalSession?.append("run.cancelled", actor, generation, { reason, runs: cancelled.length }) : undefined;
+    // Each broker takes its old workers before its first await, so a worker the abort is already ending is still counted.
+    const stopping = [
+      ...[...this.taskBrokers].map((b) => b.setGeneration(generation, reason, { mode: mode === "read-only" ? "read-only" : b.ceiling.mode, record: false })),
+      this.broker.setGeneration(generation, reason, { mode, record: false }),
+    ];
+    await cancelledRecord;
+    const stopped = (await Promise.all(stopping)).reduce((a, b) => a + b, 0);
     // MCP servers started under the old mode stop with everything else; the next run starts them under the new one.
     const hub = this.hub;
     this.hub = undefined;

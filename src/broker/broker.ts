@@ -548,12 +548,13 @@ export class Broker {
     if (change.grants) this.grantInput = change.grants;
     this.plans.clear();
     this.asker?.forget();
-    await this.egress.setGeneration(generation);
-    const write = this.plan("write");
-    this.grants = { ...write.grants, stateDirs: this.host.stateDirs, held: write.held };
+    // The old generation's workers are taken before the first await: one a caller's abort is already ending still counts.
     const stopping: Promise<unknown>[] = this.pool.drain();
     for (const w of this.inflight) if (w.generation < generation) (w.cancel(), stopping.push(w.done));
     for (const i of this.interactives) if (i.generation < generation) stopping.push(i.stop());
+    await this.egress.setGeneration(generation);
+    const write = this.plan("write");
+    this.grants = { ...write.grants, stateDirs: this.host.stateDirs, held: write.held };
     await Promise.allSettled(stopping);
     await Promise.allSettled([...this.pending]);
     // A caller that changes more than this broker (a session) records the change itself, once all of it is done.
