@@ -182,9 +182,10 @@ export class Redactor {
    * text() would redact once more text follows: a proper prefix of a known
    * secret's spelling, or an unfinished run that could become a credential's
    * shape. A stream that redacts piece by piece (the web terminal) holds them
-   * back, so that a value split across pieces is still seen whole.
+   * back, so that a value split across pieces is still seen whole. Without
+   * shapes, only known spellings count (a line's end, where a shape ends too).
    */
-  unfinished(s: string): number {
+  unfinished(s: string, shapes = true): number {
     let n = 0;
     for (const k of this.known) {
       for (let l = Math.min(k.length - 1, s.length); l > n; l--)
@@ -194,8 +195,8 @@ export class Redactor {
         }
     }
     // The run may be empty: "Bearer " at the end waits for what follows it.
-    const run = TRAILING_RUN.exec(s.slice(-MAX_SHAPE_RUN - 1))?.[0] ?? "";
-    if (run.length <= MAX_SHAPE_RUN) n = Math.max(n, shapeHold(run, s.slice(0, s.length - run.length)));
+    const run = shapes ? (TRAILING_RUN.exec(s.slice(-MAX_SHAPE_RUN - 1))?.[0] ?? "") : "";
+    if (shapes && run.length <= MAX_SHAPE_RUN) n = Math.max(n, shapeHold(run, s.slice(0, s.length - run.length)));
     // The cut must not fall inside a whole spelling that ends before it: that one is then held whole too.
     for (let moved = true; moved && n < s.length; ) {
       moved = false;
@@ -210,6 +211,20 @@ export class Redactor {
       }
     }
     return n;
+  }
+
+  /** Where known spellings occur in s, as [start, end) ranges (overlapping ones merged), longest spellings first. */
+  knownAt(s: string): Array<[number, number]> {
+    const found: Array<[number, number]> = [];
+    for (const k of this.known) for (let at = s.indexOf(k); at >= 0; at = s.indexOf(k, at + 1)) found.push([at, at + k.length]);
+    found.sort((a, b) => a[0] - b[0]);
+    const merged: Array<[number, number]> = [];
+    for (const r of found) {
+      const last = merged[merged.length - 1];
+      if (last && r[0] < last[1]) last[1] = Math.max(last[1], r[1]);
+      else merged.push(r);
+    }
+    return merged;
   }
 
   private replaceKnown(s: string): string {

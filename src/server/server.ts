@@ -85,7 +85,7 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   let hosts: HostPolicy | undefined;
   let origins: ReadonlySet<string> = new Set();
   const hub = new Hub();
-  const terminals = new Terminals({ filter: o.filter, unfinished: (t) => o.journal.redactor.unfinished(t), log: o.log });
+  const terminals = new Terminals({ filter: o.filter, redactor: o.journal.redactor, log: o.log });
   const sessions = new SessionHost(o.journal, {
     filter: o.filter, redact: (t: string) => o.journal.redactor.text(t), publish: (m) => hub.publish(m), terminal: exposure.terminal, factory: o.factory,
     beforeRevoke: (id) => terminals.stopSession(id),

@@ -9,7 +9,7 @@ import { launcherArgs, launcherPath } from "../sandbox/launcher.js";
 import { parseReport } from "../sandbox/report.js";
 import type { TextFilter } from "./browser-text.js";
 import type { LiveSession } from "./live-session.js";
-import { TerminalStream } from "./terminal-stream.js";
+import { type StreamRedactor, TerminalStream } from "./terminal-stream.js";
 import { TerminalSize } from "./wire.js";
 
 /**
@@ -60,7 +60,7 @@ function privateFile(content: string): string {
 export class Terminals {
   private readonly bySession = new Map<string, Set<Term>>();
 
-  constructor(private readonly deps: { filter: TextFilter; unfinished: (s: string) => number; log: (line: string) => void }) {}
+  constructor(private readonly deps: { filter: TextFilter; redactor: StreamRedactor; log: (line: string) => void }) {}
 
   /** Why a terminal cannot open for this session now, or undefined. */
   refusal(live: LiveSession | undefined): string | undefined {
@@ -125,8 +125,8 @@ export class Terminals {
     this.bySession.set(live.id, set);
     sb.started(pty.pid);
 
-    // Redacted across chunks: a secret printed a byte at a time is held until it is whole (terminal-stream.ts).
-    const stream = new TerminalStream(this.deps.filter, this.deps.unfinished);
+    // Redacted across chunks, escapes and lines: a secret printed in pieces is held until it is whole (terminal-stream.ts).
+    const stream = new TerminalStream(this.deps.filter, this.deps.redactor);
     pty.onData((d) => {
       const out = stream.push(d);
       if (out && ws.readyState === ws.OPEN) ws.send(out);

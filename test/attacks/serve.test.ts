@@ -6,6 +6,7 @@ import { WebSocket } from "ws";
 import { scratch, type Scratch } from "../support/fs.js";
 import { head, rawRequest, type RawResponse } from "../support/raw-http.js";
 import { serve, serveRefused, type Served } from "../support/serve.js";
+import { project } from "../../src/server/terminal-stream.js";
 
 // The exposure policy of `vak serve`, tried for real against the real server
 // over real sockets: each test is one way a page, a peer or a repository has
@@ -488,8 +489,8 @@ describe("the session cookie: cookies ignore ports, so every loopback server get
   });
 });
 
-describe("the web terminal: a secret split across output chunks", () => {
-  it("a secret the shell prints one byte at a time (each its own pty write) never reaches the browser whole, nor its base64; other output is not held", async () => {
+describe("the web terminal: a secret split across output chunks, escapes and lines", () => {
+  it("a secret the shell prints one byte at a time (each its own pty write), or cut by an escape and line breaks, never reaches the browser whole, nor its base64; other output is not held", async () => {
     const value = `Tv9-${Math.random().toString(36).slice(2)}-term-secret`;
     // A profile's secret: the session's sandbox (and so the terminal's shell) holds it in TOK, and the host's redactor knows it.
     const x = await serve({ workspace: s.ws, config: '[server]\nterminal = true\n[profiles.tok]\nsecrets = ["TOK=env:VAK_TEST_TERM_SECRET"]\n', args: ["--profile", "tok"], env: { VAK_TEST_TERM_SECRET: value } });
@@ -515,13 +516,15 @@ describe("the web terminal: a secret split across output chunks", () => {
       };
       // Each character its own write, 20 ms apart: the pty hands them over as separate chunks.
       const slowly = (expr: string) => `s=${expr}; i=0; while [ $i -lt \${#s} ]; do printf %s "\${s:$i:1}"; sleep 0.02; i=$((i+1)); done; echo`;
-      ws.send(Buffer.from(`${slowly('"$TOK"')}; ${slowly('"$(printf %s "$TOK" | base64 -w0)"')}; ${slowly('"\${TOK:0:6}zz"')}; echo END-$((2+3))\n`), { binary: true });
+      ws.send(Buffer.from(`${slowly('"$TOK"')}; ${slowly('"$(printf %s "$TOK" | base64 -w0)"')}; ${slowly('"\${TOK:0:6}zz"')}; printf '%s\\033[1m%s\\n%s\\033[0m\\n' "\${TOK:0:5}" "\${TOK:5:5}" "\${TOK:10}"; echo END-$((2+3))\n`), { binary: true });
       await until("END-5");
       ws.close();
       const all = screen();
       expect(all).not.toContain(value);
       expect(all).not.toContain(Buffer.from(value).toString("base64"));
-      expect(all.match(/\[REDACTED\]/g)?.length ?? 0).toBeGreaterThanOrEqual(2);
+      // Nor as the emulator prints it: split by an escape sequence and across two line breaks.
+      expect(project(all).text.replace(/\r?\n/g, "")).not.toContain(value);
+      expect(all.match(/\[REDACTED\]/g)?.length ?? 0).toBeGreaterThanOrEqual(3);
       // The start of the secret followed by something else is not a secret: it is shown once it is settled.
       expect(all).toContain(`${value.slice(0, 6)}zz`);
     } finally {
