@@ -108,7 +108,7 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
     throw e;
   }
   // The URL and the token are Vak's own (the token is not a secret the redactor should hide from the one who asked for it).
-  if (flags.json) out.line(own(JSON.stringify({ url: server.url, token: server.token })));
+  if (flags.json) out.line(own(JSON.stringify({ url: server.url, token: server.token, loginUrl: server.loginUrl })));
   else {
     out.line(own(server.loginUrl ? `vak serve: open ${server.loginUrl}` : `vak serve: open ${server.url} and log in with the token: ${server.token}`));
     if (!server.exposure.loopback) out.line(fmt`  exposed on ${server.exposure.bindHost}:${own(String(server.port))} as ${server.exposure.trustedHosts.join(", ")}`);

@@ -112,6 +112,12 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   // A loopback bind other than 127.0.0.1 and ::1 (127.0.0.2, say) answers to its own address as a loopback name too.
   const bind = exposure.bindHost.includes(":") ? `[${exposure.bindHost}]` : exposure.bindHost;
   const also = exposure.loopback && !["127.0.0.1", "[::1]"].includes(bind) ? [bind] : [];
+  // A name of this instance's own under .localhost (browsers resolve it to loopback themselves): the login URL uses
+  // it, so the session cookie is the browser's for that name only, and another server on this machine's loopback
+  // (which a browser visiting it would send a 127.0.0.1 cookie, ports aside) never receives it. Plain HTTP only:
+  // a certificate the user gave names its own hosts.
+  const instanceName = exposure.loopback && scheme === "http" ? `vak-${auth.instance}.localhost` : undefined;
+  if (instanceName) also.push(instanceName);
   hosts = hostPolicy(port, exposure.trustedHosts, scheme, also);
   origins = ownOrigins(port, exposure.trustedHosts, exposure.tls === "none" ? "http" : "https", scheme, also);
 
@@ -139,7 +145,7 @@ export async function startServer(o: ServeOptions): Promise<RunningServer> {
   // Exposed: the name clients use. A login URL exists only where this machine's loopback can reach the bind.
   const url = exposure.loopback ? `${scheme}://${bind}:${port}/` : `${exposure.tls === "none" ? "http" : "https"}://${exposure.trustedHosts[0]}/`;
   const reachesLoopback = exposure.loopback || exposure.bindHost === "0.0.0.0" || exposure.bindHost === "::";
-  const loginUrl = reachesLoopback ? `${scheme}://${exposure.loopback ? bind : "127.0.0.1"}:${port}/?token=${auth.token}` : undefined;
+  const loginUrl = reachesLoopback ? `${scheme}://${instanceName ?? (exposure.loopback ? bind : "127.0.0.1")}:${port}/?token=${auth.token}` : undefined;
   let closing: Promise<void> | undefined;
   return {
     url,

@@ -99,13 +99,17 @@ describe("the Host header (DNS rebinding)", () => {
     ["a trusted host with a subdomain", () => "evil.vak.test"],
     ["a trusted host as a suffix", () => "vak.test.attacker.example"],
     ["an empty Host", () => ""],
+    ["another instance's *.localhost name", (p: number) => `vak-0123456789abcdef.localhost:${p}`],
+    ["a name under this instance's", () => `evil.${new URL(srv.loginUrl!).host}`],
+    ["this instance's name at another port", (p: number) => `${new URL(srv.loginUrl!).hostname}:${p + 1}`],
+    ["this instance's name as a prefix", () => `${new URL(srv.loginUrl!).host}.attacker.example`],
   ])("Host spelled as %s is refused", async (_what, spell) => {
     const r = await req("GET", "/api/sessions", [["Host", spell(srv.port)], bearer()]);
     expect(r.status).toBe(421);
   });
 
   it("the exact loopback names and the exact trusted host are answered", async () => {
-    for (const h of [`127.0.0.1:${srv.port}`, `localhost:${srv.port}`, `[::1]:${srv.port}`, `LOCALHOST:${srv.port}`, "vak.test"]) {
+    for (const h of [`127.0.0.1:${srv.port}`, `localhost:${srv.port}`, `[::1]:${srv.port}`, `LOCALHOST:${srv.port}`, "vak.test", new URL(srv.loginUrl!).host]) {
       const r = await req("GET", "/api/sessions", [["Host", h], bearer()]);
       expect(r.status, h).toBe(200);
     }

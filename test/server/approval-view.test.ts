@@ -70,9 +70,9 @@ beforeAll(async () => {
   vak = spawnVak(["--serve", "--model", `scripted:${script}`], { cwd: s.ws, env: baseEnv({ XDG_STATE_HOME: join(root, "state"), XDG_CONFIG_HOME: join(root, "config") }) });
   vak.stdout!.on("data", (d: Buffer) => (out += d.toString()));
   vak.stderr!.on("data", (d: Buffer) => (out += d.toString()));
-  await until("the login URL", () => /the browser client: (http:\/\/127\.0\.0\.1:\d+\/)\?token=(\S+)/.test(out));
-  const m = /the browser client: (http:\/\/127\.0\.0\.1:\d+\/)\?token=(\S+)/.exec(out)!;
-  base = m[1]!;
+  await until("the login URL", () => /the browser client: http:\/\/vak-[0-9a-f]{16}\.localhost:(\d+)\/\?token=(\S+)/.test(out));
+  const m = /the browser client: http:\/\/vak-[0-9a-f]{16}\.localhost:(\d+)\/\?token=(\S+)/.exec(out)!;
+  base = `http://127.0.0.1:${m[1]!}/`;
   token = m[2]!;
   browser = await launchChromium();
   page = await browser.context.newPage();

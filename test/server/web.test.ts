@@ -1,4 +1,6 @@
 import { readFileSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -60,6 +62,38 @@ describe("the web client", () => {
     const cookies = await browser.context.cookies(srv.url);
     expect(cookies).toHaveLength(1);
     expect(cookies[0]).toMatchObject({ httpOnly: true, sameSite: "Strict" });
+  });
+
+  it("the printed login URL is the instance's own *.localhost name: another server on this machine's loopback never gets the cookie", async () => {
+    // Another program's server on 127.0.0.1, at another port: cookies ignore ports, so it would get a 127.0.0.1 cookie.
+    const seen: string[] = [];
+    const other = createServer((req, res) => {
+      // The page itself, not the browser's favicon fetch.
+      if (req.url === "/") seen.push(req.headers.cookie ?? "");
+      res.end("other");
+    });
+    await new Promise<void>((r) => other.listen({ port: 0, host: "127.0.0.1" }, r));
+    const otherPort = (other.address() as AddressInfo).port;
+    const b = await launchChromium();
+    try {
+      const p = await b.context.newPage();
+      expect(srv.loginUrl).toMatch(/^http:\/\/vak-[0-9a-f]{16}\.localhost:\d+\/\?token=/);
+      await p.goto(srv.loginUrl!);
+      const home = srv.loginUrl!.replace(/\?token=.*$/, "");
+      expect(p.url()).toBe(home);
+      await p.waitForSelector("text=New session");
+      expect(await b.context.cookies(home)).toHaveLength(1);
+      for (const u of [`http://127.0.0.1:${otherPort}/`, `http://localhost:${otherPort}/`]) await p.goto(u);
+      expect(seen).toHaveLength(2);
+      for (const c of seen) expect(c).not.toContain("vak_");
+      // The control: logged in on 127.0.0.1 instead, the same browser does hand the cookie to the other server.
+      await p.goto(`${srv.url}?token=${srv.token}`);
+      await p.goto(`http://127.0.0.1:${otherPort}/`);
+      expect(seen[2]).toContain("vak_");
+    } finally {
+      await b.close();
+      await new Promise<void>((r) => other.close(() => r()));
+    }
   });
 
   it("without the cookie it shows how to log in, and the token form works", async () => {

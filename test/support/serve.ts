@@ -12,6 +12,8 @@ import { baseEnv, spawnVak } from "./vak.js";
 export interface Served {
   url: string;
   token: string;
+  /** The login URL `vak serve` prints (on plain loopback: the instance's own *.localhost name). */
+  loginUrl?: string;
   port: number;
   proc: ChildProcess;
   stderr: () => string;
@@ -54,9 +56,9 @@ export async function serve(o: ServeOptions): Promise<Served> {
       reject(new Error(`vak serve exited (${code}): ${stderr}`));
     });
   });
-  const { url, token } = JSON.parse(line) as { url: string; token: string };
+  const { url, token, loginUrl } = JSON.parse(line) as { url: string; token: string; loginUrl?: string };
   return {
-    url, token, port: Number(new URL(url).port), proc, state, stderr: () => stderr,
+    url, token, loginUrl, port: Number(new URL(url).port), proc, state, stderr: () => stderr,
     close: () =>
       new Promise<void>((resolve) => {
         if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
