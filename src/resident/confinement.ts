@@ -1,4 +1,5 @@
 import { readFileSync, statSync } from "node:fs";
+import { cgroupEscape } from "./cgroup-limits.js";
 
 /**
  * The namespaces a run's meaning depends on: paths (mnt), the gate's network
@@ -23,7 +24,8 @@ export function confinementOf(status: string): { noNewPrivs: number; seccomp: nu
  * in other namespaces, or confined where the host is not (no_new_privs, which
  * Landlock and an unprivileged seccomp filter need; a seccomp filter), is
  * inside some sandbox of its own: served by the host, its command would run
- * outside that sandbox, with the host's view and authority. It runs
+ * outside that sandbox, with the host's view and authority. So is a client
+ * whose cgroups set limits the host's do not (cgroup-limits.ts). It runs
  * in-process instead, under its own confinement, exactly as without a host.
  */
 export function confinedClient(pid: number): string | undefined {
@@ -49,5 +51,5 @@ export function confinedClient(pid: number): string | undefined {
   if (!mine || !theirs) return "the client's confinement cannot be read (/proc/PID/status without NoNewPrivs or Seccomp)";
   if (theirs.noNewPrivs > mine.noNewPrivs) return "the client runs with no_new_privs (as under Landlock or a seccomp sandbox) and the host does not";
   if (theirs.seccomp > mine.seccomp) return "the client runs under a seccomp filter and the host does not";
-  return undefined;
+  return cgroupEscape(pid);
 }

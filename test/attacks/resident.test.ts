@@ -1,5 +1,5 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -300,6 +300,68 @@ describe("attacks on the resident host", () => {
     expect(r.stderr).toContain(why);
     expect(r.code).toBe(125);
     expect(existsSync(join(ws, "ran"))).toBe(false);
+  });
+
+  /**
+   * A cgroup of the test's own beside this process's, in the hierarchy that holds the controller (v1's
+   * /sys/fs/cgroup/CONTROLLER, or v2's), with `file` set to `value`; undefined where it cannot be made.
+   */
+  function cgroupWith(controller: string, file: string | undefined, value: string): string | undefined {
+    const lines = readFileSync("/proc/self/cgroup", "utf8").trim().split("\n");
+    const v1 = lines.find((l) => l.split(":")[1]!.split(",").includes(controller));
+    const v2 = lines.find((l) => l.startsWith("0::"));
+    const parent = v1 ? `/sys/fs/cgroup/${controller}${v1.split(":")[2]}` : v2 ? `/sys/fs/cgroup${v2.slice(3)}` : undefined;
+    if (!parent || !existsSync(parent)) return undefined;
+    const dir = join(parent, `vak-test-${process.pid}-${++n}`);
+    try {
+      mkdirSync(dir);
+    } catch {
+      return undefined;
+    }
+    try {
+      if (file) writeFileSync(join(dir, file), value);
+      return dir;
+    } catch {
+      // This hierarchy has no such file (v1 against v2): not this machine's kind.
+      rmdirSync(dir);
+      return undefined;
+    }
+  }
+  const limited: [string, string, string, string][] = [
+    ["a memory limit (v1)", "memory", "memory.limit_in_bytes", "536870912"],
+    ["a memory limit (v2)", "memory", "memory.max", "536870912"],
+    ["a pids limit", "pids", "pids.max", "200"],
+    ["a CPU quota (v1)", "cpu", "cpu.cfs_quota_us", "50000"],
+  ];
+  const made = limited.map(([, controller, file, value]) => [controller, file, cgroupWith(controller, file, value)] as const);
+  it.each(limited.map((l, i) => [...l, made[i]![2]] as const).filter((l) => l[4] !== undefined))(
+    "a client in a cgroup of its own with %s is not served: through the host its command would leave the limit behind",
+    async (_what, _controller, file, _value, dir) => {
+      const h = hosts[0] ?? (await startHost());
+      const ws = workspace();
+      const r = await client(h, ["exec", "--", "/bin/sh", "-c", "touch ran"], { cwd: ws, wrapper: ["/bin/sh", "-c", `echo $$ > ${dir}/cgroup.procs && exec "$@"`, "sh"] }).done;
+      expect(r.stderr).toContain(`no resident host served this (fallback the client`);
+      expect(r.stderr).toContain(`sets ${file}`);
+      expect(r.code).toBe(125);
+      expect(existsSync(join(ws, "ran"))).toBe(false);
+    },
+  );
+  it("at least one limited cgroup could be made here (else the tests above did not run)", () => {
+    expect(made.filter((m) => m[2] !== undefined).map((m) => m[1]).length, "no cgroup with a limit could be made on this machine").toBeGreaterThan(0);
+  });
+  it("a client in a cgroup of its own that sets no limit (another terminal's scope) is served", async () => {
+    const dir = cgroupWith("memory", undefined, "") ?? cgroupWith("pids", undefined, "");
+    expect(dir, "no cgroup could be made on this machine").toBeDefined();
+    const h = hosts[0] ?? (await startHost());
+    const ws = workspace();
+    const r = await client(h, ["exec", "--", "/bin/sh", "-c", "touch ran"], { cwd: ws, wrapper: ["/bin/sh", "-c", `echo $$ > ${dir}/cgroup.procs && exec "$@"`, "sh"] }).done;
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(existsSync(join(ws, "ran"))).toBe(true);
+    rmdirSync(dir!);
+  });
+  afterAll(() => {
+    for (const [, , dir] of made) if (dir) rmdirSync(dir);
   });
 
   const lies: [string, string][] = [
