@@ -1,9 +1,10 @@
-import { Redactor } from "../secrets/redact.js";
-import { jsonText } from "../text/json.js";
-import { breakLine, displayWidth, hasHidden, visible } from "../text/visible.js";
 import { fstatSync } from "node:fs";
 import { Socket } from "node:net";
 import type { Writable } from "node:stream";
+import { cutBefore, cutsAcrossLines, type KnowsSpellings, withCuts } from "../secrets/across-lines.js";
+import { Redactor } from "../secrets/redact.js";
+import { jsonText } from "../text/json.js";
+import { breakLine, displayWidth, hasHidden, visible } from "../text/visible.js";
 
 /**
  * The CLI's one way to a terminal (or a pipe). Every line Vak prints is built
@@ -61,7 +62,7 @@ export function fmt(strings: TemplateStringsArray, ...values: unknown[]): Text {
 }
 
 /** What the output redacts with: the session's redactor (src/secrets/redact.ts), or one that knows only credential shapes. */
-export interface Redacts {
+export interface Redacts extends Partial<KnowsSpellings> {
   text(s: string): string;
   value<T>(v: T): T;
 }
@@ -102,7 +103,12 @@ export class Output {
   /** The same stream, redacting also what r knows (a run's secrets): for the lines about one run. */
   also(r: Redacts): Output {
     const mine = this.redactor;
-    return new Output(() => this.sink, { text: (s) => r.text(mine.text(s)), value: <T>(v: T): T => r.value(mine.value(v)) });
+    return new Output(() => this.sink, {
+      text: (s) => r.text(mine.text(s)),
+      value: <T>(v: T): T => r.value(mine.value(v)),
+      unfinished: (s, shapes) => Math.max(mine.unfinished?.(s, shapes) ?? 0, r.unfinished?.(s, shapes) ?? 0),
+      knownAt: (s) => [...(mine.knownAt?.(s) ?? []), ...(r.knownAt?.(s) ?? [])].sort((a, b) => a[0] - b[0]),
+    });
   }
 
   /** The stream, for readline's own echo of what the user types. */
@@ -192,7 +198,10 @@ export class Output {
    */
   text(delta: string): void {
     this.pending += delta;
-    const nl = this.pending.lastIndexOf("\n");
+    let nl = this.pending.lastIndexOf("\n");
+    // A known secret begun on a line that ended may go on after its newline: from that line on, it waits.
+    const r = this.redactor;
+    if (nl >= 0 && r.unfinished && r.knownAt) nl = this.pending.lastIndexOf("\n", cutBefore(this.pending, nl + 1, { unfinished: (t, shapes) => r.unfinished!(t, shapes), knownAt: (t) => r.knownAt!(t) }) - 1);
     if (nl >= 0) {
       this.hostileLines(this.pending.slice(0, nl));
       this.pending = this.pending.slice(nl + 1);
@@ -212,7 +221,15 @@ export class Output {
   }
 
   private hostileLines(text: string): void {
-    this.put(`${this.marginLines(visible(this.redactor.text(text))).join("\n")}\n`);
+    // A known secret spelled across lines is taken out of each of them (the redactor sees one line's spellings).
+    const r = this.redactor;
+    let lines = text;
+    if (r.knownAt && text.includes("\n")) {
+      const split = text.split("\n");
+      const cuts = cutsAcrossLines(split, (t) => r.knownAt!(t));
+      if (cuts.size) lines = split.map((l, i) => withCuts(l, cuts.get(i) ?? [])).join("\n");
+    }
+    this.put(`${this.marginLines(visible(this.redactor.text(lines))).join("\n")}\n`);
   }
 
   /** One JSON line, for machines: redacted, with no control, C1, bidi or invisible character raw (after lead: a newline of Vak's own, or nothing). */

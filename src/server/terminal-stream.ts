@@ -1,4 +1,4 @@
-import { REDACTED } from "../secrets/redact.js";
+import { cutBefore, cutsAcrossLines, type KnowsSpellings, withCuts } from "../secrets/across-lines.js";
 import type { TextFilter } from "./browser-text.js";
 
 /**
@@ -29,10 +29,8 @@ import type { TextFilter } from "./browser-text.js";
 export const MAX_HELD = 8 * 1024;
 
 /** What the stream needs of the host's redactor (src/secrets/redact.ts). */
-export interface StreamRedactor {
+export interface StreamRedactor extends KnowsSpellings {
   text(s: string): string;
-  unfinished(s: string, shapes?: boolean): number;
-  knownAt(s: string): Array<[number, number]>;
 }
 
 /**
@@ -99,16 +97,8 @@ export class TerminalStream {
   /** Where the part that cannot become a secret any more ends, in raw text. */
   private settled(raw: string): number {
     const { text, at } = project(raw);
-    let keep = text.length - this.redactor.unfinished(text);
-    // A known secret's prefix may end a line and go on after the newline.
-    const joined = joinLines(text);
-    const known = this.redactor.unfinished(joined.text, false);
-    if (known > 0) keep = Math.min(keep, joined.at[joined.text.length - known]!);
-    // The cut never falls inside a whole known spelling, on one line or across lines.
-    for (const [from, to] of this.redactor.knownAt(joined.text).reverse()) {
-      const start = joined.at[from]!;
-      if (start < keep && keep <= joined.at[to - 1]!) keep = start;
-    }
+    // A known secret's prefix may also end a line and go on after the newline.
+    const keep = cutBefore(text, text.length - this.redactor.unfinished(text), this.redactor);
     return keep < text.length ? at[keep]! : raw.length;
   }
 
@@ -116,64 +106,19 @@ export class TerminalStream {
   private render(raw: string): string {
     if (!raw) return "";
     const lines = raw.split(/(?<=\n)/);
-    const cuts = this.knownAcrossLines(lines);
+    const bodies = lines.map((line) => line.replace(/\r?\n$/, ""));
+    const printed = bodies.map((body) => project(body).text);
+    const cuts = cutsAcrossLines(printed, (s) => this.redactor.knownAt(s));
     return lines
       .map((line, i) => {
-        const body = line.replace(/\r?\n$/, "");
-        const shown = project(body).text;
-        const masked = mask(shown, cuts.get(i) ?? []);
+        const body = bodies[i]!;
+        const shown = printed[i]!;
+        const masked = withCuts(shown, cuts.get(i) ?? []);
         if (masked === shown && this.redactor.text(shown) === shown) return filterRuns(this.filter, line);
         return this.filter(masked) + (body.match(SGR) ?? []).join("") + line.slice(body.length);
       })
       .join("");
   }
-
-  /** For each line, the ranges of its printed text that belong to a known secret spelled across a line break. */
-  private knownAcrossLines(lines: string[]): Map<number, Array<[number, number, boolean]>> {
-    const cuts = new Map<number, Array<[number, number, boolean]>>();
-    if (lines.length < 2) return cuts;
-    const shown = lines.map((l) => project(l.replace(/\r?\n$/, "")).text);
-    const starts: number[] = [];
-    let joined = "";
-    for (const s of shown) {
-      starts.push(joined.length);
-      joined += s;
-    }
-    const lineOf = (pos: number) => {
-      let i = 0;
-      while (i + 1 < starts.length && starts[i + 1]! <= pos) i++;
-      return i;
-    };
-    for (const [from, to] of this.redactor.knownAt(joined)) {
-      const first = lineOf(from);
-      const last = lineOf(to - 1);
-      if (first === last) continue;
-      for (let i = first; i <= last; i++) {
-        const range: [number, number, boolean] = [Math.max(from, starts[i]!) - starts[i]!, Math.min(to, starts[i]! + shown[i]!.length) - starts[i]!, i === first];
-        cuts.set(i, [...(cuts.get(i) ?? []), range]);
-      }
-    }
-    return cuts;
-  }
-}
-
-/** The printed text with newlines taken out, and where each of its characters is in the printed text. */
-function joinLines(text: string): { text: string; at: number[] } {
-  let out = "";
-  const at: number[] = [];
-  for (let i = 0; i < text.length; i++)
-    if (text[i] !== "\n") {
-      out += text[i];
-      at.push(i);
-    }
-  return { text: out, at };
-}
-
-/** The ranges taken out of a line's printed text; the line where a secret starts gets the marker. */
-function mask(text: string, ranges: Array<[number, number, boolean]>): string {
-  let out = text;
-  for (const [from, to, marked] of [...ranges].sort((a, b) => b[0] - a[0])) out = out.slice(0, from) + (marked ? REDACTED : "") + out.slice(to);
-  return out;
 }
 
 /** Each printable run filtered whole, each control character kept as is. */

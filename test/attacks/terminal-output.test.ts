@@ -136,6 +136,55 @@ describe("model-chosen strings on the terminal", () => {
   });
 });
 
+describe("a model's streamed reply, redacted whole across lines", () => {
+  const SECRET = "Wv3-known-secret-value-77";
+  const shown = (t: string) => t.split("\n").map((l) => (l.startsWith(MARGIN) ? l.slice(MARGIN.length) : l)).join("");
+  it("a known secret split by line breaks, in any pieces, never reaches the terminal; the lines around it do", () => {
+    const spelled = [`${SECRET.slice(0, 8)}\n${SECRET.slice(8)}`, [...SECRET].join("\n"), `${SECRET.slice(0, 3)}\n\n${SECRET.slice(3, 12)}\n${SECRET.slice(12)}`];
+    for (const s of spelled) {
+      const reply = `first line\nsee: ${s} (end)\nlast line\n`;
+      for (let i = 1; i < reply.length; i++) {
+        const r = new Redactor();
+        r.add(SECRET);
+        const tty = terminal(200);
+        const out = new Output(tty, r);
+        out.text(reply.slice(0, i));
+        out.text(reply.slice(i));
+        out.endText();
+        expect(shown(tty.text()), JSON.stringify({ s, i })).not.toContain(SECRET);
+        expect(tty.text()).toContain("[REDACTED]");
+        expect(tty.text()).toContain("first line");
+        expect(tty.text()).toContain("(end)");
+      }
+    }
+  });
+
+  it("lines that cannot begin a known secret are shown as they end; one that may is held for the next line only", () => {
+    const r = new Redactor();
+    r.add(SECRET);
+    const tty = terminal(200);
+    const out = new Output(tty, r);
+    out.text("ordinary line\n");
+    expect(tty.text()).toContain("ordinary line");
+    out.text("ends with Wv3-kn\n");
+    expect(tty.text()).not.toContain("Wv3-kn");
+    out.text("nothing more\n");
+    expect(tty.text()).toContain("ends with Wv3-kn");
+    expect(tty.text()).toContain("nothing more");
+  });
+
+  it("a run's own secrets (Output.also) count too", () => {
+    const tty = terminal(200);
+    const run = new Redactor();
+    run.add(SECRET);
+    const out = new Output(tty, new Redactor()).also(run);
+    out.text(`x ${SECRET.slice(0, 10)}\n`);
+    out.text(`${SECRET.slice(10)} y\n`);
+    out.endText();
+    expect(shown(tty.text())).not.toContain(SECRET);
+  });
+});
+
 describe("JSON for machines carries no control a terminal obeys", () => {
   it("C1, bidi, zero-width and separators are escaped, and the value is unchanged", () => {
     const value = { path: `a${EVIL}b`, list: ["\u0080", "\u009f", "\u202a", "\ufeff", "\u2029"], "k\u009b": 1 };
