@@ -1,8 +1,11 @@
 import { spawn } from "node:child_process";
 import { userInfo } from "node:os";
-import type { Actor } from "../journal/events.js";
+import type { Actor, EventKind, Payload } from "../journal/events.js";
+import type { Journal } from "../journal/journal.js";
+import type { SessionWriter } from "../journal/session-writer.js";
 import { pendingSpools, Spool } from "../journal/spool.js";
-import type { Redactor } from "../secrets/redact.js";
+import { VakError } from "../policy/errors.js";
+import { Redactor } from "../secrets/redact.js";
 import type { EgressEvent } from "../net/egress-gate.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { installation } from "../policy/install.js";
@@ -18,49 +21,128 @@ export interface SecretUse {
 const INGEST_AT = 16;
 
 /**
+ * Where one run's record goes. In-process, the spool (src/journal/spool.ts),
+ * which keeps SQLite off the start-up path: a line is written at once, and
+ * durable with the next sync. In the resident host, the journal the host holds
+ * open: an event is queued into its group commit, and durable when that
+ * commit returns; no spool file. Either way sync() resolves once every event
+ * appended so far is durable, and rejects if one cannot be.
+ */
+interface RunLog {
+  append(kind: EventKind, actor: Actor, generation: number, payload: Payload): void;
+  sync(): Promise<void>;
+  /** Everything durable, the record closed. */
+  close(): Promise<void>;
+}
+
+class SpoolLog implements RunLog {
+  constructor(private readonly spool: Spool) {}
+  append(kind: EventKind, actor: Actor, generation: number, payload: Payload): void {
+    this.spool.append(kind, actor, generation, payload, false);
+  }
+  sync(): Promise<void> {
+    return this.spool.sync();
+  }
+  async close(): Promise<void> {
+    this.spool.close();
+    if (pendingSpools().length >= INGEST_AT) {
+      // Take the spool into the hash chain in the background; nothing waits for it.
+      spawn(process.execPath, [installation().cli, "journal", "ingest"], { detached: true, stdio: "ignore", env: process.env }).unref();
+    }
+  }
+}
+
+class JournalLog implements RunLog {
+  /** The last append: commits are in order, so once it settles every earlier one has. */
+  private last: Promise<unknown> = Promise.resolve();
+  private failure: Error | undefined;
+
+  constructor(
+    private readonly writer: SessionWriter,
+    private readonly location: string,
+    /** The run's secrets' values: removed before the journal sees them, as the spool does (the journal's own redactor then takes credential shapes). */
+    private readonly redactor: Redactor,
+  ) {}
+
+  append(kind: EventKind, actor: Actor, generation: number, payload: Payload): void {
+    if (this.failure) throw this.failure;
+    const known = (t: string) => this.redactor.knownOnly(t);
+    this.last = this.writer.append(kind, this.redactor.value(actor, 0, known), generation, this.redactor.value(payload, 0, known)).catch((e: unknown) => {
+      this.failure ??= new VakError("journal", `the journal ${this.location} could not take this run's record (${(e as Error).message}); nothing runs unrecorded`);
+      throw this.failure;
+    });
+    this.last.catch(() => undefined);
+  }
+
+  async sync(): Promise<void> {
+    if (this.failure) throw this.failure;
+    await this.last;
+  }
+
+  close(): Promise<void> {
+    return this.sync();
+  }
+}
+
+/**
  * The journal record of one `vak exec`: the policy and launch plan before the
  * command runs (durable, or nothing runs), egress attempts as they happen, and
- * the refusals, limits and exit afterwards. It goes through the journal's spool
- * (see src/journal/spool.ts), which keeps SQLite off this start-up path. A
- * failed write fails the run.
+ * the refusals, limits and exit afterwards. In-process it goes through the
+ * journal's spool, which keeps SQLite off this start-up path; in the resident
+ * host straight into the journal the host holds open. A failed write fails the run.
  */
 export class ExecRecord {
   private failure: Error | undefined;
   onFailure: (e: Error) => void = () => {};
 
   private constructor(
-    private readonly spool: Spool,
+    private readonly log: RunLog,
     private readonly actor: Actor,
   ) {}
 
-  /** redactor: knows the values of the secrets the command was given, so that no path or host it chose records one. */
-  static start(plan: LaunchPlan, secrets: readonly SecretUse[] = [], redactor?: Redactor): ExecRecord {
-    const spool = Spool.start({ kind: "exec", title: plan.command.join(" "), workspace: plan.workspace }, { redactor });
+  /**
+   * Resolves once the run's start is durable; rejects (a VakError) when it cannot be, and then nothing may run.
+   * redactor: knows the values of the secrets the command was given, so that no path or host it chose records one.
+   * journal: the resident host's, which takes the record directly; without one, the spool.
+   */
+  static async start(plan: LaunchPlan, secrets: readonly SecretUse[] = [], redactor: Redactor = new Redactor(), journal?: Journal): Promise<ExecRecord> {
+    const title = plan.command.join(" ");
     const actor: Actor = { component: "exec", identity: userInfo().username };
-    spool.append("session.started", actor, 0, { kind: "exec", title: plan.command.join(" "), command: plan.command, cwd: plan.cwd, mode: plan.mode, sandbox: plan.sandbox }, false);
-    spool.append("policy.generation", actor, 1, {
+    const started = { kind: "exec", title, command: plan.command, cwd: plan.cwd, mode: plan.mode, sandbox: plan.sandbox };
+    let log: RunLog;
+    if (journal) {
+      const known = (t: string) => redactor.knownOnly(t);
+      const writer = journal.startSession({ kind: "exec", title: known(title), workspace: plan.workspace, actor, payload: redactor.value(started, 0, known) });
+      log = new JournalLog(writer, journal.location, redactor);
+    } else {
+      const spool = Spool.start({ kind: "exec", title, workspace: plan.workspace }, { redactor });
+      spool.append("session.started", actor, 0, started, false);
+      log = new SpoolLog(spool);
+    }
+    log.append("policy.generation", actor, 1, {
       generation: 1, mode: plan.mode, grants: plan.grants, limits: plan.limits, defaultMaxProcs: plan.defaultMaxProcs,
       network: plan.network.kind === "gate" ? { allow: plan.network.grants.allow.map((r) => r.text), deny: plan.network.grants.deny.map((r) => r.text) } : "none",
       trust: plan.mode === "full-access" ? "explicit --full-access: no sandbox" : null,
-    }, false);
-    for (const x of secrets) spool.append("secret.used", actor, 1, { name: x.ref, recipient: x.recipient, component: "exec" }, false);
-    spool.append("worker.spawned", actor, 1, {
+    });
+    for (const x of secrets) log.append("secret.used", actor, 1, { name: x.ref, recipient: x.recipient, component: "exec" });
+    log.append("worker.spawned", actor, 1, {
       sandbox: plan.sandbox, command: plan.command, cwd: plan.cwd,
       mounts: plan.mounts.map((m) => `${m.kind} ${m.path}`), protect: plan.protect.length, env: Object.keys(plan.env).sort(),
     });
-    return new ExecRecord(spool, actor);
+    await log.sync();
+    return new ExecRecord(log, actor);
   }
 
   egress(e: EgressEvent): void {
     if (this.failure) return;
     const { component, generation, ...payload } = e;
     try {
-      // Written now and made durable with the others of this turn of the loop (one fdatasync for all);
-      // the gate waits for that sync before it connects anything.
-      this.spool.append("egress", { component, identity: this.actor.identity }, generation, payload, false);
+      // Written (or queued) now and made durable with the others of this turn of the loop (one fdatasync or
+      // one commit for all); the gate waits for that before it connects anything.
+      this.log.append("egress", { component, identity: this.actor.identity }, generation, payload);
       // A secret the gate put into a request: one use, by reference and destination, never the value.
       if (e.decision === "allowed" && !e.outcome)
-        for (const ref of e.secrets ?? []) this.spool.append("secret.used", { component, identity: this.actor.identity }, generation, { name: ref, recipient: `request headers to ${e.canonical}`, component }, false);
+        for (const ref of e.secrets ?? []) this.log.append("secret.used", { component, identity: this.actor.identity }, generation, { name: ref, recipient: `request headers to ${e.canonical}`, component });
       this.sync().catch(() => undefined); // a failure is kept in this.failure and reported by onFailure
     } catch (err) {
       this.failure = err as Error;
@@ -68,11 +150,11 @@ export class ExecRecord {
     }
   }
 
-  /** Makes the egress events so far durable (one fdatasync for all who ask in one turn of the loop). */
+  /** Makes the egress events so far durable (one fdatasync, or one commit, for all who ask in one turn of the loop). */
   async sync(): Promise<void> {
     if (this.failure) throw this.failure;
     try {
-      await this.spool.sync();
+      await this.log.sync();
     } catch (err) {
       if (!this.failure) {
         this.failure = err as Error;
@@ -87,21 +169,17 @@ export class ExecRecord {
     return this.failure;
   }
 
-  /** Records how the run ended; throws a VakError if that cannot be recorded. */
-  finish(result: LaunchResult | undefined, code: number, extra: Record<string, unknown> = {}): void {
+  /** Records how the run ended, durable when it resolves; rejects with a VakError if that cannot be recorded. */
+  async finish(result: LaunchResult | undefined, code: number, extra: Record<string, unknown> = {}): Promise<void> {
     for (const d of result?.denied ?? [])
-      this.spool.append("decision", this.actor, 1, { op: d.op, path: d.path, allowed: false, reason: d.reason, pid: d.pid }, false);
-    this.spool.append("worker.exited", this.actor, 1, {
+      this.log.append("decision", this.actor, 1, { op: d.op, path: d.path, allowed: false, reason: d.reason, pid: d.pid });
+    this.log.append("worker.exited", this.actor, 1, {
       code, timedOut: result?.timedOut ?? false, guardDied: result?.guardDied ?? false,
       setupError: result?.setupError ?? null, execError: result?.execError ?? null,
       limits: result?.limits ? { procs: result.limits.procs, procsHit: result.limits.procs_hit, oomKills: result.limits.oom_kills } : null,
       ...extra,
-    }, false);
-    this.spool.append("session.ended", { component: "host" }, 0, { outcome: code === 0 ? "ok" : `exit ${code}` });
-    this.spool.close();
-    if (pendingSpools().length >= INGEST_AT) {
-      // Take the spool into the hash chain in the background; nothing waits for it.
-      spawn(process.execPath, [installation().cli, "journal", "ingest"], { detached: true, stdio: "ignore", env: process.env }).unref();
-    }
+    });
+    this.log.append("session.ended", { component: "host" }, 0, { outcome: code === 0 ? "ok" : `exit ${code}` });
+    await this.log.close();
   }
 }

@@ -13,6 +13,7 @@ import { launch, type GateLink, type LaunchResult } from "../sandbox/launcher.js
 import type { Report } from "../sandbox/report.js";
 import type { NetGrants } from "../policy/net-grants.js";
 import type { EgressEvent } from "../net/egress-gate.js";
+import type { Journal } from "../journal/journal.js";
 import type { GrantFlags } from "./agent-options.js";
 import type { ExecNet, ExecSecret } from "./exec-net.js";
 import { createStatePaths, resolveGrants } from "./exec-grants.js";
@@ -143,6 +144,11 @@ export interface ExecContext {
    * created or resolved: a reason to send the request back to its client's own CLI, or undefined to go on.
    */
   serves?(r: { secrets: readonly string[]; allowNet: readonly string[]; denyNet: readonly string[] }): string | undefined;
+  /**
+   * The resident host's journal, held open: the run is recorded into it directly (its group commit), durable
+   * before the command starts as in-process, with no spool file. In-process there is none: the spool.
+   */
+  journal?: Journal | undefined;
 }
 
 /** Thrown by execCommand when ctx.serves() declines: nothing was created, resolved or run. */
@@ -266,7 +272,7 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
 }
 
 async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[], ctx: ExecContext, redactor: Redactor): Promise<number> {
-  const record = ExecRecord.start(plan, secrets, redactor);
+  const record = await ExecRecord.start(plan, secrets, redactor, ctx.journal);
   ctx.err.line(own("vak: --full-access: running WITHOUT a sandbox, by your explicit decision"));
   const [cmd, ...args] = plan.command;
   const child = spawn(cmd!, args, { stdio: ctx.stdio, cwd: plan.cwd, env: plan.env });
@@ -277,7 +283,7 @@ async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secr
     });
     child.on("close", (c, s) => resolve(c ?? 128 + (s ? 9 : 0)));
   });
-  record.finish(undefined, code);
+  await record.finish(undefined, code);
   if (opts.json) new OwnLines(undefined, ctx.errFd, ctx.err).json({ exit: code, mode: plan.mode, sandbox: "none" });
   return code;
 }
@@ -298,7 +304,7 @@ interface HintSources {
 
 async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[], ctx: ExecContext, sources: HintSources, netx?: ExecNet): Promise<number> {
   // Nothing runs unrecorded: the policy and the plan are committed first.
-  const record = ExecRecord.start(plan, secrets, sources.redactor);
+  const record = await ExecRecord.start(plan, secrets, sources.redactor, ctx.journal);
   const egress: EgressSeen = { kept: [], omitted: 0, refused: 0 };
   // Refusals print as they happen, each on a line of its own.
   const refusals = new Refusals(plan, sources.r, sources.presets, (line) => {
@@ -380,7 +386,7 @@ async function runWithGate(
     own.line(fmt`vak: ${record.failed.message}; the sandbox was stopped`);
     code = EXIT_REFUSED;
   }
-  record.finish(result, code, { outputExceeded, limitsHit: hits.map(({ limit, flag, value, ended, what }) => ({ limit, flag, value, ended, what })) });
+  await record.finish(result, code, { outputExceeded, limitsHit: hits.map(({ limit, flag, value, ended, what }) => ({ limit, flag, value, ended, what })) });
   if (opts.json) {
     own.json(
       {

@@ -8,7 +8,8 @@ import { EXIT_REFUSED } from "../cli/exit.js";
 import { parseExec } from "../cli/main.js";
 import { fmt, Output, type Sink } from "../cli/output.js";
 import { Redactor } from "../secrets/redact.js";
-import { Spool } from "../journal/spool.js";
+import type { Journal } from "../journal/journal.js";
+import { openJournal } from "../journal/open.js";
 import { isVakError, VakError } from "../policy/errors.js";
 import { vakDirs } from "../policy/state.js";
 import { loadResident, socketFd } from "./native.js";
@@ -69,6 +70,9 @@ export interface ResidentHost {
   close(): void;
 }
 
+/** The journal the host holds open for every run it serves, or why it could not be opened. */
+type HostJournal = Promise<Journal | Error>;
+
 /**
  * The resident host: one process per user that runs `vak exec` for the native
  * client with the same code as the in-process CLI (the plan, the launcher, the
@@ -85,8 +89,14 @@ export function startHost(idleMs: number, onExit: () => void): ResidentHost {
   let sessions = 0;
   let idle: NodeJS.Timeout | undefined;
   let ino = -1;
+  // Opened once, as the host starts (the spooled runs of in-process commands are taken in then): every run the
+  // host serves is recorded straight into it, with no spool file and no ingest after.
+  const journal: HostJournal = openJournal().catch((e: unknown) => (e instanceof Error ? e : new Error(String(e))));
+  let down = false;
 
   const shutdown = () => {
+    if (down) return;
+    down = true;
     clearInterval(watch);
     if (idle) clearTimeout(idle);
     server.close();
@@ -96,7 +106,18 @@ export function startHost(idleMs: number, onExit: () => void): ResidentHost {
     } catch {
       // gone already
     }
-    onExit();
+    // Every commit queued is written before the host exits.
+    void journal.then((j) => (j instanceof Error ? undefined : j.close())).catch(() => undefined).finally(onExit);
+  };
+  /** The journal failed: this host serves nothing more (the next command runs in-process, through the spool). */
+  const journalFailed = () => {
+    server.close();
+    try {
+      if (statSync(path).ino === ino) unlinkSync(path);
+    } catch {
+      // gone already
+    }
+    arm();
   };
   const arm = () => {
     if (idle) clearTimeout(idle);
@@ -121,7 +142,7 @@ export function startHost(idleMs: number, onExit: () => void): ResidentHost {
       return;
     }
     if (who.uid !== uid) {
-      refusePeer(path, who, uid);
+      void refusePeer(journal, path, who, uid);
       finish(socket, reply.refused(`this host serves uid ${uid} only`));
       return;
     }
@@ -132,7 +153,7 @@ export function startHost(idleMs: number, onExit: () => void): ResidentHost {
         finish(socket, reply.refused(`${d.message} (${d.code})`));
         return;
       }
-      serve(socket, d.request, who.pid).finally(() => {
+      serve(socket, d.request, who.pid, journal, journalFailed).finally(() => {
         for (const x of d.request.fds) closeQuietly(x);
       });
     });
@@ -188,21 +209,21 @@ function closeQuietly(fd: number): void {
 }
 
 /** A peer of another uid: refused, and on the record (a session of its own in the journal). */
-function refusePeer(path: string, who: { pid: number; uid: number; gid: number }, uid: number): void {
+async function refusePeer(journal: HostJournal, path: string, who: { pid: number; uid: number; gid: number }, uid: number): Promise<void> {
   try {
-    const spool = Spool.start({ kind: "host", title: `refused a connection from uid ${who.uid}` });
+    const j = await journal;
+    if (j instanceof Error) return;
     const actor = { component: "host", identity: userInfo().username };
-    spool.append("session.started", actor, 0, { kind: "host", title: `refused a connection from uid ${who.uid}` }, false);
-    spool.append("decision", actor, 0, { op: "connect", path, allowed: false, reason: `the peer's uid ${who.uid} (pid ${who.pid}, gid ${who.gid}) is not this host's uid ${uid}` }, false);
-    spool.append("session.ended", actor, 0, { outcome: "refused" });
-    spool.close();
+    const s = j.startSession({ kind: "host", title: `refused a connection from uid ${who.uid}`, actor });
+    void s.append("decision", actor, 0, { op: "connect", path, allowed: false, reason: `the peer's uid ${who.uid} (pid ${who.pid}, gid ${who.gid}) is not this host's uid ${uid}` }).catch(() => undefined);
+    await s.end("refused");
   } catch {
     // The refusal stands even if it cannot be recorded.
   }
 }
 
 /** Checks what the kernel says against what the request says, then runs it as the in-process CLI would. */
-async function serve(socket: Socket, req: Request, peerPid: number): Promise<void> {
+async function serve(socket: Socket, req: Request, peerPid: number, journal: HostJournal, journalFailed: () => void): Promise<void> {
   const cwdFd = req.fds[3];
   let where: string;
   try {
@@ -237,6 +258,12 @@ async function serve(socket: Socket, req: Request, peerPid: number): Promise<voi
   const why = terminalNotServed(term) ?? notServed(parsed.opts);
   if (why) {
     finish(socket, reply.fallback(why));
+    return;
+  }
+  const j = await journal;
+  if (j instanceof Error) {
+    // In-process the run records itself through the spool; the journal's trouble is said there, if it is the spool's too.
+    finish(socket, reply.fallback(`the host could not open the journal (${j.message.slice(0, 300)})`));
     return;
   }
 
@@ -275,6 +302,7 @@ async function serve(socket: Socket, req: Request, peerPid: number): Promise<voi
     errFd,
     err: clientOutput(errFd),
     // Network grants and gate-held secrets a config or a profile adds are the CLI's to serve, as the flags are.
+    journal: j,
     serves: (r) => (r.secrets.some(gateHeld) ? "a secret the egress gate holds, from the config" : r.allowNet.length || r.denyNet.length ? "network grants from the config" : undefined),
     terminal: term.tty.some(Boolean)
       ? {
@@ -306,6 +334,8 @@ async function serve(socket: Socket, req: Request, peerPid: number): Promise<voi
     }
     ctx.err.line(fmt`vak: ${isVakError(e) ? e.message : `internal error: ${(e as Error).message}`}`);
     code = EXIT_REFUSED;
+    // A journal that failed a commit fails every one after: nothing more is served here (fail closed).
+    if (isVakError(e) && e.code === "journal") journalFailed();
   }
   if (!gone) finish(socket, reply.exit(code));
 }
