@@ -4,30 +4,11 @@
 // Node), and in-process (bin/vak.cjs, no client), against `node -e 0`, a bare
 // spawn, and the peers' CLIs (installed into .cache/agent-clis from npm when
 // missing). All interleaved in one run; the targets are ratios to Codex.
-import { spawn, execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function time(cmd, args, opts) {
-  return new Promise((resolve, reject) => {
-    const t = process.hrtime.bigint();
-    const child = spawn(cmd, args, { stdio: "ignore", env: opts.env, cwd: opts.cwd });
-    child.on("error", reject);
-    child.on("close", (code) => {
-      if (code !== 0) return reject(new Error(`${cmd} ${args.join(" ")} exited ${code}`));
-      resolve(Number(process.hrtime.bigint() - t) / 1e6);
-    });
-  });
-}
-
-const stats = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const q = (p) => s[Math.min(s.length - 1, Math.floor(p * s.length))];
-  return { median: q(0.5), p90: q(0.9) };
-};
+import { loadAverage, sleep, stats, time } from "./measure.js";
 
 /** The peers' CLIs: on PATH, else in ROOT/.cache/agent-clis, else installed there from npm (once). */
 function peerClis(root, env) {
@@ -97,9 +78,19 @@ export async function residentBench({ root, env, runs }) {
   const warmRt = join(base, "warm");
   const coldRt = join(base, "cold");
   for (const d of [ws, warmRt, coldRt]) mkdirSync(d, { mode: 0o700 });
+  // A journal of the bench's own: every vak here records there, not in the user's.
+  env = { ...env, XDG_STATE_HOME: join(base, "state") };
   const warmEnv = { ...env, XDG_RUNTIME_DIR: warmRt, VAK_HOST_IDLE_SECONDS: "600" };
   const coldEnv = { ...env, XDG_RUNTIME_DIR: coldRt, VAK_HOST_IDLE_SECONDS: "600" };
   const peers = peerClis(root, env);
+  // BENCH_RESIDENT_BASELINE=DIR: another built checkout's host (started here, served by this client), to compare two hosts in one run.
+  const baseline = process.env.BENCH_RESIDENT_BASELINE;
+  const baseRt = join(base, "baseline");
+  const baseEnv = { ...env, XDG_RUNTIME_DIR: baseRt, VAK_HOST_IDLE_SECONDS: "600", VAK_RESIDENT: "only" };
+  if (baseline) {
+    mkdirSync(baseRt, { mode: 0o700 });
+    spawn(process.execPath, [join(baseline, "bin", "vak.cjs"), "host"], { env: baseEnv, stdio: "ignore", detached: true }).unref();
+  }
   const cands = [
     { name: "bare spawn /bin/true", run: () => time("/bin/true", [], { env, cwd: ws }) },
     { name: "node -e 0", run: () => time(process.execPath, ["-e", "0"], { env, cwd: ws }) },
@@ -116,6 +107,7 @@ export async function residentBench({ root, env, runs }) {
       },
     },
   ];
+  if (baseline) cands.push({ name: "vak exec, client, baseline host warm", run: () => time(vak, ["exec", "--", "/bin/true"], { env: baseEnv, cwd: ws }) });
   if (peers.codex) cands.push({ name: "codex sandbox -- /bin/true (native)", run: () => time(peers.codex, ["sandbox", "--", "/bin/true"], { env, cwd: ws }) });
   else peers.notes.push("Codex's CLI could not be installed here: no ratio to it");
   if (peers.srt) {
@@ -134,10 +126,11 @@ export async function residentBench({ root, env, runs }) {
     for (const c of cands) await c.run(); // warm caches once; this starts the warm host
     await sleep(1500);
     await cands.find((c) => c.name.includes("host warm")).run();
+    const loadBefore = loadAverage();
     const samples = cands.map(() => []);
     for (let i = 0; i < runs; i++) for (const [j, c] of cands.entries()) samples[j].push(await c.run());
     const rows = cands.map((c, j) => ({ name: c.failed ? `${c.name} (${c.failed} of ${runs} failed)` : c.name, ...stats(samples[j].filter((x) => !Number.isNaN(x))) }));
-    const load = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
+    const load = `${loadBefore} before, ${loadAverage()} after`;
     console.log(`\nresident host: vak exec -- /bin/true (${runs} interleaved runs each; load average ${load})`);
     const node = rows[1];
     const codex = rows.find((r) => r.name.startsWith("codex"));
@@ -151,6 +144,7 @@ export async function residentBench({ root, env, runs }) {
   } finally {
     await stopHost(warmRt);
     await stopHost(coldRt);
+    if (baseline) await stopHost(baseRt);
     rmSync(base, { recursive: true, force: true });
   }
 }

@@ -2,12 +2,13 @@
 // measured in the same run, interleaved so that machine noise hits both alike.
 // Node processes run with NODE_EXTRA_CA_CERTS unset (some machines set it, and
 // it triples Node's start-up).
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { execSync } from "node:child_process";
+
+import { interleaved as interleavedOf, time as timeOf } from "./measure.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const { decide } = await import(join(ROOT, "dist/policy/plan.js"));
@@ -18,31 +19,8 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 40);
 const env = { ...process.env };
 delete env.NODE_EXTRA_CA_CERTS;
 
-function time(cmd, args, opts = {}) {
-  return new Promise((resolve, reject) => {
-    const t = process.hrtime.bigint();
-    const child = spawn(cmd, args, { stdio: opts.stdio ?? "ignore", env: opts.env ?? env, cwd: opts.cwd });
-    child.on("error", reject);
-    child.on("close", (code) => {
-      if (code !== 0) return reject(new Error(`${cmd} ${args.join(" ")} exited ${code}`));
-      resolve(Number(process.hrtime.bigint() - t) / 1e6);
-    });
-  });
-}
-
-const stats = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const q = (p) => s[Math.min(s.length - 1, Math.floor(p * s.length))];
-  return { median: q(0.5), p90: q(0.9) };
-};
-
-/** Runs each candidate once per round, in turn, for RUNS rounds. */
-async function interleaved(cands) {
-  for (const c of cands) await c.run(); // warm caches once
-  const samples = cands.map(() => []);
-  for (let i = 0; i < RUNS; i++) for (const [j, c] of cands.entries()) samples[j].push(await c.run());
-  return cands.map((c, j) => ({ name: c.name, ...stats(samples[j]) }));
-}
+const time = (cmd, args, opts = {}) => timeOf(cmd, args, { ...opts, env: opts.env ?? env });
+const interleaved = (cands) => interleavedOf(cands, RUNS);
 
 function report(title, rows, target) {
   console.log(`\n${title} (${RUNS} interleaved runs each)`);

@@ -143,7 +143,7 @@ export interface ExecContext {
    * The resident host's say, once the grants are composed (flags, config, profiles) and before anything is
    * created or resolved: a reason to send the request back to its client's own CLI, or undefined to go on.
    */
-  serves?(r: { secrets: readonly string[]; allowNet: readonly string[]; denyNet: readonly string[] }): string | undefined;
+  serves?(r: { secrets: readonly string[]; allowNet: readonly string[]; denyNet: readonly string[]; gateTls: boolean }): string | undefined;
   /**
    * The resident host's journal, held open: the run is recorded into it directly (its group commit), durable
    * before the command starts as in-process, with no spool file. In-process there is none: the spool.
@@ -195,7 +195,10 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
       throw e;
     }
   }
-  const declined = ctx.serves?.(r);
+  // Whether the gate terminates TLS or holds endpoints for this run (besides secrets it holds): its CA, trust
+  // bundles and upstream settings are then prepared (exec-net.ts).
+  const gateTls = Boolean(net?.allow.length && (opts.endpoint?.length || opts.caFile?.length || ctx.env.NODE_EXTRA_CA_CERTS || egressConfigured() || (await import("../policy/net-grants.js")).needsInspection(net)));
+  const declined = ctx.serves?.({ ...r, gateTls });
   if (declined) throw new NotServed(declined);
   const dryRun = Boolean(opts.printPlan || opts.dryRun);
   // Secrets are resolved only for a real run: a dry run shows their references.
@@ -206,7 +209,7 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
     throw new VakError("bad-input", "a secret held by the gate (NAME=REF@HOST), --endpoint and --ca-file need a network grant: add --allow-net HOST");
   // Secrets held by the gate, provider endpoints, and TLS at the gate load only for runs that use them (never for a dry run).
   let netx: ExecNet | undefined;
-  if (!dryRun && net?.allow.length && (gateHeld.length || opts.endpoint?.length || opts.caFile?.length || ctx.env.NODE_EXTRA_CA_CERTS || egressConfigured() || (await import("../policy/net-grants.js")).needsInspection(net))) {
+  if (!dryRun && net?.allow.length && (gateHeld.length || gateTls)) {
     const { prepareExecNet } = await import("./exec-net.js");
     const { loadUserConfig } = await import("../policy/config.js");
     netx = await prepareExecNet({ net, secrets, endpoints: opts.endpoint ?? [], caFiles: opts.caFile ?? [], config: loadUserConfig().egress, hostEnv: ctx.env as Record<string, string> });

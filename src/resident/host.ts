@@ -59,7 +59,9 @@ function notServed(opts: ExecOptions): string | undefined {
   if (opts.fullAccess || opts.mode === "full-access") return "--full-access";
   if (opts.secret?.some(gateHeld)) return "a --secret the egress gate holds (NAME=REF@HOST)";
   if (opts.sandbox !== undefined && opts.sandbox !== "namespaces") return `--sandbox ${opts.sandbox}`;
-  if (opts.allowNet?.length || opts.denyNet?.length || opts.endpoint?.length || opts.caFile?.length) return "a network grant";
+  // The gate runs in the host for plain grants; one that terminates TLS reads CA files and trust settings that are
+  // the client's to name, so --endpoint and --ca-file (and grants that inspect, below) run in-process.
+  if (opts.endpoint?.length || opts.caFile?.length) return "--endpoint or --ca-file (the gate's TLS runs in-process)";
   if (opts.printPlan || opts.dryRun || opts.explain) return "--dry-run, --print-plan or --explain (they print to stdout)";
   return undefined;
 }
@@ -301,9 +303,10 @@ async function serve(socket: Socket, req: Request, peerPid: number, journal: Hos
     stdio: [req.fds[0], req.fds[1], req.fds[2]],
     errFd,
     err: clientOutput(errFd),
-    // Network grants and gate-held secrets a config or a profile adds are the CLI's to serve, as the flags are.
     journal: j,
-    serves: (r) => (r.secrets.some(gateHeld) ? "a secret the egress gate holds, from the config" : r.allowNet.length || r.denyNet.length ? "network grants from the config" : undefined),
+    // Gate-held secrets and grants the gate must terminate TLS for (from the flags, a config or a profile) are the
+    // CLI's to serve; plain network grants are the host's gate's.
+    serves: (r) => (r.secrets.some(gateHeld) ? "a secret the egress gate holds" : r.gateTls ? "a network grant the gate terminates TLS for (read-only or path rules, an endpoint, a CA file, [egress] settings, NODE_EXTRA_CA_CERTS)" : undefined),
     terminal: term.tty.some(Boolean)
       ? {
           foreground: term.foreground,

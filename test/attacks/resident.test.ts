@@ -1,6 +1,8 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ROOT, VAK_BIN } from "../support/paths.js";
@@ -163,6 +165,39 @@ describe("the resident host serves its own user's vak exec", () => {
     const events = exported(session!.id);
     expect(events.map((e) => e.kind)).toEqual(["session.started", "policy.generation", "worker.spawned", "worker.exited", "session.ended"]);
     expect(events[3]!.payload.code).toBe(7);
+  });
+
+  it("a plain network grant runs through the host's egress gate, each request on the record before it is sent; a grant whose gate terminates TLS goes back to the client", async () => {
+    const h = await startHost();
+    const ws = workspace();
+    const tag = marker();
+    const seen: string[] = [];
+    const server = createServer((req, res) => {
+      seen.push(req.url ?? "");
+      res.end(`hello ${req.url}\n`);
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const port = (server.address() as AddressInfo).port;
+    try {
+      const r = await client(h, ["exec", "--allow-net", `127.0.0.1:${port}`, "--", "curl", "-s", "-S", `http://127.0.0.1:${port}/a-${tag}`, `http://127.0.0.1:${port}/b-${tag}`], { cwd: ws }).done;
+      expect(r.stderr).toBe("");
+      expect(r.stdout).toBe(`hello /a-${tag}\nhello /b-${tag}\n`);
+      expect(r.code).toBe(0);
+      expect(seen).toEqual([`/a-${tag}`, `/b-${tag}`]);
+      expect(spooled(tag)).toEqual([]);
+      const [session] = journaled(tag);
+      const egress = exported(session!.id).filter((e) => e.kind === "egress").map((e) => [e.payload.decision, String(e.payload.asked).replace(/.*\//, ""), e.payload.outcome ?? null]);
+      expect(egress).toEqual([["allowed", `a-${tag}`, null], ["allowed", `a-${tag}`, "completed"], ["allowed", `b-${tag}`, null], ["allowed", `b-${tag}`, "completed"]]);
+      // A refused destination is refused there, as in-process.
+      const other = await client(h, ["exec", "--allow-net", `127.0.0.1:${port}`, "--", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", `http://127.0.0.1:${port + 1}/`], { cwd: ws }).done;
+      expect(other.stdout).toBe("403");
+      // A path rule needs the gate to see inside HTTPS: its TLS is the client's CLI's, in-process.
+      const tls = await client(h, ["exec", "--allow-net", `127.0.0.1:${port}/only`, "--", "/bin/true"], { cwd: ws }).done;
+      expect(tls.stderr).toContain("fallback a network grant the gate terminates TLS for");
+      expect(tls.code).toBe(125);
+    } finally {
+      server.close();
+    }
   });
 
   it("paths the client gave relative to its cwd are its cwd's, not the host's: --workspace sub, and grants relative to it", async () => {
