@@ -5,7 +5,7 @@
 // spawn, and the peers' CLIs (installed into .cache/agent-clis from npm when
 // missing). All interleaved in one run; the targets are ratios to Codex.
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadAverage, sleep, stats, time } from "./measure.js";
@@ -83,6 +83,11 @@ export async function residentBench({ root, env, runs }) {
   const warmEnv = { ...env, XDG_RUNTIME_DIR: warmRt, VAK_HOST_IDLE_SECONDS: "600" };
   const coldEnv = { ...env, XDG_RUNTIME_DIR: coldRt, VAK_HOST_IDLE_SECONDS: "600" };
   const peers = peerClis(root, env);
+  // vak as npm installs it: node_modules/.bin/vak, a link to ../vak/bin/vak.
+  mkdirSync(join(base, "node_modules", ".bin"), { recursive: true });
+  symlinkSync(root, join(base, "node_modules", "vak"));
+  symlinkSync(join("..", "vak", "bin", "vak"), join(base, "node_modules", ".bin", "vak"));
+  const linked = join(base, "node_modules", ".bin", "vak");
   // BENCH_RESIDENT_BASELINE=DIR: another built checkout's host (started here, served by this client), to compare two hosts in one run.
   const baseline = process.env.BENCH_RESIDENT_BASELINE;
   const baseRt = join(base, "baseline");
@@ -98,6 +103,7 @@ export async function residentBench({ root, env, runs }) {
     // What \`vak\` ran before the client: bin/vak.cjs through its #! line (/usr/bin/env node).
     { name: "vak exec, in-process via #! (bin/vak.cjs)", run: () => time(join(root, "bin", "vak.cjs"), ["exec", "--", "/bin/true"], { env: warmEnv, cwd: ws }) },
     { name: "vak exec, client, host warm", run: () => time(vak, ["exec", "--", "/bin/true"], { env: warmEnv, cwd: ws }) },
+    { name: "vak exec, client, host warm, npm's link", run: () => time(linked, ["exec", "--", "/bin/true"], { env: warmEnv, cwd: ws }) },
     {
       name: "vak exec, client, no host (cold)",
       run: async () => {
@@ -139,6 +145,8 @@ export async function residentBench({ root, env, runs }) {
     const row = (part) => rows.find((r) => r.name.includes(part));
     const warm = row("host warm"), cold = row("(cold)"), inproc = row("(node bin/vak.cjs)"), shebang = row("via #!");
     if (codex) console.log(`  target: warm <= 0.5x codex: ${warm.median <= 0.5 * codex.median ? "met" : "NOT met"} (x${(warm.median / codex.median).toFixed(2)})`);
+    const viaLink = row("npm's link");
+    console.log(`  npm's bin link (node_modules/.bin/vak) costs x${(viaLink.median / warm.median).toFixed(2)} of bin/vak, host warm`);
     console.log(`  target: cold no slower than in-process: ${cold.median <= inproc.median ? "met" : "NOT met"} (x${(cold.median / inproc.median).toFixed(2)} of node bin/vak.cjs, x${(cold.median / shebang.median).toFixed(2)} of bin/vak.cjs via #!)`);
     for (const n of peers.notes) console.log(`  peer: ${n}`);
   } finally {
