@@ -17,6 +17,9 @@ export interface SecretUse {
   recipient: string;
 }
 
+/** How long an egress event nobody waits for may stay unsynced (see ExecRecord.syncSoon). */
+const SYNC_SOON_MS = 20;
+
 /** Runs waiting in the spool before a background `vak journal ingest` is started. */
 const INGEST_AT = 16;
 
@@ -44,6 +47,7 @@ class SpoolLog implements RunLog {
     return this.spool.sync();
   }
   async close(): Promise<void> {
+    await this.spool.sync();
     this.spool.close();
     if (pendingSpools().length >= INGEST_AT) {
       // Take the spool into the hash chain in the background; nothing waits for it.
@@ -143,11 +147,24 @@ export class ExecRecord {
       // A secret the gate put into a request: one use, by reference and destination, never the value.
       if (e.decision === "allowed" && !e.outcome)
         for (const ref of e.secrets ?? []) this.log.append("secret.used", { component, identity: this.actor.identity }, generation, { name: ref, recipient: `request headers to ${e.canonical}`, component });
-      this.sync().catch(() => undefined); // a failure is kept in this.failure and reported by onFailure
+      this.syncSoon();
     } catch (err) {
       this.failure = err as Error;
       this.onFailure(this.failure);
     }
+  }
+
+  private soon: NodeJS.Timeout | undefined;
+  /**
+   * Events nobody waits for (how a request ended; a repeat of a decision already durable on its connection, see
+   * src/net/proxy.ts) are made durable within SYNC_SOON_MS, together: an fdatasync per event on the main thread
+   * was most of a small request's cost. A decision the gate waits for is synced at once (sync()).
+   */
+  private syncSoon(): void {
+    this.soon ??= setTimeout(() => {
+      this.soon = undefined;
+      this.sync().catch(() => undefined); // a failure is kept in this.failure and reported by onFailure
+    }, SYNC_SOON_MS);
   }
 
   /** Makes the egress events so far durable (one fdatasync, or one commit, for all who ask in one turn of the loop). */
@@ -171,6 +188,7 @@ export class ExecRecord {
 
   /** Records how the run ended, durable when it resolves; rejects with a VakError if that cannot be recorded. */
   async finish(result: LaunchResult | undefined, code: number, extra: Record<string, unknown> = {}): Promise<void> {
+    if (this.soon) clearTimeout(this.soon);
     for (const d of result?.denied ?? [])
       this.log.append("decision", this.actor, 1, { op: d.op, path: d.path, allowed: false, reason: d.reason, pid: d.pid });
     this.log.append("worker.exited", this.actor, 1, {

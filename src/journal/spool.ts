@@ -1,4 +1,4 @@
-import { closeSync, constants, fdatasyncSync, mkdirSync, openSync, readdirSync, readSync, renameSync, writeSync } from "node:fs";
+import { closeSync, constants, fdatasync, fdatasyncSync, mkdirSync, openSync, readdirSync, readSync, renameSync, writeSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { Redactor } from "../secrets/redact.js";
 import { VakError } from "../policy/errors.js";
@@ -107,34 +107,46 @@ export class Spool {
     return new VakError("journal", `the journal spool ${this.path} could not be written (${why(e)}); nothing runs unrecorded`);
   }
 
-  private syncing: Promise<void> | undefined;
-  /** Lines written since the last fdatasync. */
+  /** The fdatasync in flight (on libuv's thread pool), and the one after it, for lines written since it began. */
+  private running: Promise<void> | undefined;
+  private queued: Promise<void> | undefined;
+  /** Lines written since the last fdatasync began. */
   private unsynced = false;
 
   /**
    * Makes every line written so far durable. Callers in one turn of the event
    * loop share one fdatasync: concurrent requests wait for one sync, not one each.
+   * It runs off the main thread, so the event loop (the egress gate) goes on meanwhile.
    */
   sync(): Promise<void> {
-    this.syncing ??= new Promise((resolve, reject) =>
-      setImmediate(() => {
-        this.syncing = undefined;
-        try {
-          // A closed spool was synced as it closed.
-          if (!this.closed && this.unsynced) fdatasyncSync(this.fd);
-          this.unsynced = false;
-          resolve();
-        } catch (e) {
-          reject(this.writeError(e));
-        }
-      }),
+    if (this.queued) return this.queued;
+    const after = this.running ?? Promise.resolve();
+    const p: Promise<void> = after.catch(() => undefined).then(
+      () =>
+        new Promise<void>((resolve, reject) =>
+          setImmediate(() => {
+            this.queued = undefined; // lines written from here need the next sync
+            // A closed spool was synced as it closed.
+            if (this.closed || !this.unsynced) return resolve();
+            this.unsynced = false;
+            this.running = p;
+            fdatasync(this.fd, (e) => {
+              if (this.running === p) this.running = undefined;
+              if (e) reject(this.writeError(e));
+              else resolve();
+            });
+          }),
+        ),
     );
-    return this.syncing;
+    this.queued = p;
+    return p;
   }
 
   /** Marks the run's record complete, ready for the journal to take in. */
   close(): void {
     if (this.closed) return;
+    // The descriptor must outlive a sync in flight on the thread pool: await sync() first.
+    if (this.running || this.queued) throw new VakError("internal", "the spool was closed while a sync was in flight");
     try {
       if (this.unsynced) fdatasyncSync(this.fd);
     } catch (e) {

@@ -58,6 +58,12 @@ export class ProxyConnection implements Connection {
   }
 
   private readonly node: NodeForwarder;
+  /**
+   * The plain-HTTP decision last made durable on this connection (method, destination, address, rule): a kept
+   * connection's next request that is the same decision is sent once its own event is written, without waiting
+   * for that event's sync (ARCHITECTURE, "The egress gate": a decision is durable before a byte it allows leaves).
+   */
+  private durableDecision: string | undefined;
   /** Plain HTTP's upstream connections, kept between this client's requests; they end with it. */
   private readonly upstreams: UpstreamPool;
 
@@ -241,16 +247,21 @@ export class ProxyConnection implements Connection {
       const expectContinue = head.version === "1.1" && headerValues(head.headers, "expect").some((v) => v.toLowerCase() === "100-continue");
       const key = UpstreamPool.key(c.address, target.port, headers[0]![1], c.rule);
       const plain = { method, path, version: head.version, headers, body: framing, expectContinue, clientClose: listed.has("close"), address: c.address, port: target.port, key };
-      return this.plain(plain, allowed);
+      // Only a decision that carries nothing of its own: a secret or a placeholder put into the request, an endpoint, is waited for each time.
+      const decision = refs.length || sub.withheld.length || ep ? undefined : JSON.stringify([method, c.canonical, c.address, target.port, c.rule]);
+      return this.plain(plain, allowed, decision);
     }
     return this.node.send({ head, framing, method, path, headers, target, address: c.address, upgrade, overTls, clientClose: listed.has("close") }, allowed);
   }
 
   /** A checked plain-HTTP request, its bodies spliced; on the record as forward()'s are. */
-  private async plain(req: PlainRequest, allowed: EgressFields): Promise<boolean> {
+  private async plain(req: PlainRequest, allowed: EgressFields, decision: string | undefined): Promise<boolean> {
     const st: PlainState = { bytesUp: 0, bytesDown: 0, outcome: "completed", keep: false };
     try {
-      await this.durable();
+      if (decision === undefined || decision !== this.durableDecision) {
+        await this.durable();
+        this.durableDecision = decision;
+      }
       if (this.socket.destroyed) throw new ClosedError();
       await sendPlain(this.socket, this.reader, this.ctx, this.upstreams, req, st);
     } catch (e) {
