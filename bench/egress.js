@@ -9,7 +9,7 @@
 import { spawn, execFileSync } from "node:child_process";
 import { createServer } from "node:http";
 import { createServer as createNetServer } from "node:net";
-import { mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -119,6 +119,7 @@ export async function egressBench({ vak, env }) {
   const port = server.address().port;
   const ws = mkdtempSync(join(tmpdir(), "vak-bench-egress-"));
   let floor;
+  let host;
   try {
     execFileSync("curl", ["--version"], { stdio: "ignore" });
     floor = await forwarder(ws, port);
@@ -149,6 +150,14 @@ export async function egressBench({ vak, env }) {
     const smDirect = [];
     const smGated = [];
     const smPlain = [];
+    // The same through the resident host (src/resident/): its gate, its journal's group commit.
+    const client = join(vak, "..", "..", "build", "Release", "vak-client");
+    const rt = join(ws, "rt");
+    mkdirSync(rt, { mode: 0o700 });
+    const hostEnv = { ...env, XDG_RUNTIME_DIR: rt, VAK_HOST_IDLE_SECONDS: "600" };
+    host = existsSync(client) ? spawn(process.execPath, [vak, "host"], { env: hostEnv, stdio: "ignore" }) : undefined;
+    const smHost = [];
+    const hostRun = (mode) => run(client, ["exec", "--allow-net", `127.0.0.1:${port}`, "--", "node", small, mode, String(port), String(N)], { env: { ...hostEnv, VAK_RESIDENT: "only" }, cwd: ws });
     const loadBefore = loadavg();
     const exec = (args) => run(process.execPath, [vak, "exec", "--allow-net", `127.0.0.1:${port}`, "--", "curl", ...args], { env, cwd: ws });
     for (let i = 0; i < ROUNDS; i++) {
@@ -165,6 +174,7 @@ export async function egressBench({ vak, env }) {
       smDirect.push(Number(await smallRun("direct")));
       smGated.push(Number(await smallRun("connect")));
       smPlain.push(Number(await smallRun("plain")));
+      if (host) smHost.push(Number(await hostRun("plain")), Number(await hostRun("connect")));
     }
     const loadAfter = loadavg();
     const best = (xs) => Math.max(...xs) / 1e6;
@@ -187,6 +197,11 @@ export async function egressBench({ vak, env }) {
     console.log(`  ${N} small requests, one keep-alive connection, direct   ${rps(rate(smDirect))}   ${perReq(rate(smDirect))} (baseline)`);
     console.log(`  ... in vak exec, inside one CONNECT tunnel             ${rps(rate(smGated))}   ${perReq(rate(smGated))}, ${share(rate(smGated), rate(smDirect))} of direct`);
     console.log(`  ... in vak exec, plain HTTP through the gate           ${rps(rate(smPlain))}   ${perReq(rate(smPlain))}, ${share(rate(smPlain), rate(smDirect))} of direct, ${share(rate(smPlain), rate(smGated))} of CONNECT (target: at least 80% of CONNECT)`);
+    if (host) {
+      const hp = smHost.filter((_, i) => i % 2 === 0), hc = smHost.filter((_, i) => i % 2 === 1);
+      console.log(`  ... through the resident host, inside one CONNECT tunnel ${rps(rate(hc))}   ${perReq(rate(hc))}`);
+      console.log(`  ... through the resident host, plain HTTP              ${rps(rate(hp))}   ${perReq(rate(hp))}, ${share(rate(hp), rate(hc))} of its CONNECT`);
+    } else console.log("  (the resident host's client is not built: no figure through the host)");
     console.log("  target: at least 80% of direct");
     const la = (l) => l.map((x) => x.toFixed(1)).join(" ");
     console.log(`  load average (1, 5, 15 min): ${la(loadBefore)} before, ${la(loadAfter)} after (2 cores)`);
@@ -209,8 +224,16 @@ process.exit(0);
     for (let i = 0; i < 3; i++) times.push(Number(await run(process.execPath, [vak, "exec", "--allow-net", `127.0.0.1:${port}`, "--", "node", script], { env, cwd: ws })));
     console.log(`  200 concurrent CONNECT tunnels opened and held: median ${times.sort((a, b) => a - b)[1].toFixed(1)} ms`);
   } finally {
+    host?.kill("SIGTERM");
     floor?.stop();
     server.close();
     rmSync(ws, { recursive: true, force: true });
   }
+}
+
+// Run alone: node bench/egress.js (after npm run build); BENCH_EGRESS_MB, BENCH_EGRESS_ROUNDS, BENCH_EGRESS_SMALL size it.
+if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split("/").pop())) {
+  const env = { ...process.env };
+  delete env.NODE_EXTRA_CA_CERTS;
+  await egressBench({ vak: fileURLToPath(new URL("../bin/vak.cjs", import.meta.url)), env });
 }

@@ -546,6 +546,35 @@ describe("attacks on the resident host", () => {
     expect(spawnSync(process.execPath, [VAK_BIN, "journal", "verify"], { env: baseEnv() }).status).toBe(0);
   }, 60000);
 
+  it("fail closed: a journal that cannot take a run's start (its disk full) runs nothing, says so, and the host stops serving", () => {
+    // A state directory on a 2 MiB tmpfs of a mount namespace of its own; the host and its clients share it.
+    const state = join(base, `full${++n}`);
+    const rt = join(base, `rt${++n}`);
+    const ws = workspace();
+    mkdirSync(state);
+    mkdirSync(rt, { mode: 0o700 });
+    const script = [
+      `mount -t tmpfs -o size=2m tmpfs ${state}`,
+      `${process.execPath} ${VAK_BIN} host --idle-seconds 60 & hp=$!`,
+      `until [ -e ${rt}/vak/host.pid ]; do sleep 0.05; done`,
+      `${CLIENT} exec -- /bin/sh -c 'touch before'; echo before=$?`,
+      `head -c 4m /dev/zero > ${state}/fill 2>/dev/null; true`,
+      `${CLIENT} exec -- /bin/sh -c 'touch after'; echo after=$?`,
+      `sleep 0.5; if [ -e ${rt}/vak/host.sock ]; then echo socket=kept; else echo socket=gone; fi`,
+      `kill $hp; wait $hp; echo host-exited`,
+    ].join("\n");
+    const r = spawnSync("unshare", ["-m", "--propagation", "private", "/bin/sh", "-c", script], {
+      cwd: ws, env: baseEnv({ XDG_STATE_HOME: state, XDG_RUNTIME_DIR: rt, VAK_RESIDENT: "only" }), encoding: "utf8", timeout: 60000,
+    });
+    expect(r.stdout).toContain("before=0");
+    expect(existsSync(join(ws, "before"))).toBe(true);
+    expect(r.stdout).toContain("after=125");
+    expect(r.stderr).toMatch(/journal .*could not take this run's record.*nothing runs unrecorded/);
+    expect(existsSync(join(ws, "after"))).toBe(false);
+    expect(r.stdout).toContain("socket=gone");
+    expect(r.stdout).toContain("host-exited");
+  }, 60000);
+
   it("two clients cannot see or stop each other's sessions", async () => {
     const h = await startHost();
     const ws = workspace();
