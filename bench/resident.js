@@ -83,11 +83,13 @@ export async function residentBench({ root, env, runs }) {
   const warmEnv = { ...env, XDG_RUNTIME_DIR: warmRt, VAK_HOST_IDLE_SECONDS: "600" };
   const coldEnv = { ...env, XDG_RUNTIME_DIR: coldRt, VAK_HOST_IDLE_SECONDS: "600" };
   const peers = peerClis(root, env);
-  // vak as npm installs it: node_modules/.bin/vak, a link to ../vak/bin/vak.
-  mkdirSync(join(base, "node_modules", ".bin"), { recursive: true });
-  symlinkSync(root, join(base, "node_modules", "vak"));
-  symlinkSync(join("..", "vak", "bin", "vak"), join(base, "node_modules", ".bin", "vak"));
-  const linked = join(base, "node_modules", ".bin", "vak");
+  // vak as npm installs it: node_modules/.bin/vak, a link to ../vak/bin/vak. Beside the workspace, never above
+  // it: a node_modules/vak above a workspace is an installation whose files the plan holds (install-held.ts).
+  const npm = join(base, "npm", "node_modules");
+  mkdirSync(join(npm, ".bin"), { recursive: true });
+  symlinkSync(root, join(npm, "vak"));
+  symlinkSync(join("..", "vak", "bin", "vak"), join(npm, ".bin", "vak"));
+  const linked = join(npm, ".bin", "vak");
   // BENCH_RESIDENT_BASELINE=DIR: another built checkout's host (started here, served by this client), to compare two hosts in one run.
   const baseline = process.env.BENCH_RESIDENT_BASELINE;
   const baseRt = join(base, "baseline");
