@@ -107,12 +107,13 @@ export class ExecRecord {
   /**
    * Resolves once the run's start is durable; rejects (a VakError) when it cannot be, and then nothing may run.
    * redactor: knows the values of the secrets the command was given, so that no path or host it chose records one.
-   * journal: the resident host's, which takes the record directly; without one, the spool.
+   * journal: the resident host's, which takes the record directly; without one, the spool. servedBy: the host, as
+   * its session.started names it (so that a host started after its death can close the run: src/resident/orphans.ts).
    */
-  static async start(plan: LaunchPlan, secrets: readonly SecretUse[] = [], redactor: Redactor = new Redactor(), journal?: Journal): Promise<ExecRecord> {
+  static async start(plan: LaunchPlan, secrets: readonly SecretUse[] = [], redactor: Redactor = new Redactor(), journal?: Journal, servedBy?: Payload): Promise<ExecRecord> {
     const title = plan.command.join(" ");
     const actor: Actor = { component: "exec", identity: userInfo().username };
-    const started = { kind: "exec", title, command: plan.command, cwd: plan.cwd, mode: plan.mode, sandbox: plan.sandbox };
+    const started = { kind: "exec", title, command: plan.command, cwd: plan.cwd, mode: plan.mode, sandbox: plan.sandbox, ...(servedBy ? { servedBy } : {}) };
     let log: RunLog;
     if (journal) {
       const known = (t: string) => redactor.knownOnly(t);

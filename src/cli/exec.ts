@@ -14,6 +14,7 @@ import type { Report } from "../sandbox/report.js";
 import type { NetGrants } from "../policy/net-grants.js";
 import type { EgressEvent } from "../net/egress-gate.js";
 import type { Journal } from "../journal/journal.js";
+import type { Payload } from "../journal/events.js";
 import type { GrantFlags } from "./agent-options.js";
 import type { ExecNet, ExecSecret } from "./exec-net.js";
 import { createStatePaths, resolveGrants } from "./exec-grants.js";
@@ -149,6 +150,8 @@ export interface ExecContext {
    * before the command starts as in-process, with no spool file. In-process there is none: the spool.
    */
   journal?: Journal | undefined;
+  /** The resident host that serves the run, as the run's session.started names it (src/resident/orphans.ts). */
+  servedBy?: Payload | undefined;
 }
 
 /** Thrown by execCommand when ctx.serves() declines: nothing was created, resolved or run. */
@@ -275,7 +278,7 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
 }
 
 async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[], ctx: ExecContext, redactor: Redactor): Promise<number> {
-  const record = await ExecRecord.start(plan, secrets, redactor, ctx.journal);
+  const record = await ExecRecord.start(plan, secrets, redactor, ctx.journal, ctx.servedBy);
   ctx.err.line(own("vak: --full-access: running WITHOUT a sandbox, by your explicit decision"));
   const [cmd, ...args] = plan.command;
   const child = spawn(cmd!, args, { stdio: ctx.stdio, cwd: plan.cwd, env: plan.env });
@@ -307,7 +310,7 @@ interface HintSources {
 
 async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[], ctx: ExecContext, sources: HintSources, netx?: ExecNet): Promise<number> {
   // Nothing runs unrecorded: the policy and the plan are committed first.
-  const record = await ExecRecord.start(plan, secrets, sources.redactor, ctx.journal);
+  const record = await ExecRecord.start(plan, secrets, sources.redactor, ctx.journal, ctx.servedBy);
   const egress: EgressSeen = { kept: [], omitted: 0, refused: 0 };
   // Refusals print as they happen, each on a line of its own.
   const refusals = new Refusals(plan, sources.r, sources.presets, (line) => {

@@ -15,6 +15,7 @@ import { vakDirs } from "../policy/state.js";
 import { loadResident, socketFd } from "./native.js";
 import { clientTerminal, terminalNotServed } from "./terminal.js";
 import { confinedClient } from "./confinement.js";
+import { closeOrphans, servedBy } from "./orphans.js";
 import { decodeRequest, MAX_BODY, sameSettings, type Request } from "./request.js";
 
 /** How long a connected client has to send its whole request. */
@@ -93,7 +94,14 @@ export function startHost(idleMs: number, onExit: () => void): ResidentHost {
   let ino = -1;
   // Opened once, as the host starts (the spooled runs of in-process commands are taken in then): every run the
   // host serves is recorded straight into it, with no spool file and no ingest after.
-  const journal: HostJournal = openJournal().catch((e: unknown) => (e instanceof Error ? e : new Error(String(e))));
+  const journal: HostJournal = openJournal().then(
+    (j) => {
+      // Runs a killed host could not end are ended now, as interrupted (in the background: nothing waits for it).
+      closeOrphans(j).catch(() => undefined);
+      return j;
+    },
+    (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
+  );
   let down = false;
 
   const shutdown = () => {
@@ -224,6 +232,9 @@ async function refusePeer(journal: HostJournal, path: string, who: { pid: number
   }
 }
 
+/** This host, as the records of the runs it serves name it. */
+const me = servedBy();
+
 /** Checks what the kernel says against what the request says, then runs it as the in-process CLI would. */
 async function serve(socket: Socket, req: Request, peerPid: number, journal: HostJournal, journalFailed: () => void): Promise<void> {
   const cwdFd = req.fds[3];
@@ -304,6 +315,7 @@ async function serve(socket: Socket, req: Request, peerPid: number, journal: Hos
     errFd,
     err: clientOutput(errFd),
     journal: j,
+    servedBy: { ...me },
     // Gate-held secrets and grants the gate must terminate TLS for (from the flags, a config or a profile) are the
     // CLI's to serve; plain network grants are the host's gate's.
     serves: (r) => (r.secrets.some(gateHeld) ? "a secret the egress gate holds" : r.gateTls ? "a network grant the gate terminates TLS for (read-only or path rules, an endpoint, a CA file, [egress] settings, NODE_EXTRA_CA_CERTS)" : undefined),

@@ -506,6 +506,12 @@ describe("attacks on the resident host", () => {
     expect(spooled(tag)).toEqual([]);
     const after = exported(session!.id);
     expect(after.map((e) => [e.kind, e.payload])).toEqual(written.map((e) => [e.kind, e.payload]));
+    // The next host to start ends the run it could not, as interrupted; what was written stays as it was.
+    await startHost();
+    await until("the next host to close the run", () => journaled(tag)[0]?.ended != null, 15000);
+    const closed = exported(session!.id);
+    expect(closed.slice(0, written.length).map((e) => [e.kind, e.payload])).toEqual(written.map((e) => [e.kind, e.payload]));
+    expect(closed.slice(written.length).map((e) => [e.kind, e.payload.outcome])).toEqual([["session.ended", "interrupted: the resident host stopped before the run ended"]]);
     expect(spawnSync(process.execPath, [VAK_BIN, "journal", "verify"], { env: baseEnv() }).status).toBe(0);
   });
 
@@ -528,7 +534,11 @@ describe("attacks on the resident host", () => {
       await reaped;
       for (const { tag, c } of runs) ran.push({ tag, code: (await c.done).code });
     }
-    const sessions = new Map(journaled("echo ").map((x) => [x.title, x]));
+    // A host started after them ends the runs the dead ones could not, as interrupted.
+    await startHost();
+    const ours = () => journaled("echo ").filter((x) => ran.some((r) => x.title.includes(r.tag)));
+    await until("every run to be ended", () => ours().every((x) => x.ended !== null), 20000);
+    const sessions = new Map(ours().map((x) => [x.title, x]));
     let served = 0;
     for (const { tag, code } of ran) {
       const s = [...sessions.values()].find((x) => x.title.includes(tag));
@@ -540,7 +550,7 @@ describe("attacks on the resident host", () => {
         // The client heard "exit 0" only once the run's end was committed.
         expect(kinds).toEqual(["session.started", "policy.generation", "worker.spawned", "worker.exited", "session.ended"]);
         served += 1;
-      }
+      } else expect(s!.outcome).toMatch(/^(interrupted: the resident host stopped before the run ended|exit \d+)$/);
     }
     expect(served).toBeGreaterThan(0);
     expect(spawnSync(process.execPath, [VAK_BIN, "journal", "verify"], { env: baseEnv() }).status).toBe(0);
