@@ -27,6 +27,7 @@ export async function journalInitDb(opts: { adminUrl?: string; role?: string; gr
   const { initDb } = await import("../journal/pg-admin.js");
   const r = await initDb(target(opts.adminUrl, "admin_url", "--admin-url"), { role: opts.role, grantTo: opts.grantTo });
   if (opts.json) return out().json(r), 0;
+  if (r.migrated) out().line(fmt`brought the journal up to schema version ${r.schemaVersion}: the search terms of ${r.migrated} events were filled in (nothing on the chain changed)`);
   out().line(fmt`the journal's schema (version ${r.schemaVersion}) is ready at ${r.location}; hosts write as role ${r.role} (SELECT and INSERT only)${r.grantedTo.length ? fmt`, granted to ${r.grantedTo.join(", ")}` : ""}`);
   for (const w of r.warnings) out().line(fmt`warning: ${w}`);
   if (!r.grantedTo.length) out().line(fmt`grant it to the login role hosts use: vak journal init-db --grant-to NAME (or GRANT ${r.role} TO NAME)`);

@@ -25,6 +25,8 @@ import type { SessionRow, SessionWriter } from "./session-writer.js";
 export interface PreparedEvent extends Omit<ChainRow, "seq"> {
   /** The session's row, with the first commit of a session. */
   newSession?: SessionRow;
+  /** The payload's search terms, for a backend that indexes them itself (PostgreSQL), made ahead with the text. */
+  search?: string;
 }
 
 /** Writes one batch in one durable transaction; returns the stored events in order, or throws. */
@@ -36,7 +38,7 @@ interface Pending {
   resolve: (e: StoredEvent) => void;
   reject: (e: Error) => void;
   /** actor and payload as they will be stored, and how many secrets the redactor knew then. */
-  text?: { actor: string; payload: string; knows: number };
+  text?: { actor: string; payload: string; search: string | undefined; knows: number };
 }
 
 /** The most events one commit holds; more wait for the next. */
@@ -55,6 +57,8 @@ export class CommitQueue {
     private readonly commit: Commit,
     private readonly redactor: Redactor,
     private readonly failure: (e: unknown) => VakError,
+    /** Derives what a backend indexes from a payload's stored text, while the commit before is in flight. */
+    private readonly searchTerms?: (payload: string) => string,
   ) {}
 
   enqueue(session: SessionWriter, event: NewEvent): Promise<StoredEvent> {
@@ -97,11 +101,12 @@ export class CommitQueue {
     for (; this.prepared < end; this.prepared++) this.text(this.queue[this.prepared]!);
   }
 
-  private text(p: Pending): { actor: string; payload: string } {
+  private text(p: Pending): { actor: string; payload: string; search: string | undefined } {
     const knows = this.redactor.knows;
     if (p.text?.knows !== knows) {
       const e = p.event;
-      p.text = { actor: JSON.stringify(boundStrings(this.redactor.value(e.actor))), payload: JSON.stringify(boundStrings(this.redactor.value(e.payload))), knows };
+      const payload = JSON.stringify(boundStrings(this.redactor.value(e.payload)));
+      p.text = { actor: JSON.stringify(boundStrings(this.redactor.value(e.actor))), payload, search: this.searchTerms?.(payload), knows };
     }
     return p.text;
   }
@@ -119,8 +124,8 @@ export class CommitQueue {
         const rows = batch.map((p): PreparedEvent => {
           const row = withRow.has(p.session) ? undefined : p.session.unwrittenRow();
           if (row) withRow.add(p.session);
-          const { actor, payload } = this.text(p);
-          return { session: p.session.id, newSession: row, session_seq: p.session.nextSeq(), time, kind: p.event.kind, actor, generation: p.event.generation, payload };
+          const { actor, payload, search } = this.text(p);
+          return { session: p.session.id, newSession: row, session_seq: p.session.nextSeq(), time, kind: p.event.kind, actor, generation: p.event.generation, payload, search };
         });
         stored = await this.commit(rows);
       } catch (e) {

@@ -1,8 +1,12 @@
 import { createHash } from "node:crypto";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import type { ClientBase } from "pg";
+import { from as copyFrom } from "pg-copy-streams";
 import { ChainWalker, eventHash, GENESIS, sha256, type Broken, type VerifyResult } from "./chain.js";
 import type { PreparedEvent } from "./commit-queue.js";
 import type { EventKind, StoredEvent } from "./events.js";
+import { searchTerms } from "./pg-search.js";
 import type { SessionRow } from "./session-writer.js";
 
 /**
@@ -67,28 +71,35 @@ export async function appendBatch(c: ClientBase, host: string, batch: PreparedEv
   const starting = batch.filter((p) => p.newSession);
   if (starting.length) await registerSessions(c, host, starting.map((p) => ({ id: p.session, ...p.newSession! })));
   const ends = await chainEnds(c, chains);
-  const cols = { chain: [] as string[], seq: [] as number[], sseq: [] as number[], time: [] as string[], kind: [] as string[], actor: [] as string[], gen: [] as number[], payload: [] as string[], prev: [] as string[], hash: [] as string[] };
+  const lines: string[] = [];
   const stored: StoredEvent[] = [];
   for (const p of batch) {
     const end = ends.get(p.session)!;
     const row = { seq: end.seq + 1, session: p.session, session_seq: p.session_seq, time: p.time, kind: p.kind, actor: p.actor, generation: p.generation, payload: p.payload };
     const hash = eventHash(end.hash, row);
-    cols.chain.push(p.session); cols.seq.push(row.seq); cols.sseq.push(row.session_seq); cols.time.push(row.time); cols.kind.push(row.kind);
-    cols.actor.push(row.actor); cols.gen.push(row.generation); cols.payload.push(row.payload); cols.prev.push(end.hash); cols.hash.push(hash);
+    lines.push(copyLine([p.session, row.seq, row.session_seq, row.time, row.kind, row.actor, row.generation, row.payload, end.hash, hash, p.search ?? searchTerms(row.payload)]));
     stored.push(pgStored({ ...row, chain: p.session, prev_hash: end.hash, hash }));
     ends.set(p.session, { seq: row.seq, hash });
   }
-  await c.query(
-    `INSERT INTO vak.events (chain, seq, session_seq, time, kind, actor, generation, payload, prev_hash, hash)
-     SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[], $5::text[], $6::text[], $7::int4[], $8::text[], $9::text[], $10::text[])`,
-    [cols.chain, cols.seq, cols.sseq, cols.time, cols.kind, cols.actor, cols.gen, cols.payload, cols.prev, cols.hash],
-  );
+  // COPY rather than an INSERT of arrays: the server parses each value once, not an array literal and then its elements.
+  await pipeline(Readable.from([lines.join("")]), c.query(copyFrom(`COPY vak.events (${EVENT_COLUMNS}, search) FROM STDIN`)));
   await c.query("INSERT INTO vak.heads (chain, seq, hash) SELECT * FROM unnest($1::text[], $2::int8[], $3::text[])", [
     chains, chains.map((ch) => ends.get(ch)!.seq), chains.map((ch) => ends.get(ch)!.hash),
   ]);
   await c.query("SELECT pg_catalog.pg_notify($1, n) FROM pg_catalog.unnest($2::text[]) AS n", [NOTIFY_CHANNEL, notifications(chains.map((ch) => [ch, lastSessionSeq(stored, ch)]))]);
   return stored;
 }
+
+/** The events table's columns as every read takes them (search is left out: verify alone reads it). */
+export const EVENT_COLUMNS = "chain, seq, session_seq, time, kind, actor, generation, payload, prev_hash, hash";
+
+/** One row in COPY's text format: tab-separated, with backslash, tab and line breaks escaped. */
+function copyLine(values: (string | number)[]): string {
+  return values.map((v) => (typeof v === "number" ? String(v) : COPY_SPECIAL.test(v) ? v.replace(COPY_ESCAPES, (ch) => COPY_ESCAPE[ch]!) : v)).join("\t") + "\n";
+}
+const COPY_SPECIAL = /[\\\t\n\r]/;
+const COPY_ESCAPES = /[\\\t\n\r]/g;
+const COPY_ESCAPE: Record<string, string> = { "\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r" };
 
 function lastSessionSeq(stored: StoredEvent[], chain: string): number {
   for (let i = stored.length - 1; i >= 0; i--) if (stored[i]!.session === chain) return stored[i]!.sessionSeq;
@@ -197,7 +208,7 @@ export async function verifyPg(c: ClientBase): Promise<VerifyResult> {
     }
   };
   for (let after: [string, number] = ["", 0]; ; ) {
-    const rows = (await c.query<PgEventRow>("SELECT * FROM vak.events WHERE (chain, seq) > ($1, $2) ORDER BY chain, seq LIMIT $3", [after[0], after[1], PAGE])).rows;
+    const rows = (await c.query<PgEventRow & { search: string }>(`SELECT ${EVENT_COLUMNS}, search FROM vak.events WHERE (chain, seq) > ($1, $2) ORDER BY chain, seq LIMIT $3`, [after[0], after[1], PAGE])).rows;
     for (const r of rows) {
       if (r.chain !== chain) {
         finish();
@@ -208,6 +219,8 @@ export async function verifyPg(c: ClientBase): Promise<VerifyResult> {
       }
       const broken = walk!.step({ ...r, seq: Number(r.seq), session: r.chain, session_seq: Number(r.session_seq) }, events);
       if (broken) return broken;
+      if (r.search !== searchTerms(r.payload))
+        return { ok: false, events: events + walk!.count, seq: Number(r.seq), session: r.chain, sessionSeq: Number(r.session_seq), problem: `event ${r.seq} of session ${r.chain}: its search terms are not its payload's (they were changed, so a search would miss it or find it wrongly)` };
       if (r.kind === "journal.pruned") {
         const p = JSON.parse(r.payload) as { prune?: string; anchors?: string };
         if (p.prune && prunes.has(p.prune) && anchorsDigest(prunes.get(p.prune)!) === p.anchors) namedPrunes.add(p.prune);

@@ -5,15 +5,16 @@ import { VakError } from "../policy/errors.js";
 import { Redactor } from "../secrets/redact.js";
 import { boundStrings } from "./bounds.js";
 import type { VerifyResult } from "./chain.js";
+import { BatchedJournal } from "./batched-journal.js";
 import { CommitQueue, type PreparedEvent } from "./commit-queue.js";
-import type { Actor, NewEvent, StoredEvent } from "./events.js";
+import type { Actor, StoredEvent } from "./events.js";
 import { ingestSpools } from "./ingest.js";
-import type { Committed, Journal, PruneResult, SessionFilter, SessionInfo, SessionStart, Watch } from "./journal.js";
-import { anchorsDigest, appendBatch, lockKey, NOTIFY_CHANNEL, type PgEventRow, pgStored, verifyPg } from "./pg-chain.js";
+import type { Committed, Journal, PruneResult, SessionFilter, SessionInfo, Watch } from "./journal.js";
+import { anchorsDigest, appendBatch, EVENT_COLUMNS, lockKey, NOTIFY_CHANNEL, type PgEventRow, pgStored, verifyPg } from "./pg-chain.js";
 import type { PgTarget } from "./pg-connect.js";
 import { checkSchemaVersion } from "./pg-schema.js";
-import { parseQuery, phraseQuery, type TsQuery } from "./pg-search.js";
-import { newSessionId, type SessionRow, type SessionWriter, startSession } from "./session-writer.js";
+import { parseQuery, phraseQuery, searchTerms, type TsQuery } from "./pg-search.js";
+import { newSessionId, type SessionRow } from "./session-writer.js";
 import { spoolDir } from "./spool.js";
 
 /**
@@ -35,20 +36,21 @@ export interface PgOpenOptions {
   host?: string;
 }
 
-export class PgJournal implements Journal {
+export class PgJournal extends BatchedJournal implements Journal {
   readonly backend = "postgres";
   readonly location: string;
   readonly redactor: Redactor;
   readonly host: string;
   private readonly pool: pg.Pool;
-  private readonly queue: CommitQueue;
+  protected readonly queue: CommitQueue;
 
   private constructor(private readonly opts: PgOpenOptions, redactor: Redactor) {
+    super();
     this.location = opts.target.location;
     this.redactor = redactor;
     this.host = opts.host ?? hostname();
     this.pool = newPool(opts.target);
-    this.queue = new CommitQueue((batch) => this.commit(batch), redactor, (e) => this.error(e));
+    this.queue = new CommitQueue((batch) => this.commit(batch), redactor, (e) => this.error(e), searchTerms);
   }
 
   static async open(opts: PgOpenOptions): Promise<PgJournal> {
@@ -79,24 +81,8 @@ export class PgJournal implements Journal {
     return pgError(e, this.location, this.redactor, verb);
   }
 
-  async close(): Promise<void> {
-    try {
-      await this.queue.flush();
-    } finally {
-      await this.pool.end();
-    }
-  }
-
-  startSession(info: SessionStart): SessionWriter {
-    return startSession(this, (t) => this.redactor.text(t), info);
-  }
-
-  enqueue(session: SessionWriter, event: NewEvent): Promise<StoredEvent> {
-    return this.queue.enqueue(session, event);
-  }
-
-  flush(): Promise<void> {
-    return this.queue.flush();
+  protected async release(): Promise<void> {
+    await this.pool.end();
   }
 
   private async commit(batch: PreparedEvent[]): Promise<StoredEvent[]> {
@@ -153,7 +139,7 @@ export class PgJournal implements Journal {
 
   /** A session's events as stored (the exact text that was hashed), for migrate's comparison. */
   async storedRows(sessionId: string): Promise<PgEventRow[]> {
-    return this.read(async () => (await this.pool.query<PgEventRow>("SELECT * FROM vak.events WHERE chain = $1 ORDER BY seq", [sessionId])).rows);
+    return this.read(async () => (await this.pool.query<PgEventRow>(`SELECT ${EVENT_COLUMNS} FROM vak.events WHERE chain = $1 ORDER BY seq`, [sessionId])).rows);
   }
 
   /** Sessions by filter, oldest first: the newest limit of those that match, when there is a limit. */
@@ -200,16 +186,18 @@ export class PgJournal implements Journal {
 
   async events(sessionId: string, opts: { after?: number; limit?: number } = {}): Promise<StoredEvent[]> {
     return this.read(async () =>
-      (await this.pool.query<PgEventRow>("SELECT * FROM vak.events WHERE chain = $1 AND session_seq > $2 ORDER BY seq LIMIT $3", [sessionId, opts.after ?? 0, opts.limit ?? null])).rows.map(pgStored),
+      (await this.pool.query<PgEventRow>(`SELECT ${EVENT_COLUMNS} FROM vak.events WHERE chain = $1 AND session_seq > $2 ORDER BY seq LIMIT $3`, [sessionId, opts.after ?? 0, opts.limit ?? null])).rows.map(pgStored),
     );
   }
 
   async search(query: string, opts: { session?: string; limit?: number } = {}): Promise<StoredEvent[]> {
-    const run = (q: TsQuery) => {
+    const run = async (q: TsQuery) => {
+      // A query with no words (only punctuation) finds nothing, as an empty tsquery would.
+      if (q.params[0] === "") return { rows: [] };
       const params: unknown[] = [...q.params];
       const session = opts.session ? `AND chain = $${params.push(opts.session)}` : "";
       const limit = `$${params.push(opts.limit ?? 100)}`;
-      return this.pool.query<PgEventRow>(`SELECT * FROM vak.events WHERE vak.search_vector(payload) @@ (${q.sql}) ${session} ORDER BY time, chain, seq LIMIT ${limit}`, params);
+      return this.pool.query<PgEventRow>(`SELECT ${EVENT_COLUMNS} FROM vak.events WHERE search @@ (${q.sql}) ${session} ORDER BY time, chain, seq LIMIT ${limit}`, params);
     };
     return this.read(async () => {
       const parsed = parseQuery(query);

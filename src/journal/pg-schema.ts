@@ -17,15 +17,23 @@ import { VakError } from "../policy/errors.js";
  *   the chain itself, but not by its heads.
  * - anchors: where a pruned chain now starts, each named by a journal.pruned event.
  *
+ * events.search holds each payload's words as Vak splits them (pg-search.ts),
+ * under a GIN index; verify checks them against the payload. They are not on
+ * the chain: a search is a way in, the chain is the proof.
+ *
  * Every event's chain must be a session (a statement-level trigger, once per
- * INSERT, instead of a row-level foreign key).
+ * INSERT or COPY, instead of a row-level foreign key).
  *
  * Triggers refuse UPDATE and DELETE (row) and TRUNCATE (statement: row triggers
  * do not fire on TRUNCATE) on every table but meta; DELETE of events is let
  * through only inside `vak journal prune`'s transaction (vak.pruning), which
  * needs the owner anyway, since the writer role holds only SELECT and INSERT.
+ *
+ * Version 2 (this one) moved search from an index over vak.search_vector(payload),
+ * computed by the server on every insert, to the search column; init-db brings a
+ * version 1 database up to it (migrateSearch() in pg-admin.ts).
  */
-export const PG_SCHEMA_VERSION = 1;
+export const PG_SCHEMA_VERSION = 2;
 
 /** The role hosts write as, unless init-db is told otherwise. */
 export const DEFAULT_WRITER_ROLE = "vak_writer";
@@ -34,9 +42,6 @@ export const ROLE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
 /** The search index's pending list, in kB (PostgreSQL's default is 4096). */
 const GIN_PENDING_KB = 32768;
-
-/** Indexed text per payload: at most this many characters (a tsvector holds at most 1 MB). */
-export const SEARCH_CHARS = 65536;
 
 export const PG_SCHEMA = `
 CREATE SCHEMA IF NOT EXISTS vak;
@@ -63,8 +68,11 @@ CREATE TABLE IF NOT EXISTS vak.events (
   payload text NOT NULL,
   prev_hash text NOT NULL,
   hash text NOT NULL,
+  search tsvector NOT NULL,
   UNIQUE (chain, seq)
 );
+-- Version 1 had no search column: added here, filled by init-db (migrateSearch), then made NOT NULL (PG_SCHEMA_END).
+ALTER TABLE vak.events ADD COLUMN IF NOT EXISTS search tsvector;
 CREATE INDEX IF NOT EXISTS events_time ON vak.events (time);
 -- No index of kind: every read by kind is within one session, through (chain, seq); one index fewer per event.
 DROP INDEX IF EXISTS vak.events_kind;
@@ -73,15 +81,6 @@ CREATE TABLE IF NOT EXISTS vak.anchors (
   chain text NOT NULL, seq bigint NOT NULL, hash text NOT NULL, prune text NOT NULL, pruned_at text NOT NULL,
   PRIMARY KEY (chain, seq)
 );
-
--- Search: words as SQLite's FTS5 sees them (runs of letters and digits, case-folded, no stemming).
-CREATE OR REPLACE FUNCTION vak.search_words(t text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
-  AS $$ SELECT pg_catalog.regexp_replace(pg_catalog.left(t, ${SEARCH_CHARS}), '[^[:alnum:]]+', ' ', 'g') $$;
-CREATE OR REPLACE FUNCTION vak.search_vector(t text) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE
-  AS $$ SELECT pg_catalog.to_tsvector('pg_catalog.simple'::pg_catalog.regconfig, vak.search_words(t)) $$;
--- A large pending list: an insert appends its words to it, and autovacuum (not the commit) merges them into the index.
-CREATE INDEX IF NOT EXISTS events_search ON vak.events USING gin (vak.search_vector(payload)) WITH (gin_pending_list_limit = ${GIN_PENDING_KB});
-ALTER INDEX vak.events_search SET (gin_pending_list_limit = ${GIN_PENDING_KB});
 
 -- Every event's chain is a session: checked once per INSERT statement over the chains it names (a row-level
 -- foreign key locks the session's row once per event, the largest cost of a batch after the search index).
@@ -119,7 +118,21 @@ BEGIN
     EXECUTE format('CREATE TRIGGER %I BEFORE TRUNCATE ON vak.%I FOR EACH STATEMENT EXECUTE FUNCTION vak.refuse_change()', t || '_no_truncate', t);
   END LOOP;
 END $$;
-INSERT INTO vak.meta (key, value) VALUES ('schema', '${PG_SCHEMA_VERSION}') ON CONFLICT (key) DO NOTHING;
+`;
+
+/**
+ * What init-db runs once every event has its search terms: the column made
+ * NOT NULL, its index, and version 1's search index and functions removed.
+ */
+export const PG_SCHEMA_END = `
+ALTER TABLE vak.events ALTER COLUMN search SET NOT NULL;
+DROP INDEX IF EXISTS vak.events_search;
+DROP FUNCTION IF EXISTS vak.search_vector(text);
+DROP FUNCTION IF EXISTS vak.search_words(text);
+-- A large pending list: an insert appends its words to it, and autovacuum (not the commit) merges them into the index.
+CREATE INDEX IF NOT EXISTS events_terms ON vak.events USING gin (search) WITH (gin_pending_list_limit = ${GIN_PENDING_KB});
+ALTER INDEX vak.events_terms SET (gin_pending_list_limit = ${GIN_PENDING_KB});
+INSERT INTO vak.meta (key, value) VALUES ('schema', '${PG_SCHEMA_VERSION}') ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 `;
 
 /** The writer role's grants: read everything, insert into sessions, events and heads, nothing else. */
@@ -143,6 +156,8 @@ GRANT SELECT ON vak.anchors, vak.meta TO ${role};
 export function checkSchemaVersion(found: string | undefined, location: string): void {
   if (found === undefined)
     throw new VakError("journal", `the journal at ${location} has no Vak schema; create it once with the database owner: vak journal init-db --admin-url REF`);
+  if (Number(found) < PG_SCHEMA_VERSION)
+    throw new VakError("journal", `the journal at ${location} has schema version ${found}; this Vak needs version ${PG_SCHEMA_VERSION}: bring it up to date once with the database owner (every event is kept): vak journal init-db --admin-url REF`);
   if (Number(found) !== PG_SCHEMA_VERSION)
-    throw new VakError("journal", `the journal at ${location} has schema version ${found}; this Vak knows version ${PG_SCHEMA_VERSION}`);
+    throw new VakError("journal", `the journal at ${location} has schema version ${found}; this Vak knows version ${PG_SCHEMA_VERSION} (a newer Vak made it: use that one)`);
 }

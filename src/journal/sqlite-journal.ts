@@ -5,11 +5,12 @@ import { VakError } from "../policy/errors.js";
 import { vakDirs } from "../policy/state.js";
 import { Redactor } from "../secrets/redact.js";
 import type { VerifyResult } from "./chain.js";
+import { BatchedJournal } from "./batched-journal.js";
 import { CommitQueue, type PreparedEvent } from "./commit-queue.js";
-import type { Actor, NewEvent, StoredEvent } from "./events.js";
+import type { Actor, StoredEvent } from "./events.js";
 import { ingestSpools } from "./ingest.js";
-import type { Committed, Journal, PruneResult, SessionFilter, SessionInfo, SessionStart, Watch } from "./journal.js";
-import { type SessionRow, type SessionWriter, startSession } from "./session-writer.js";
+import type { Committed, Journal, PruneResult, SessionFilter, SessionInfo, Watch } from "./journal.js";
+import type { SessionRow } from "./session-writer.js";
 import { spoolDir } from "./spool.js";
 import { CHAIN_SQL, type ChainEnd, link, SqliteChain, verifySqlite } from "./sqlite-chain.js";
 import { prunePrefix } from "./sqlite-prune.js";
@@ -36,14 +37,14 @@ export function defaultJournalPath(env: NodeJS.ProcessEnv = process.env): string
 /** How often a watcher looks for commits made by other processes. */
 const WATCH_POLL_MS = 200;
 
-export class SqliteJournal implements Journal {
+export class SqliteJournal extends BatchedJournal implements Journal {
   readonly backend = "sqlite";
   readonly location: string;
   readonly redactor: Redactor;
   private readonly db: Db;
   private readonly chain: SqliteChain;
   private readonly insertSession: Database.Statement;
-  private readonly queue: CommitQueue;
+  protected readonly queue: CommitQueue;
   /** Where this journal's last commit left the chain; undefined until one has, and after anything else wrote. */
   private chainEnd: ChainEnd | undefined;
   private writer: SqliteWriter | undefined;
@@ -53,6 +54,7 @@ export class SqliteJournal implements Journal {
     db: Db,
     redactor: Redactor,
   ) {
+    super();
     this.location = path;
     this.db = db;
     this.redactor = redactor;
@@ -93,25 +95,9 @@ export class SqliteJournal implements Journal {
     }
   }
 
-  async close(): Promise<void> {
-    try {
-      await this.queue.flush();
-    } finally {
-      await this.writer?.close();
-      this.db.close();
-    }
-  }
-
-  startSession(info: SessionStart): SessionWriter {
-    return startSession(this, (t) => this.redactor.text(t), info);
-  }
-
-  enqueue(session: SessionWriter, event: NewEvent): Promise<StoredEvent> {
-    return this.queue.enqueue(session, event);
-  }
-
-  flush(): Promise<void> {
-    return this.queue.flush();
+  protected async release(): Promise<void> {
+    await this.writer?.close();
+    this.db.close();
   }
 
   /** One durable commit (the caller is the commit queue): on the writer thread when the chain's end is known, else here. */

@@ -156,8 +156,8 @@ except OSError as e:
     await j.close();
     const c = new pg.Client(pgTarget({ url: db.writerUrl, what: "test" }).config);
     await c.connect();
-    const row = (chain: string, seq: number) => `('${chain}', ${seq}, 1, 't', 'message', '{}', 0, '{}', '${"0".repeat(64)}', '${"0".repeat(64)}')`;
-    const insert = (rows: string[]) => c.query(`INSERT INTO vak.events (chain, seq, session_seq, time, kind, actor, generation, payload, prev_hash, hash) VALUES ${rows.join(", ")}`);
+    const row = (chain: string, seq: number) => `('${chain}', ${seq}, 1, 't', 'message', '{}', 0, '{}', '${"0".repeat(64)}', '${"0".repeat(64)}', '')`;
+    const insert = (rows: string[]) => c.query(`INSERT INTO vak.events (chain, seq, session_seq, time, kind, actor, generation, payload, prev_hash, hash, search) VALUES ${rows.join(", ")}`);
     try {
       await expect(insert([row("no-such-session", 1)])).rejects.toThrow(/event of session no-such-session refused: the session is not in the journal/);
       await expect(insert([row(w.id, 100), row("no-such-session", 1)])).rejects.toThrow(/the session is not in the journal/);
