@@ -96,6 +96,8 @@ const row = (i) => ["s", i, i, new Date().toISOString(), "tool.result", '{"compo
 
 function sqliteBaseline(dir) {
   // One durable INSERT per event, as a naive logger would do it.
+  rmSync(join(dir, "plain.db"), { force: true });
+  rmSync(join(dir, "plain.db-wal"), { force: true });
   const db = new Database(join(dir, "plain.db"));
   db.pragma("journal_mode = WAL");
   db.pragma("synchronous = FULL");
@@ -196,7 +198,7 @@ export async function journalBench(root) {
     const runs = { sqlite: [], pg: [], sqlitePlain: [], pgPlain: [] };
     for (let r = 1; r <= ROUNDS; r++) {
       runs.sqlitePlain.push(sqliteBaseline(dir));
-      rmSync(join(dir, "journal.db"), { force: true });
+      for (const f of ["journal.db", "journal.db-wal", "journal.db-shm"]) rmSync(join(dir, f), { force: true });
       const sqlite = await SqliteJournal.open({ path: join(dir, "journal.db"), ingest: false });
       const s = await measure(sqlite);
       await sqlite.close();

@@ -52,8 +52,15 @@ export function searchTerms(payload: string): string {
     if (!ps) at.set(w, [pos]);
     else if (ps.length < MAX_POSITIONS && ps[ps.length - 1] !== pos) ps.push(pos);
   }
-  const lexemes = [...at.keys()].map((w) => [w, Buffer.from(w)] as const).sort((a, b) => Buffer.compare(a[1], b[1]));
-  return lexemes.map(([w]) => `'${w}':${at.get(w)!.join(",")}`).join(" ");
+  return [...at.keys()].sort(byteOrder).map((w) => `'${w}':${at.get(w)!.join(",")}`).join(" ");
+}
+
+const ASTRAL = /[\uD800-\uDFFF]/;
+
+/** The order of the strings' UTF-8 bytes: the order of their UTF-16 units, unless one holds a character past U+FFFF. */
+function byteOrder(a: string, b: string): number {
+  if (ASTRAL.test(a) || ASTRAL.test(b)) return Buffer.compare(Buffer.from(a), Buffer.from(b));
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 type Item = { text: string; prefix: boolean; not: boolean };

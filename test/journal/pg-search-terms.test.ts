@@ -29,7 +29,7 @@ describe("PostgreSQL search terms", () => {
       `${"word ".repeat(300)}other`, // more positions than a lexeme keeps
       `${"x ".repeat(17000)}late`, // positions past the last one PostgreSQL stores
       `${"a".repeat(2046)} ${"b".repeat(2047)} ${"é".repeat(1023)} ${"è".repeat(1024)}`, // lexemes at and past the byte limit
-      "b a c ab aa a\u0301 z Z",
+      "b a c ab aa a\u0301 z Z \u{1F600}x \uFFFDx \uE000x 𝔘𝔫𝔦 ｗｉｄｅ",
     ];
     for (const t of texts) {
       const payload = JSON.stringify({ t });
