@@ -22,10 +22,13 @@ export default function setup(project: TestProject): void {
   chmodSync(cache, 0o755);
   let problem = "";
   const started = Date.now();
-  if (!process.env.DOCKER_HOST && !existsSync("/var/run/docker.sock") && !existsSync("/run/podman/podman.sock"))
+  // VAK_TEST_CONTAINER_ENGINE=podman runs the project on Podman instead: its service's socket in CONTAINER_HOST.
+  const engine = process.env.VAK_TEST_CONTAINER_ENGINE === "podman" ? "podman" : "docker";
+  const hostVar = engine === "podman" ? process.env.CONTAINER_HOST : process.env.DOCKER_HOST;
+  if (!hostVar && !existsSync("/var/run/docker.sock") && !existsSync("/run/podman/podman.sock"))
     problem = "no container engine: DOCKER_HOST is unset and no engine socket exists (.ci/run installs docker.io and starts dockerd)";
   else {
-    const r = spawnSync(process.execPath, [join(ROOT, "bin/vak.cjs"), "container", "build-image", "--json"], {
+    const r = spawnSync(process.execPath, [join(ROOT, "bin/vak.cjs"), "container", "build-image", "--engine", engine, "--json"], {
       env: { ...process.env, XDG_CACHE_HOME: cache }, encoding: "utf8", timeout: 20 * 60_000,
     });
     if (r.status !== 0) problem = `vak container build-image failed (exit ${r.status}): ${(r.stderr || r.error?.message || "").trim().slice(-800)}`;
@@ -34,7 +37,7 @@ export default function setup(project: TestProject): void {
   // The tests run vak as an unprivileged user (container-setup.ts): it must read the record and use the engine.
   if (!problem) {
     for (const d of [join(cache, "vak"), join(cache, "vak", "container")]) chmodSync(d, 0o755);
-    const sock = (process.env.DOCKER_HOST ?? "unix:///var/run/docker.sock").replace(/^unix:\/\//, "");
+    const sock = (hostVar ?? (engine === "podman" ? "unix:///run/podman/podman.sock" : "unix:///var/run/docker.sock")).replace(/^unix:\/\//, "");
     if (process.getuid?.() === 0 && existsSync(sock)) execFileSync("chgrp", [String(CONTAINER_TEST_UID), sock]);
   }
   project.provide("containerCache", cache);
