@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import type { Redactor } from "../secrets/redact.js";
 
 /**
  * The journal keeps no string longer than this: a longer one (a model's
@@ -15,14 +16,7 @@ function cut(s: string): string {
   return `${s.slice(0, HEAD_CHARS)}… [cut by the journal: ${bytes} bytes in all, sha256 ${createHash("sha256").update(s).digest("hex")}]`;
 }
 
-/** Every string in a JSON-like value (already depth-bounded by the redactor), cut to the bound. */
-export function boundStrings<T>(v: T): T {
-  if (typeof v === "string") return cut(v) as T;
-  if (Array.isArray(v)) return v.map(boundStrings) as T;
-  if (v && typeof v === "object") {
-    const o: Record<string, unknown> = {};
-    for (const [k, x] of Object.entries(v as Record<string, unknown>)) o[cut(k)] = boundStrings(x);
-    return o as T;
-  }
-  return v;
+/** A value as the journal stores it: redacted, every string bounded (in one walk), as JSON text. */
+export function recordedJson(redactor: Redactor, v: unknown): string {
+  return JSON.stringify(redactor.value(v, 0, (s) => cut(redactor.text(s))));
 }

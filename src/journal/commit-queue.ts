@@ -1,6 +1,6 @@
 import { VakError } from "../policy/errors.js";
 import type { Redactor } from "../secrets/redact.js";
-import { boundStrings } from "./bounds.js";
+import { recordedJson } from "./bounds.js";
 import type { ChainRow } from "./chain.js";
 import { checkEvent, type NewEvent, type StoredEvent } from "./events.js";
 import type { SessionRow, SessionWriter } from "./session-writer.js";
@@ -105,8 +105,8 @@ export class CommitQueue {
     const knows = this.redactor.knows;
     if (p.text?.knows !== knows) {
       const e = p.event;
-      const payload = JSON.stringify(boundStrings(this.redactor.value(e.payload)));
-      p.text = { actor: JSON.stringify(boundStrings(this.redactor.value(e.actor))), payload, search: this.searchTerms?.(payload), knows };
+      const payload = recordedJson(this.redactor, e.payload);
+      p.text = { actor: recordedJson(this.redactor, e.actor), payload, search: this.searchTerms?.(payload), knows };
     }
     return p.text;
   }

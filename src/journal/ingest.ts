@@ -1,5 +1,5 @@
 import { renameSync, unlinkSync } from "node:fs";
-import { boundStrings } from "./bounds.js";
+import { recordedJson } from "./bounds.js";
 import type { Redactor } from "../secrets/redact.js";
 import type { PreparedEvent } from "./commit-queue.js";
 import { checkEvent, type EventKind } from "./events.js";
@@ -72,8 +72,8 @@ function* runBatches(redactor: Redactor, header: SpoolHeader, lines: Iterable<Sp
   const add = (e: SpoolLine) => {
     last = e.kind;
     batch.push({
-      session: header.session, session_seq: ++count, time: e.time, kind: e.kind, actor: JSON.stringify(boundStrings(redactor.value(e.actor))),
-      generation: e.generation, payload: JSON.stringify(boundStrings(redactor.value(e.payload))),
+      session: header.session, session_seq: ++count, time: e.time, kind: e.kind, actor: recordedJson(redactor, e.actor),
+      generation: e.generation, payload: recordedJson(redactor, e.payload),
     });
   };
   for (const l of lines) {

@@ -3,7 +3,7 @@ import { hostname } from "node:os";
 import pg from "pg";
 import { VakError } from "../policy/errors.js";
 import { Redactor } from "../secrets/redact.js";
-import { boundStrings } from "./bounds.js";
+import { recordedJson } from "./bounds.js";
 import type { VerifyResult } from "./chain.js";
 import { BatchedJournal } from "./batched-journal.js";
 import { CommitQueue, type PreparedEvent } from "./commit-queue.js";
@@ -264,7 +264,7 @@ export class PgJournal extends BatchedJournal implements Journal {
         const throughSeq = Math.max(...cuts.map((x) => x.seq));
         const id = newSessionId();
         const ev = (n: number, kind: string, payload: Record<string, unknown>, a: Actor = actor): PreparedEvent => ({
-          session: id, session_seq: n, time: now, kind, actor: JSON.stringify(boundStrings(this.redactor.value(a))), generation: 0, payload: JSON.stringify(boundStrings(this.redactor.value(payload))),
+          session: id, session_seq: n, time: now, kind, actor: recordedJson(this.redactor, a), generation: 0, payload: recordedJson(this.redactor, payload),
         });
         await appendBatch(c, this.host, [
           { ...ev(1, "session.started", { kind: "journal", title: "journal maintenance" }), newSession: { kind: "journal", started: now, title: "journal maintenance", workspace: null } },

@@ -28,19 +28,23 @@ export interface ChainEnd {
 /** One events row's values, in CHAIN_SQL.event's order. */
 export type EventValues = [number, string, number, string, string, string, number, string, string, string];
 
-/** Chains rows after end: each one's seq, prev_hash and hash, the rows' values, the stored events, and the new end. */
-export function link(end: ChainEnd, rows: NewRow[]): { values: EventValues[]; stored: StoredEvent[]; end: ChainEnd } {
+/**
+ * Chains rows after end: each one's seq, prev_hash and hash, the rows' values
+ * and the new end; the stored events when asked (a commit on the writer thread
+ * makes them while the thread writes).
+ */
+export function link(end: ChainEnd, rows: NewRow[]): { values: EventValues[]; stored: () => StoredEvent[]; end: ChainEnd } {
   let { seq, hash: prev } = end;
   const values: EventValues[] = [];
-  const stored: StoredEvent[] = [];
   for (const r of rows) {
     seq += 1;
     const ev = { ...r, seq };
     const hash = eventHash(prev, ev);
     values.push([ev.seq, ev.session, ev.session_seq, ev.time, ev.kind, ev.actor, ev.generation, ev.payload, prev, hash]);
-    stored.push(toStored({ ...ev, prev_hash: prev, hash }));
     prev = hash;
   }
+  const stored = () =>
+    values.map(([seq, session, session_seq, time, kind, actor, generation, payload, prev_hash, hash]) => toStored({ seq, session, session_seq, time, kind, actor, generation, payload, prev_hash, hash }));
   return { values, stored, end: { seq, hash: prev } };
 }
 
@@ -73,7 +77,7 @@ export class SqliteChain {
     const l = link(this.end(), rows);
     for (const v of l.values) this.insert.run(...v);
     this.setHead.run(l.end.seq, l.end.hash);
-    return l.stored;
+    return l.stored();
   }
 }
 

@@ -121,10 +121,12 @@ export class SqliteJournal extends BatchedJournal implements Journal {
     const l = link(after, batch.map(({ newSession: _n, ...row }) => row));
     const sessions = batch.filter((p) => p.newSession).map((p): [string, string, string, string, string | null] => [p.session, p.newSession!.kind, p.newSession!.started, p.newSession!.title, p.newSession!.workspace]);
     this.writer ??= new SqliteWriter(this.path, CHAIN_SQL, GENESIS);
-    const answer = await this.writer.write({ sessions, after, events: l.values });
+    const writing = this.writer.write({ sessions, after, events: l.values });
+    const stored = l.stored(); // while the thread writes
+    const answer = await writing;
     if (answer.ok) {
       this.chainEnd = l.end;
-      return l.stored;
+      return stored;
     }
     if ("stale" in answer) return this.commitHere(batch);
     throw Object.assign(new Error(answer.error.message), { code: answer.error.code });
