@@ -34,6 +34,23 @@ describe.each(BACKENDS.map((b) => [b().name, b] as const))("journal (%s)", (_nam
     }
   }
 
+  it("keeps no string past 64 KiB, key or value, and redacts before it cuts", async () => {
+    const j = await backend.open();
+    j.redactor.add("hunter2-secret-value");
+    const w = j.startSession({ kind: "exec", title: "long" });
+    const long = `token hunter2-secret-value ${"x".repeat(100_000)}`;
+    await w.append("tool.result", { component: "exec" }, 1, { op: "read", ok: true, text: long, nested: [{ [`k${"y".repeat(70_000)}`]: 1 }] });
+    await w.end("ok");
+    const [, e] = await j.events(w.id);
+    const p = e!.payload as { text: string; nested: Record<string, number>[] };
+    expect(p.text).toMatch(/^token \[REDACTED\] x+… \[cut by the journal: \d+ bytes in all, sha256 [0-9a-f]{64}\]$/);
+    expect(p.text.length).toBeLessThan(4300);
+    expect(Object.keys(p.nested[0]!)[0]).toMatch(/^ky+… \[cut by the journal: 70001 bytes in all/);
+    expect(JSON.stringify(e)).not.toContain("hunter2-secret-value");
+    expect(await j.verify()).toMatchObject({ ok: true });
+    await j.close();
+  });
+
   it("records sessions and events in order, and verifies", async () => {
     const { j } = await populated();
     const [one] = await j.sessions();
