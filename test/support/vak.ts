@@ -33,7 +33,7 @@ export function baseEnv(extra: Record<string, string> = {}): Record<string, stri
   };
   // The container backend's engine and the image record the run built (test/support/container-global.ts).
   if (BACKEND === "container")
-    for (const k of ["DOCKER_HOST", "XDG_CACHE_HOME"]) if (process.env[k]) env[k] = process.env[k]!;
+    for (const k of ["DOCKER_HOST", "CONTAINER_HOST", "XDG_CACHE_HOME"]) if (process.env[k]) env[k] = process.env[k]!;
   return { ...env, ...extra };
 }
 
