@@ -154,9 +154,10 @@ describe("the container backend fails closed", () => {
   }
 
   it("an engine that is not running: refused, with how to start it, and nothing runs", async () => {
-    const r = await sandboxSh(s.ws, "echo ran > ran", [], { env: baseEnv({ DOCKER_HOST: "unix:///nonexistent/docker.sock" }) });
+    // Docker's client reads DOCKER_HOST, Podman's CONTAINER_HOST.
+    const r = await sandboxSh(s.ws, "echo ran > ran", [], { env: baseEnv({ DOCKER_HOST: "unix:///nonexistent/docker.sock", CONTAINER_HOST: "unix:///nonexistent/podman.sock" }) });
     expect(r.code).toBe(125);
-    expect(r.stderr).toMatch(/the container engine \(docker\) did not run the sandbox.*start it/);
+    expect(r.stderr).toMatch(/the container engine \((docker|podman)\) did not run the sandbox.*start it/);
     expect(r.stdout).not.toContain("ran");
   });
 
@@ -176,14 +177,14 @@ describe("the container backend fails closed", () => {
     const r = await sandboxSh(s.ws, "echo ran", [], { env: baseEnv({ XDG_CACHE_HOME: record((x) => (x.image = "vak-sandbox:0000000000000000")) }) });
     expect(r.code).toBe(125);
     expect(r.stdout).not.toContain("ran");
-    expect(r.stderr).toMatch(/No such image|not found|does not exist/i);
+    expect(r.stderr).toMatch(/No such image|not found|does not exist|image not known/i);
     expect(r.stderr).not.toMatch(/pull(ing)? (access|from)/i);
   });
 
   it("a missing engine binary: refused, with how to install one", async () => {
     const r = await sandboxSh(s.ws, "true", [], { env: baseEnv({ XDG_CACHE_HOME: record((x) => (x.engineBin = "/nonexistent/docker")) }) });
     expect(r.code).toBe(125);
-    expect(r.stderr).toMatch(/container engine docker is missing.*apt-get install docker\.io/);
+    expect(r.stderr).toMatch(/container engine (docker|podman) is missing.*apt-get install docker\.io/);
   });
 
   it("a record anyone may write is not trusted", async () => {
