@@ -40,7 +40,7 @@ const append = (s) => s.append("tool.result", { component: "bench" }, 1, payload
  * events/s, paced by the clock (every 5 ms, as many as are due), with the
  * latency of each acknowledgement (a durable commit).
  */
-async function measure(j, serverCpu = () => 0) {
+export async function measure(j, serverCpu = () => 0) {
   const s = j.startSession({ kind: "bench", title: "throughput" });
   const rates = {};
   {
@@ -132,7 +132,7 @@ async function pgBaseline(config) {
 }
 
 /** CPU seconds used so far by every process of the PostgreSQL server (its backends, WAL writer, checkpointer, autovacuum). */
-function serverCpuOf(postmaster) {
+export function serverCpuOf(postmaster) {
   const tick = 100; // USER_HZ
   return () => {
     let t = 0;

@@ -40,7 +40,13 @@ export const DEFAULT_WRITER_ROLE = "vak_writer";
 
 export const ROLE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
-/** The search index's pending list, in kB (PostgreSQL's default is 4096). */
+/**
+ * The search index's pending list, in kB (PostgreSQL's default is 4096).
+ * Autovacuum merges it into the index off the commit path, unless inserts
+ * fill it first: then the insert that finds it full merges it inside its
+ * commit (2.4 s for 32 MB here). Measured interleaved, 32 MB cost the server
+ * 10-11 µs an event against 23-33 for 4 MB and 20-41 for 1 MB.
+ */
 const GIN_PENDING_KB = 32768;
 
 export const PG_SCHEMA = `
