@@ -234,6 +234,22 @@ describe("framing inside a terminated tunnel", () => {
     }
   });
 
+  it("an HTTP/1.0 client gets a chunked answer decoded and delimited by the close, never chunk framing it cannot read", async () => {
+    const x = await setup(() => "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n");
+    try {
+      const t = await x.open();
+      const r = reading(t);
+      t.write(`GET /old HTTP/1.0\r\nHost: api.test:${x.up.port}\r\n\r\n`);
+      await r.closed;
+      expect(r.text()).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+      expect(r.text()).toContain("Connection: close\r\n");
+      expect(r.text()).not.toMatch(/Transfer-Encoding/i);
+      expect(r.text().endsWith("\r\n\r\nabcde")).toBe(true);
+    } finally {
+      await x.close();
+    }
+  });
+
   it("a client's bytes past its Content-Length or its last chunk are the next request, decided as any other", async () => {
     // Path grants: /w/* may be written, nothing else.
     const x = await setup(() => undefined, (port) => [`api.test:${port}/w/*`, `127.0.0.1:${port}/w/*`]);
