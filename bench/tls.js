@@ -109,14 +109,17 @@ export async function tlsBench({ vak, env }) {
     }
     const best = (xs) => Math.max(...xs) / 1e6;
     const med = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    // Each round's own ratio (its three downloads ran back to back): the median of those moves less with the load than the best of each.
+    const ratio = med(terminated.map((t, i) => t / spliced[i]));
+    const verdict = (ok) => (ok ? "met" : "missed");
     console.log(`\nTLS at the gate: an HTTPS download of ${MB} MiB over loopback (best of ${DOWNLOADS}, interleaved; load average ${loadBefore} before, ${load()} after)`);
     console.log(`  direct curl                                   ${best(direct).toFixed(0).padStart(6)} MB/s   (baseline)`);
     console.log(`  curl in vak exec, spliced tunnel               ${best(spliced).toFixed(0).padStart(6)} MB/s   ${((100 * best(spliced)) / best(direct)).toFixed(0)}% of direct`);
-    console.log(`  curl in vak exec, TLS terminated at the gate   ${best(terminated).toFixed(0).padStart(6)} MB/s   ${((100 * best(terminated)) / best(direct)).toFixed(0)}% of direct, ${((100 * best(terminated)) / best(spliced)).toFixed(0)}% of spliced`);
-    console.log("  target: terminated at least 50% of spliced");
+    console.log(`  curl in vak exec, TLS terminated at the gate   ${best(terminated).toFixed(0).padStart(6)} MB/s   ${((100 * best(terminated)) / best(direct)).toFixed(0)}% of direct, ${((100 * best(terminated)) / best(spliced)).toFixed(0)}% of spliced (best); median of the rounds' own ratios ${(100 * ratio).toFixed(0)}%`);
+    console.log(`  target: terminated at least 50% of spliced: ${verdict(ratio >= 0.5)} (median of rounds), ${verdict(best(terminated) >= 0.5 * best(spliced))} (best of each)`);
     if (TIME) {
       console.log(`  CPU of the whole run (median): direct curl ${med(cpu.direct).toFixed(0)} ms, spliced ${med(cpu.spliced).toFixed(0)} ms, terminated ${med(cpu.terminated).toFixed(0)} ms`);
-      console.log(`  the gate's CPU for terminating: +${((med(cpu.terminated) - med(cpu.spliced)) / MB).toFixed(2)} ms per MiB (decrypting, checking, encrypting again)`);
+      console.log(`  the gate's CPU for terminating: +${((med(cpu.terminated) - med(cpu.spliced)) / MB).toFixed(2)} ms per MiB (decrypting, checking, encrypting again; median of rounds' own differences +${(med(cpu.terminated.map((t, i) => t - cpu.spliced[i])) / MB).toFixed(2)})`);
     }
 
     // The first request of a run to a host: curl's own measure, from its start to the last byte of a tiny answer.
@@ -127,12 +130,12 @@ export async function tlsBench({ vak, env }) {
       s.push(Number(await exec(`127.0.0.1:${port}`, ...first)) * 1000);
       t.push(Number(await exec(`read:127.0.0.1:${port}`, ...first)) * 1000);
     }
-    const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    const median = med;
     console.log(`\nTLS at the gate: the first request of a run to a host, curl's time_total (median of ${ROUNDS}, interleaved; load average ${load()})`);
     console.log(`  spliced tunnel                  ${median(s).toFixed(2).padStart(7)} ms   (baseline)`);
     const paired = median(t.map((x, i) => x - s[i]));
     console.log(`  TLS terminated at the gate      ${median(t).toFixed(2).padStart(7)} ms   +${(median(t) - median(s)).toFixed(2)} ms (the gate's handshakes and the leaf; median of the paired differences +${paired.toFixed(2)} ms)`);
-    console.log("  target: at most 10 ms added");
+    console.log(`  target: at most 10 ms added: ${paired <= 10 ? "met" : "missed"} (median of the paired differences)`);
 
     // Start-up: a run whose grants need no termination makes no key and writes no bundle; one that does pays for both.
     const start = (grant) => {

@@ -31,14 +31,23 @@ async function terminated(conn: Connection, asked: string, target: { host: Host;
   let outcome = "completed";
   let status: number | undefined;
   let early: EarlyUpstream | undefined;
+  let recordFailed: unknown;
   try {
-    await conn.durable();
-    if (conn.socket.destroyed) throw new ClosedError();
-    status = 200;
-    // Allowed and on the record, and the client speaks TLS: the upstream's connection is made while it does its handshake.
-    const secure = await terminate(conn.socket, conn.reader, target.host, (h) => tls.serverContext(h), conn.ctx.limits.headerMs, () => {
-      early = preconnect(conn.ctx, c.address, target.port, (s) => upstreamTls(s, target.host, tls));
+    // Answered at once, while the record is made durable: the client's handshake with the gate (nothing
+    // leaves the host) overlaps the sync. Nothing goes upstream before it is durable (the early connection
+    // waits for it, and each request inside for its own record), and a record that cannot be made durable
+    // ends the tunnel.
+    const recorded = conn.durable();
+    recorded.catch((e: unknown) => {
+      recordFailed = e;
+      conn.socket.destroy();
     });
+    status = 200;
+    // Allowed, and the client speaks TLS: the upstream's connection is made (once the record is durable) while it does its handshake.
+    const secure = await terminate(conn.socket, conn.reader, target.host, (h) => tls.serverContext(h), conn.ctx.limits.headerMs, () => {
+      early = preconnect(conn.ctx, c.address, target.port, (s) => upstreamTls(s, target.host, tls), recorded);
+    });
+    await recorded;
     secure.setTimeout(conn.ctx.limits.idleMs, () => secure.destroy());
     const inner = conn.inside(secure, new SocketReader(secure, (n) => conn.ctx.take(n)), { ...target, address: c.address, resolved: c.resolved, early }, false);
     try {
@@ -47,7 +56,8 @@ async function terminated(conn: Connection, asked: string, target: { host: Host;
       inner.close();
     }
   } catch (e) {
-    if (e instanceof TerminateError) {
+    if (recordFailed !== undefined) outcome = outcomeOf(recordFailed);
+    else if (e instanceof TerminateError) {
       outcome = `refused: ${e.message}`;
       conn.ctx.record({ method: "CONNECT", asked, canonical: c.canonical, decision: "denied", code: e.code, reason: e.message, tls: "terminated" });
     } else outcome = outcomeOf(e);

@@ -1,4 +1,4 @@
-import { Agent, type ClientRequest, type IncomingMessage, request as httpRequest, STATUS_CODES } from "node:http";
+import { type ClientRequest, type IncomingMessage, request as httpRequest, STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import { connect as tlsConnect, type TLSSocket } from "node:tls";
 import type { Host } from "../policy/address.js";
@@ -7,14 +7,15 @@ import {
   responseHead, safeReason, transferCodings, transferEncoding,
 } from "./http1.js";
 import { LimitError, outcomeOf, RecordError, UpstreamError } from "./outcome.js";
-import type { Connection, EgressFields, Origin, ProxyContext } from "./proxy-context.js";
+import type { Connection, EgressFields, ProxyContext } from "./proxy-context.js";
 import { ClosedError } from "./reader.js";
+import { TLS_BUFFERS } from "./terminate.js";
 import { pumpBody } from "./tls-pump.js";
 import { carryUpgrade } from "./upgrade.js";
 
-// The requests the gate sends through Node's HTTP client: inside a terminated tunnel (over verified TLS,
-// one upstream connection kept between requests), and WebSocket upgrades; plain HTTP's other requests
-// go through spliced.ts. Each is decided before it gets here (proxy.ts); this sends it and carries its
+// The requests the gate sends through Node's HTTP client: WebSocket upgrades, and provider endpoints
+// over https (one connection each); plain HTTP's other requests go through spliced.ts, those inside a
+// terminated tunnel through tls-forward.ts. Each is decided before it gets here (proxy.ts); this sends it and carries its
 // answer back.
 
 /** A checked request, as the gate will send it through Node's client. */
@@ -45,50 +46,7 @@ function drained(w: Socket | ClientRequest): Promise<void> {
 
 /** One client connection's requests through Node's client. */
 export class NodeForwarder {
-  constructor(
-    private readonly conn: Connection,
-    /** Inside a terminated tunnel: its upstream connection is kept for the next request. */
-    private readonly origin: Origin | undefined,
-  ) {}
-
-  private agent: Agent | undefined;
-
-  /**
-   * The upstream connection of a terminated tunnel: one at a time (requests are
-   * read one at a time), to the address checked at CONNECT, verified TLS, kept
-   * between requests while the client's connection lasts (close() ends it).
-   */
-  private pool(host: Host, address: string, port: number): Agent {
-    if (this.agent) return this.agent;
-    const agent = new Agent({ keepAlive: true, maxSockets: 1, maxFreeSockets: 1, timeout: this.conn.ctx.limits.idleMs });
-    // Asynchronous (the callback form Agent takes): the socket is usable only once the upstream proxy, if any, has said yes.
-    agent.createConnection = ((_opts: unknown, done: (err: Error | null, s?: Socket) => void) => {
-      const fresh = () => {
-        let s: Socket;
-        try {
-          s = this.conn.ctx.openUpstream(address, port);
-        } catch (e) {
-          return void done(e as Error);
-        }
-        this.conn.ctx.upstreamReady(s, address, port).then(
-          () => done(null, upstreamTls(s, host, this.conn.ctx.tls)),
-          (e: Error) => (s.destroy(), done(new UpstreamError(e.message))),
-        );
-      };
-      // The first request takes the connection opened with the tunnel (tls-early.ts), if it is still open.
-      const early = this.origin?.early?.take();
-      if (!early) return void fresh();
-      early.then((t) => (t ? done(null, t) : fresh()), (e: Error) => done(e));
-      return undefined;
-    }) as unknown as Agent["createConnection"];
-    this.agent = agent;
-    return agent;
-  }
-
-  /** Ends what this connection still holds upstream (a terminated tunnel's kept connection). */
-  close(): void {
-    this.agent?.destroy();
-  }
+  constructor(private readonly conn: Connection) {}
 
   private async write(data: Buffer | Buffer[]): Promise<void> {
     let ok = true;
@@ -99,10 +57,8 @@ export class NodeForwarder {
   /** Sends one checked request and carries its answer; true when the client's connection may carry another. */
   async send(r: NodeRequest, allowed: EgressFields): Promise<boolean> {
     const { head, framing, method, path, headers, target, upgrade, overTls } = r;
-    // Inside a terminated tunnel one upstream connection is kept for the next request (pooled: below).
-    const pooled = Boolean(this.origin) && !upgrade;
     if (upgrade) headers.push(["Connection", "Upgrade"], ["Upgrade", "websocket"]);
-    else if (!pooled) headers.push(["Connection", "close"]);
+    else headers.push(["Connection", "close"]);
 
     let status: number | undefined;
     let bytesUp = 0;
@@ -116,17 +72,13 @@ export class NodeForwarder {
     try {
       await this.conn.durable();
       if (this.conn.socket.destroyed) throw new ClosedError();
-      let req: ClientRequest;
-      if (pooled) req = httpRequest({ agent: this.pool(target.host, r.address, target.port), method, path, headers: headers.flat(), setHost: false });
-      else {
-        const s = this.conn.ctx.openUpstream(r.address, target.port);
-        upSocket = s;
-        await this.conn.ctx.upstreamReady(s, r.address, target.port).catch((e: Error) => {
-          throw this.conn.socket.destroyed ? new ClosedError() : new UpstreamError(e.message);
-        });
-        const conn = overTls ? upstreamTls(s, target.host, this.conn.ctx.tls) : s;
-        req = httpRequest({ createConnection: () => conn, method, path, headers: headers.flat(), setHost: false });
-      }
+      const s = this.conn.ctx.openUpstream(r.address, target.port);
+      upSocket = s;
+      await this.conn.ctx.upstreamReady(s, r.address, target.port).catch((e: Error) => {
+        throw this.conn.socket.destroyed ? new ClosedError() : new UpstreamError(e.message);
+      });
+      const conn = overTls ? upstreamTls(s, target.host, this.conn.ctx.tls) : s;
+      const req = httpRequest({ createConnection: () => conn, method, path, headers: headers.flat(), setHost: false });
       up = req;
       let switched: { res: IncomingMessage; socket: Socket; head: Buffer } | undefined;
       const response = new Promise<IncomingMessage>((resolve, reject) => {
@@ -199,8 +151,7 @@ export class NodeForwarder {
       }
     } finally {
       this.conn.socket.off("close", abort);
-      // A pooled request that completed gives its connection back for the next one; any other ends it.
-      if (!pooled || outcome !== "completed") up?.destroy();
+      up?.destroy();
       upSocket?.destroy();
       this.conn.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }), bytesUp, bytesDown });
     }
@@ -213,7 +164,7 @@ export function upstreamTls(s: Socket, host: Host, tls: ProxyContext["tls"]): TL
   if (!tls) throw new UpstreamError("this gate has no TLS");
   const name = host.kind === "name" ? host.name : host.ip;
   s.setNoDelay(true);
-  return tlsConnect({ socket: s, host: name, ...(host.kind === "name" ? { servername: host.name } : {}), secureContext: tls.upstream(), ALPNProtocols: ["http/1.1"] });
+  return tlsConnect({ socket: s, host: name, ...(host.kind === "name" ? { servername: host.name } : {}), secureContext: tls.upstream(), ALPNProtocols: ["http/1.1"], ...TLS_BUFFERS });
 }
 
 

@@ -16,6 +16,7 @@ import { canonicalPath, PathError } from "../policy/url-path.js";
 import { matchEndpoint } from "./endpoint.js";
 import { connect } from "./connect.js";
 import { NodeForwarder } from "./node-forward.js";
+import { TlsForwarder } from "./tls-forward.js";
 import { hostHeaderProblem } from "./proxy-head.js";
 import { UpstreamPool } from "./upstream-pool.js";
 import type { Connection, EgressFields, Origin, ProxyContext } from "./proxy-context.js";
@@ -52,7 +53,8 @@ export class ProxyConnection implements Connection {
     /** Set inside a tunnel to the relay itself: only provider endpoints are served. */
     private readonly endpointsOnly = false,
   ) {
-    this.node = new NodeForwarder(this, origin);
+    this.node = new NodeForwarder(this);
+    this.tls = origin ? new TlsForwarder(this, origin) : undefined;
     this.upstreams = new UpstreamPool(POOL_SIZE, Math.min(POOL_IDLE_MS, ctx.limits.idleMs));
     socket.once("close", () => this.upstreams.close());
   }
@@ -64,6 +66,8 @@ export class ProxyConnection implements Connection {
    * for that event's sync (ARCHITECTURE, "The egress gate": a decision is durable before a byte it allows leaves).
    */
   private durableDecision: string | undefined;
+  /** Inside a terminated tunnel: its requests, sent by the gate itself over the tunnel's upstream TLS connection. */
+  private readonly tls: TlsForwarder | undefined;
   /** Plain HTTP's upstream connections, kept between this client's requests; they end with it. */
   private readonly upstreams: UpstreamPool;
 
@@ -74,7 +78,7 @@ export class ProxyConnection implements Connection {
 
   /** Ends what this connection still holds upstream (a terminated tunnel's kept connection). */
   close(): void {
-    this.node.close();
+    this.tls?.close();
   }
 
   /** Waits until what has been recorded is durable; nothing may be connected before. */
@@ -243,14 +247,15 @@ export class ProxyConnection implements Connection {
     else if (framing.kind === "length") headers.push(["Content-Length", String(framing.length)]);
     else if (!NO_DEFAULT_BODY.has(method)) headers.push(["Content-Length", "0"]);
     // Plain HTTP: its bodies move in the kernel (spliced.ts), over an upstream connection kept for this destination.
+    const expectContinue = head.version === "1.1" && headerValues(head.headers, "expect").some((v) => v.toLowerCase() === "100-continue");
     if (!overTls && !upgrade) {
-      const expectContinue = head.version === "1.1" && headerValues(head.headers, "expect").some((v) => v.toLowerCase() === "100-continue");
       const key = UpstreamPool.key(c.address, target.port, headers[0]![1], c.rule);
       const plain = { method, path, version: head.version, headers, body: framing, expectContinue, clientClose: listed.has("close"), address: c.address, port: target.port, key };
       // Only a decision that carries nothing of its own: a secret or a placeholder put into the request, an endpoint, is waited for each time.
       const decision = refs.length || sub.withheld.length || ep ? undefined : JSON.stringify([method, c.canonical, c.address, target.port, c.rule]);
       return this.plain(plain, allowed, decision);
     }
+    if (this.tls && !upgrade) return this.tls.send({ method, path, version: head.version, headers, body: framing, expectContinue, clientClose: listed.has("close") }, allowed);
     return this.node.send({ head, framing, method, path, headers, target, address: c.address, upgrade, overTls, clientClose: listed.has("close") }, allowed);
   }
 

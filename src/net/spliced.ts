@@ -79,14 +79,14 @@ function transferError(end: TunnelEnd, limits: PlainContext["limits"], body: "re
 }
 
 /** The upstream closed (or reset) its connection before a byte of an answer. */
-class NoAnswer extends UpstreamError {
+export class NoAnswer extends UpstreamError {
   constructor() {
     super("it closed the connection without an answer");
   }
 }
 
 /** The final response head; informational (1xx) answers are read and not passed on. */
-async function readResponse(r: SocketReader, maxBytes: number): Promise<ResponseHead> {
+export async function readResponse(r: SocketReader, maxBytes: number): Promise<ResponseHead> {
   for (let i = 0; i < 8; i++) {
     let raw: Buffer | null;
     try {

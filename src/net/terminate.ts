@@ -27,6 +27,15 @@ export class TerminateError extends Error {
 
 const ESTABLISHED = Buffer.from("HTTP/1.1 200 Connection Established\r\n\r\n");
 
+/**
+ * The buffer size of a terminated tunnel's TLS sockets, both legs. With Node's
+ * 16 KiB, each 16 KiB TLS record filled a socket's buffer: every write said
+ * "full", and the source paused and resumed once per record. At 256 KiB the gate
+ * spent about a fifth less CPU per MiB on a bare relay. (Node takes the option
+ * for TLS sockets; its types do not list it.)
+ */
+export const TLS_BUFFERS: object = { highWaterMark: 256 * 1024 };
+
 /** The first bytes of a TLS ClientHello record: handshake (22), version 3.x. */
 function looksLikeTls(b: Buffer): boolean {
   return b[0] === 0x16 && b[1] === 0x03 && (b[2] ?? 0) <= 0x04;
@@ -84,6 +93,7 @@ export async function terminate(client: Socket, reader: SocketReader, target: Ho
     isServer: true,
     secureContext: ctx,
     ALPNProtocols: ["http/1.1"],
+    ...TLS_BUFFERS,
     SNICallback: (servername, cb) => {
       if (sniMatches(servername, target)) return cb(null, ctx);
       mismatch = servername;

@@ -4,7 +4,7 @@ import { UpstreamError } from "./outcome.js";
 
 /**
  * The upstream connection of a terminated tunnel, opened once its CONNECT
- * is allowed and on the record and the client's first bytes are a TLS
+ * is allowed and durably on the record and the client's first bytes are a TLS
  * handshake (plain bytes open nothing): the TCP connection and the verified
  * TLS handshake with the server are made while the client does its own
  * handshake with the gate (which, for curl, includes loading its whole CA
@@ -26,11 +26,15 @@ export interface EarlyContext {
   upstreamReady(s: Socket, address: string, port: number): Promise<void>;
 }
 
-export function preconnect(ctx: EarlyContext, address: string, port: number, secure: (s: Socket) => TLSSocket): EarlyUpstream {
+/** recorded: settles once the CONNECT's record is durable; nothing is opened before (and nothing if it rejects). */
+export function preconnect(ctx: EarlyContext, address: string, port: number, secure: (s: Socket) => TLSSocket, recorded: Promise<void> = Promise.resolve()): EarlyUpstream {
   let taken = false;
+  let discarded = false;
   let raw: Socket | undefined;
   let tls: TLSSocket | undefined;
   const ready = (async (): Promise<TLSSocket> => {
+    await recorded;
+    if (discarded) throw new UpstreamError("the tunnel ended before its upstream connection was opened");
     const s = ctx.openUpstream(address, port);
     raw = s;
     await ctx.upstreamReady(s, address, port).catch((e: Error) => {
@@ -59,6 +63,7 @@ export function preconnect(ctx: EarlyContext, address: string, port: number, sec
     discard() {
       if (taken) return;
       taken = true;
+      discarded = true;
       tls?.destroy();
       raw?.destroy();
       ready.then((t) => t.destroy(), () => {});

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
 import { chunk } from "./http1.js";
+import { UpstreamError } from "./outcome.js";
 import { ClosedError } from "./reader.js";
 
 /**
@@ -56,5 +57,65 @@ export function pumpBody(res: IncomingMessage, to: Socket, take: (n: number) => 
     res.once("close", onClose);
     to.on("drain", onDrain);
     to.once("close", onGone);
+  });
+}
+
+/**
+ * A response body the gate reads itself from an upstream's TLS socket (a
+ * terminated tunnel: tls-forward.ts), after its head: exactly length bytes,
+ * or, with length undefined, everything until the upstream ends (a
+ * close-delimited body). Straight from the socket's 'data' events (one per
+ * TLS record) to the client, each counted first, the source paused while the
+ * client is full; no parser between. Nothing past length is written: a source
+ * that sends more (a second response smuggled after the body) resolves with
+ * over set, and its connection must not carry another request. frame wraps
+ * each piece (chunked framing for an HTTP/1.1 client of a close-delimited
+ * body). Rejects with the budget's error (the source destroyed), with
+ * UpstreamError when the source ends before length, or ClosedError when the
+ * client goes; the source is paused and its listeners gone when it settles.
+ */
+export function pumpCounted(from: Socket, to: Socket, length: number | undefined, take: (n: number) => void, frame?: (d: Buffer) => Buffer): Promise<{ moved: number; over: boolean }> {
+  return new Promise((resolve, reject) => {
+    let moved = 0;
+    let settled = false;
+    const settle = (e: unknown, over = false) => {
+      if (settled) return;
+      settled = true;
+      from.off("data", onData);
+      from.off("end", onEnd);
+      from.off("close", onEnd);
+      to.off("drain", onDrain);
+      to.off("close", onGone);
+      from.pause();
+      if (e === undefined) resolve({ moved, over });
+      else reject(e);
+    };
+    const onData = (d: Buffer) => {
+      try {
+        take(d.length);
+      } catch (e) {
+        from.destroy();
+        return settle(e);
+      }
+      const left = length === undefined ? d.length : length - moved;
+      const piece = d.length > left ? d.subarray(0, left) : d;
+      moved += piece.length;
+      const ok = to.write(frame ? frame(piece) : piece);
+      if (length !== undefined && moved === length) return settle(undefined, d.length > piece.length);
+      if (!ok) from.pause();
+    };
+    const onDrain = () => from.resume();
+    const onEnd = () =>
+      settle(length === undefined ? (from.readableEnded ? undefined : new UpstreamError("its connection failed in the middle of the body")) : new UpstreamError("it closed the connection before the end of the body its Content-Length announced"));
+    const onGone = () => settle(new ClosedError());
+    if (to.destroyed) return settle(new ClosedError());
+    if (length === 0) return settle(undefined);
+    from.on("data", onData);
+    from.once("end", onEnd);
+    from.once("close", onEnd);
+    to.on("drain", onDrain);
+    to.once("close", onGone);
+    // A reader ('readable') stopped the flow before: adding a 'data' listener alone would not restart it.
+    from.resume();
   });
 }
