@@ -8,7 +8,8 @@ import { ClosedError, type SocketReader } from "./reader.js";
  * A chunked body, moved with its framing checked here and its data in the
  * kernel. The gate reads every chunk's size line and the CRLF after its data
  * itself (bounded, strict: http1.ts's chunkSize), and frames each chunk again
- * its own way (extensions and trailers dropped, `0\r\n\r\n` at the end); the
+ * its own way (extensions and trailers dropped, `0\r\n\r\n` at the end), or
+ * for an HTTP/1.0 client, which cannot be sent chunks, not at all; the
  * data of a chunk of KERNEL_CHUNK bytes or more is handed to the engine as a
  * transfer of exactly its size, so that what follows it (the next size line)
  * stays in the socket for the gate to read. A malformed chunk throws, and the
@@ -30,6 +31,8 @@ export interface ChunkedCopy {
   running(t: { done: Promise<TunnelEnd>; cancel(): void } | undefined): void;
   /** The idle time Node's sockets keep when the engine does not hold them. */
   idleMs: number;
+  /** The data alone, unframed: for an HTTP/1.0 client, whose body ends with the connection. */
+  unframed?: boolean;
 }
 
 /** Moves one chunked body from `from` (read through r) to `to`; returns the data bytes moved. */
@@ -39,10 +42,10 @@ export async function copyChunked(r: SocketReader, from: Socket, to: Socket, c: 
     const size = chunkSize(await chunkLine(r));
     if (size === 0) {
       await dropTrailers(r);
-      await queued(to, LAST);
+      if (!c.unframed) await queued(to, LAST);
       return moved;
     }
-    const line = Buffer.from(`${size.toString(16)}\r\n`);
+    const line = c.unframed ? Buffer.alloc(0) : Buffer.from(`${size.toString(16)}\r\n`);
     const had = r.takeBuffered();
     const part = had.subarray(0, size);
     r.unread(had.subarray(part.length));
@@ -74,6 +77,6 @@ export async function copyChunked(r: SocketReader, from: Socket, to: Socket, c: 
     }
     await chunkEnd(r);
     if (to.destroyed) throw new ClosedError();
-    await queued(to, CRLF);
+    if (!c.unframed) await queued(to, CRLF);
   }
 }

@@ -266,6 +266,8 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
           failed: (end) => transferError(end, ctx.limits, "response"),
           running: () => {},
           idleMs,
+          // An HTTP/1.0 client gets the data alone; the connection's end is the body's end.
+          unframed: mode === "close",
         });
       } catch (e) {
         if (e instanceof HttpError) throw new UpstreamError(`its response body: ${e.message}`);

@@ -770,6 +770,26 @@ describe("plain HTTP: transfer codings and request smuggling", () => {
   });
 });
 
+describe("plain HTTP: an HTTP/1.0 client and a chunked answer", () => {
+  it("gets the data alone, ended by the close: no chunk framing in its body, small chunks or ones the engine moves", async () => {
+    const big = "B".repeat(200 * 1024);
+    const answer = `HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nbody\r\n5;ext=1\r\nmore!\r\n${big.length.toString(16)}\r\n${big}\r\n0\r\nX-Trailer: t\r\n\r\n`;
+    const up = await lenientUpstream(() => answer);
+    const t = await testGate([`127.0.0.1:${up.port}`]);
+    try {
+      const r = await rawGate(t.gate.socketPath, t.token, `GET http://127.0.0.1:${up.port}/x HTTP/1.0\r\nHost: 127.0.0.1:${up.port}\r\n\r\n`, { waitMs: 5000 });
+      expect(statusOf(r)).toBe(200);
+      const [head, ...rest] = r.split("\r\n\r\n");
+      expect(head).not.toMatch(/transfer-encoding/i);
+      expect(head).toMatch(/\r\nConnection: close(\r\n|$)/i);
+      expect(rest.join("\r\n\r\n")).toBe(`bodymore!${big}`);
+    } finally {
+      await t.close();
+      await up.close();
+    }
+  });
+});
+
 // Kept upstream connections: a client's keep-alive requests share one upstream connection, but never an
 // answer the upstream sent unasked, never another destination's or grant's connection, and each request is
 // checked on its own.
