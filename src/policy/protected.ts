@@ -78,6 +78,9 @@ export const PROTECTED_PATHS: readonly ProtectedPath[] = [
   file(".gitconfig", "a user git configuration, when a grant covers a home directory"),
   file(".hg/hgrc", "Mercurial runs the hooks a repository's hgrc names"),
   file(".hgrc", "a user Mercurial configuration (hooks), when a grant covers a home directory"),
+  file(".sl/config", "Sapling runs the hooks a repository's config names"),
+  file(".jj/repo/config.toml", "Jujutsu's repository config (before 0.38): its pager, fix and merge tools are commands jj runs"),
+  file(".jj/repo/store/git_target", "names the git directory Jujutsu runs git on (its config and hooks)"),
 
   // git hook managers: the installed hook reads these on every commit and runs what they say.
   tree(".husky", "git hooks installed by husky"),
@@ -99,6 +102,7 @@ export const PROTECTED_PATHS: readonly ProtectedPath[] = [
   tree(".idea", "editor run configurations"),
   tree(".fleet", "JetBrains Fleet run configurations"),
   tree(".zed", "Zed tasks and settings (language servers, formatters as commands)"),
+  tree(".helix", "Helix's workspace config and languages.toml (language servers and formatters as commands)"),
   tree(".devcontainer", "dev container commands that editors run"),
   file(".devcontainer.json", "dev container commands that editors run"),
   file(".nvim.lua", "Neovim runs it on start with 'exrc'"),
@@ -123,6 +127,11 @@ export const PROTECTED_PATHS: readonly ProtectedPath[] = [
   file("opencode.jsonc", "opencode's project config (MCP servers as commands)"),
   file(".aider.conf.yml", "aider runs its lint-cmd and test-cmd automatically"),
   file(".mcp.json", "MCP servers that agents start"),
+  tree(".qwen", "Qwen Code's settings (MCP servers, tool commands)"),
+  tree(".kilocode", "Kilo Code's MCP servers and rules"),
+  tree(".clinerules", "Cline's rules and hooks (commands it runs on agent events)"),
+  file("crush.json", "Crush's project config (MCP servers and language servers as commands)"),
+  file(".crush.json", "Crush's project config (MCP servers and language servers as commands)"),
 
   // Package managers and toolchains: settings read before anything the user asked for runs.
   file(".npmrc", "npm settings (script-shell, node-options) that run code"),
@@ -131,6 +140,10 @@ export const PROTECTED_PATHS: readonly ProtectedPath[] = [
   tree(".yarn/releases", "where yarnPath points: the yarn that every `yarn` command runs"),
   tree(".yarn/plugins", "yarn plugins that every `yarn` command loads"),
   file(".pnpmfile.cjs", "pnpm hooks that run on install"),
+  file("bunfig.toml", "Bun's settings: its preload scripts run before every `bun run` and `bun test`"),
+  file(".bunfig.toml", "Bun's settings: its preload scripts run before every `bun run` and `bun test`"),
+  file(".bazelrc", "Bazel's options for every command (--workspace_status_command, --run_under, startup JVM options)"),
+  tree(".mvn", "Maven's jvm.config (JVM options such as -javaagent), maven.config, extensions.xml and wrapper, read by every `mvn`"),
   file(".cargo/config.toml", "cargo settings (rustc-wrapper, runners, aliases) that run commands"),
   file(".cargo/config", "cargo settings (the older name) that run commands"),
   file("rust-toolchain.toml", "rustup runs the toolchain it names, which may be a path"),
@@ -170,6 +183,18 @@ export const HOME_PROTECTED: readonly ProtectedPath[] = [
   tree(".emacs.d", "Emacs's startup files"),
   file(".tmux.conf", "tmux runs its run-shell commands"),
   tree(".npm/_npx", "where `npx` keeps the packages it runs"),
+  tree(".config/jj", "Jujutsu's user config and the per-repository configs it keeps there (pager, fix and merge tools)"),
+  file(".jjconfig.toml", "Jujutsu's user config"),
+  tree(".config/helix", "Helix's config and languages.toml (language servers as commands)"),
+  tree(".config/zed", "Zed's settings and tasks"),
+  tree(".config/gh", "gh's config: its shell aliases are commands"),
+  tree(".config/systemd/user", "user services systemd starts at login, outside any sandbox"),
+  tree(".config/autostart", "desktop entries the session runs at login"),
+  tree(".config/environment.d", "variables systemd sets for every user service (PATH, LD_PRELOAD)"),
+  file(".config/starship.toml", "starship runs its custom modules' commands at every prompt"),
+  file(".pam_environment", "variables set at login (LD_PRELOAD)"),
+  file(".xprofile", "run by the display manager at login"),
+  file(".xsessionrc", "run at the start of an X session"),
 ];
 
 const same = (a: string, b: string): boolean => a.toLowerCase() === b.toLowerCase();
