@@ -3,6 +3,7 @@ import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { holdChain, type HeldPath, linkChain } from "./chain.js";
 import { VakError } from "./errors.js";
 import { envConfig, heldByConfig, hostConfigFiles, readConfigTree, readGitFile, type GitConfigEntry } from "./git-config.js";
+import { heldByHooks } from "./hook-scripts.js";
 import { dedupe } from "./install-held.js";
 import { isWithin } from "./paths.js";
 import { HOME_PROTECTED, PROTECTED_PATHS, protectedMatch } from "./protected.js";
@@ -262,7 +263,10 @@ export function scanHeld(workspace: string, writable: readonly string[], host: H
     held.push(...g.held);
     const entries = [...hostEntries];
     for (const f of new Set([join(g.common, "config"), join(g.gitDir, "config.worktree")])) entries.push(...readConfigTree(f, home, held));
-    held.push(...heldByConfig(entries, g.base, home));
+    const named = heldByConfig(entries, g.base, home);
+    held.push(...named);
+    // What the hooks run by path (the hooks themselves are held above or by pattern).
+    held.push(...heldByHooks([join(g.common, "hooks"), ...named.filter((h) => h.why.startsWith("the hooks directory")).map((h) => h.path)], g.base));
   }
 
   // PATH: a program planted in any of its directories runs on the host by name.

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -116,5 +117,77 @@ describe("a grant that covers the home directory does not let a command plant wh
     // The rest of the home directory is what the grant says: writable.
     const ok = await sandboxSh(s.ws, `echo ok > ${home}/.config/notes.txt && echo done`, ["--allow-write", home], { env: baseEnv({ HOME: home }) });
     expect(ok.stdout).toContain("done");
+  });
+});
+
+/**
+ * A hook is held; what it runs by path is the host's next command as much: `.git/hooks/pre-commit` running
+ * `./scripts/check.sh` runs whatever the sandbox wrote there at the user's next `git commit`.
+ */
+describe("what an existing git hook runs cannot be rewritten to run at the user's next commit", () => {
+  let s: Scratch;
+  let mark: string;
+  beforeEach(() => {
+    s = scratch({ git: true });
+    mark = join(s.root, "PWNED");
+  });
+  afterEach(() => s.cleanup());
+
+  const put = (rel: string, text: string) => {
+    mkdirSync(dirname(join(s.ws, rel)), { recursive: true });
+    writeFileSync(join(s.ws, rel), text, { mode: 0o755 });
+  };
+  const gitHost = (...args: string[]) =>
+    execFileSync("git", ["-c", "user.email=t@t.invalid", "-c", "user.name=t", ...args], { cwd: s.ws, stdio: "ignore", env: { ...process.env, HOME: s.root } });
+  /** The user's next commit on the host, after the sandbox: the hooks run for real. */
+  const commitOnHost = () => gitHost("commit", "-q", "--allow-empty", "-m", "after the agent");
+
+  it("a script the default hook runs by path, and the script that one runs, are held", async () => {
+    put(".git/hooks/pre-commit", "#!/bin/sh\n./scripts/check.sh\n");
+    put("scripts/check.sh", "#!/bin/sh\nsh tools/lint.sh\n");
+    put("tools/lint.sh", "exit 0\n");
+    const r = await sandboxSh(s.ws, `echo 'touch ${mark}' > scripts/check.sh; echo 'touch ${mark}' > tools/lint.sh; mv scripts scripts.old; mkdir -p scripts; true`);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/named by the hook/);
+    commitOnHost();
+    expect(existsSync(mark)).toBe(false);
+  });
+
+  it("a script a core.hooksPath hook names, and one husky's layout (.husky/_ running .husky/NAME) names, are held", async () => {
+    gitHost("config", "core.hooksPath", ".husky/_");
+    put(".husky/_/pre-commit", '#!/bin/sh\n. "$(dirname "$0")/h"\n');
+    put(".husky/_/h", '#!/bin/sh\nn=$(basename "$0")\nsh -e "$(dirname "$(dirname "$0")")/$n"\n');
+    put(".husky/pre-commit", "./bin/verify\n");
+    put("bin/verify", "#!/bin/sh\nexit 0\n");
+    const r = await sandboxSh(s.ws, `echo 'touch ${mark}' >> bin/verify; rm -f bin/verify; true`);
+    expect(r.code).toBe(0);
+    expect(readFileSync(join(s.ws, "bin/verify"), "utf8")).toBe("#!/bin/sh\nexit 0\n");
+    commitOnHost();
+    expect(existsSync(mark)).toBe(false);
+  });
+
+  it("a script a hook names that does not exist yet cannot be planted", async () => {
+    put(".git/hooks/pre-push", "#!/bin/sh\n[ -x ./scripts/prepush.sh ] && ./scripts/prepush.sh\nexit 0\n");
+    const r = await sandboxSh(s.ws, `mkdir -p scripts; printf '#!/bin/sh\\ntouch ${mark}\\n' > scripts/prepush.sh; chmod +x scripts/prepush.sh; true`);
+    expect(r.code).toBe(0);
+    expect(existsSync(join(s.ws, "scripts/prepush.sh"))).toBe(false);
+  });
+
+  it("a directory a hook passes to a tool (eslint src/) stays writable, and samples name nothing", async () => {
+    put(".git/hooks/pre-commit", "#!/bin/sh\nnpx eslint src/\n");
+    put("src/index.js", "1\n");
+    const r = await sandboxSh(s.ws, `echo 2 > src/index.js && echo 2 > src/new.js && echo done`);
+    expect(r.stdout).toContain("done");
+    expect(readFileSync(join(s.ws, "src/index.js"), "utf8")).toBe("2\n");
+  });
+
+  // Not closed (see ARCHITECTURE's known limits): a hook that runs the project's own scripts by a package
+  // manager (`npm test`) runs package.json's scripts, which are the project's files and stay writable.
+  it.fails("a hook running `npm test` does not run a test script the sandbox rewrote (known limit)", async () => {
+    put(".git/hooks/pre-commit", "#!/bin/sh\nnpm test --silent\n");
+    put("package.json", '{"name":"x","scripts":{"test":"true"}}\n');
+    await sandboxSh(s.ws, `printf '{"name":"x","scripts":{"test":"touch ${mark}"}}\\n' > package.json; true`);
+    commitOnHost();
+    expect(existsSync(mark)).toBe(false);
   });
 });
