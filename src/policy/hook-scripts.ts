@@ -43,6 +43,27 @@ function isDirectory(p: string): boolean {
   }
 }
 
+/** Follows the files a script's or a config's commands name by path (relative to each base) to the scripts those name. */
+class Follower {
+  readonly held: HeldPath[] = [];
+  private readonly seen = new Set<string>();
+
+  follow(file: string, bases: readonly string[], from: string, depth = 0): void {
+    if (this.seen.has(file) || depth > MAX_DEPTH) return;
+    this.seen.add(file);
+    const text = readScript(file);
+    if (text === undefined) return;
+    for (const w of pathWords(text)) {
+      if (w.startsWith("~")) continue;
+      for (const p of isAbsolute(w) ? [w] : bases.map((b) => resolve(b, w))) {
+        if (p.includes("\0") || isDirectory(p)) continue;
+        this.held.push({ path: p, why: `a file named by ${from}, which the host runs` });
+        this.follow(p, bases, from, depth + 1);
+      }
+    }
+  }
+}
+
 /**
  * The hook scripts git runs from these hooks directories, and every file their commands name by path,
  * followed to the scripts those run (hooks run at the top of the worktree, `base`). The hooks are held
@@ -51,20 +72,7 @@ function isDirectory(p: string): boolean {
  * layout (core.hooksPath `.husky/_`, whose hooks run `.husky/NAME`) has its scripts one level up.
  */
 export function heldByHooks(hookDirs: readonly string[], base: string): HeldPath[] {
-  const held: HeldPath[] = [];
-  const seen = new Set<string>();
-  const follow = (file: string, from: string, depth: number): void => {
-    if (seen.has(file) || depth > MAX_DEPTH) return;
-    seen.add(file);
-    const text = readScript(file);
-    if (text === undefined) return;
-    for (const w of pathWords(text)) {
-      const p = isAbsolute(w) ? w : w.startsWith("~") ? undefined : resolve(base, w);
-      if (p === undefined || p.includes("\0") || isDirectory(p)) continue;
-      held.push({ path: p, why: `a file named by ${from}, which git runs` });
-      follow(p, from, depth + 1);
-    }
-  };
+  const f = new Follower();
   const dirs = new Set<string>();
   for (const d of hookDirs) {
     dirs.add(d);
@@ -77,7 +85,41 @@ export function heldByHooks(hookDirs: readonly string[], base: string): HeldPath
     } catch {
       continue;
     }
-    for (const n of names) if (!n.endsWith(".sample")) follow(join(d, n), `the hook ${join(d, n)}`, 0);
+    for (const n of names) if (!n.endsWith(".sample")) f.follow(join(d, n), [base], `the hook ${join(d, n)}`);
   }
-  return held;
+  return f.held;
 }
+
+/**
+ * Protected files whose commands the host runs by itself (on cd, at a commit, when an agent or an editor
+ * opens the folder, before a package manager runs): `.envrc` sourcing `./env.sh`, `.mcp.json` starting
+ * `node ./mcp/server.js`, a pre-commit `entry: scripts/lint.sh`. What they name by path is held, relative
+ * to the file's directory and to the directory the protected name sits in (`.claude/settings.json` names
+ * paths from the project's top). Prose (Markdown prompts, skills) names source files, not commands: not read.
+ */
+export function heldByRunners(files: readonly { path: string; root: string }[]): HeldPath[] {
+  const f = new Follower();
+  for (const { path, root } of files) if (RUNNER_FILE.test(basename(path))) f.follow(path, [...new Set([dirname(path), root])], path);
+  return f.held;
+}
+
+/**
+ * Protected patterns whose files are not commands the host runs by itself: git's own (its config and hooks
+ * are read as git does, git-config.ts and heldByHooks), Vak's, keys, an IDE's project model (it names every
+ * source file), bundled JavaScript, a toolchain's name.
+ */
+const NOT_RUNNERS = /^(\.git|\.vak$|node_modules\/|\.ssh$|\.gnupg$|\.idea$|\.yarn\/|rust-toolchain|\.lfsconfig$)/i;
+
+/** Whether a protected pattern's files are read for the paths they name (heldByRunners). */
+export const namesWhatRuns = (pattern: string): boolean => !NOT_RUNNERS.test(pattern);
+
+/** The directory a protected name sits in, for the path (at or below it) that the pattern matched. */
+export function protectedRoot(path: string, pattern: string): string {
+  const comps = path.split("/");
+  const first = pattern.split("/")[0]!.toLowerCase();
+  for (let i = comps.length - 1; i > 0; i--) if (comps[i]!.toLowerCase() === first) return comps.slice(0, i).join("/") || "/";
+  return dirname(path);
+}
+
+/** Config and script files by name: no extension (`.envrc`, a husky hook), or a config or shell format. */
+const RUNNER_FILE = /^(\.?[^.]+|.*\.(json|jsonc|json5|toml|ya?ml|sh|bash|zsh|fish|rc|conf|cfg|ini))$/i;

@@ -191,3 +191,48 @@ describe("what an existing git hook runs cannot be rewritten to run at the user'
     expect(existsSync(mark)).toBe(false);
   });
 });
+
+/**
+ * A protected config that the host acts on by itself names scripts by path: direnv sources what `.envrc`
+ * sources at the next cd, an agent starts the MCP server `.mcp.json` names when it opens the folder,
+ * pre-commit runs a `repo: local` entry at the next commit. The config is held; what it names must be too.
+ */
+describe("what a protected config runs by path cannot be rewritten", () => {
+  let s: Scratch;
+  beforeEach(() => {
+    s = scratch({ git: true });
+  });
+  afterEach(() => s.cleanup());
+  const put = (rel: string, text: string) => {
+    mkdirSync(dirname(join(s.ws, rel)), { recursive: true });
+    writeFileSync(join(s.ws, rel), text, { mode: 0o755 });
+  };
+
+  const CASES: [string, string, string][] = [
+    [".envrc", "source_env ./env/dev.sh\n", "env/dev.sh"],
+    ["app/.envrc", "source ./local.sh\n", "app/local.sh"],
+    [".mcp.json", '{"mcpServers":{"x":{"command":"node","args":["./mcp/server.mjs"]}}}\n', "mcp/server.mjs"],
+    [".claude/settings.json", '{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"scripts/on-stop.sh"}]}]}}\n', "scripts/on-stop.sh"],
+    [".vscode/tasks.json", '{"tasks":[{"label":"x","command":"./tools/dev.sh","runOptions":{"runOn":"folderOpen"}}]}\n', "tools/dev.sh"],
+    [".pre-commit-config.yaml", "repos:\n- repo: local\n  hooks:\n  - id: lint\n    name: lint\n    entry: scripts/lint.sh\n    language: script\n", "scripts/lint.sh"],
+    ["lefthook.yml", "pre-commit:\n  commands:\n    x:\n      run: ./ci/check.sh\n", "ci/check.sh"],
+  ];
+
+  for (const [config, text, script] of CASES)
+    it(`${script}, which ${config} runs, cannot be written, replaced or removed`, async () => {
+      put(config, text);
+      put(script, "#!/bin/sh\nexit 0\n");
+      const r = await sandboxSh(s.ws, `echo 'touch /tmp/pwned' >> '${script}'; printf x > /tmp/n; mv /tmp/n '${script}'; rm -f '${script}'; true`);
+      expect(r.code).toBe(0);
+      expect(r.stderr).toContain(`named by`);
+      expect(readFileSync(join(s.ws, script), "utf8")).toBe("#!/bin/sh\nexit 0\n");
+    });
+
+  it("prose in agent directories (a Markdown command naming source files) leaves those files writable", async () => {
+    put(".claude/commands/fix.md", "Fix the bug in src/app.js and update ./README\n");
+    put("src/app.js", "1\n");
+    const r = await sandboxSh(s.ws, `echo 2 > src/app.js && echo done`);
+    expect(r.stdout).toContain("done");
+    expect(readFileSync(join(s.ws, "src/app.js"), "utf8")).toBe("2\n");
+  });
+});
