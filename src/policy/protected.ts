@@ -195,6 +195,17 @@ export const HOME_PROTECTED: readonly ProtectedPath[] = [
   file(".pam_environment", "variables set at login (LD_PRELOAD)"),
   file(".xprofile", "run by the display manager at login"),
   file(".xsessionrc", "run at the start of an X session"),
+  tree(".local/lib", "Python's user site-packages: a .pth file or usercustomize there runs in every python on the host"),
+  tree(".local/share/nvim", "Neovim loads the plugins under site/ at every start"),
+  tree(".vim", "Vim loads its plugin/ and ftplugin/ scripts at every start"),
+  tree(".config/emacs", "Emacs's startup files (init.el, early-init.el)"),
+  tree(".oh-my-zsh", "oh-my-zsh's custom scripts and plugins, sourced by every zsh"),
+  tree(".ipython", "IPython runs the scripts in profile_*/startup at every start"),
+  tree(".jupyter", "Jupyter runs its *_config.py files at every start"),
+  tree(".gradle/init.d", "Gradle runs its init scripts before every build"),
+  file(".gradle/init.gradle", "Gradle runs it before every build"),
+  file(".gradle/init.gradle.kts", "Gradle runs it before every build"),
+  file(".gradle/gradle.properties", "Gradle's JVM options for every build (org.gradle.jvmargs: -javaagent)"),
 ];
 
 const same = (a: string, b: string): boolean => a.toLowerCase() === b.toLowerCase();

@@ -97,6 +97,17 @@ const HOME_FILES = [
   ".xprofile",
   ".xsessionrc",
   ".bunfig.toml",
+  ".local/lib/python3.11/site-packages/evil.pth",
+  ".local/lib/python3.11/site-packages/usercustomize.py",
+  ".local/share/nvim/site/plugin/evil.lua",
+  ".vim/plugin/evil.vim",
+  ".config/emacs/init.el",
+  ".oh-my-zsh/custom/evil.zsh",
+  ".ipython/profile_default/startup/00-evil.py",
+  ".jupyter/jupyter_server_config.py",
+  ".gradle/init.d/evil.gradle",
+  ".gradle/init.gradle",
+  ".gradle/gradle.properties",
 ];
 
 describe("a grant that covers the home directory does not let a command plant what the session runs at login or on a prompt", () => {
