@@ -99,7 +99,8 @@ export function heldByHooks(hookDirs: readonly string[], base: string): HeldPath
  */
 export function heldByRunners(files: readonly { path: string; root: string }[]): HeldPath[] {
   const f = new Follower();
-  for (const { path, root } of files) if (RUNNER_FILE.test(basename(path))) f.follow(path, [...new Set([dirname(path), root])], path);
+  for (const { path, root } of files)
+    if (RUNNER_FILE.test(basename(path)) && !USER_RUN.has(basename(path).toLowerCase())) f.follow(path, [...new Set([dirname(path), root])], path);
   return f.held;
 }
 
@@ -120,6 +121,9 @@ export function protectedRoot(path: string, pattern: string): string {
   for (let i = comps.length - 1; i > 0; i--) if (comps[i]!.toLowerCase() === first) return comps.slice(0, i).join("/") || "/";
   return dirname(path);
 }
+
+/** Configs that run only when the user asks (an editor's debug launch: running the project), whose paths are the project's sources. */
+const USER_RUN = new Set(["launch.json"]);
 
 /** Config and script files by name: no extension (`.envrc`, a husky hook), or a config or shell format. */
 const RUNNER_FILE = /^(\.?[^.]+|.*\.(json|jsonc|json5|toml|ya?ml|sh|bash|zsh|fish|rc|conf|cfg|ini))$/i;

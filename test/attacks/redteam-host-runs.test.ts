@@ -239,8 +239,9 @@ describe("what a protected config runs by path cannot be rewritten", () => {
       expect(readFileSync(join(s.ws, script), "utf8")).toBe("#!/bin/sh\nexit 0\n");
     });
 
-  it("prose in agent directories (a Markdown command naming source files) leaves those files writable", async () => {
+  it("prose in agent directories (a Markdown command naming source files) and a debug launch config leave those files writable", async () => {
     put(".claude/commands/fix.md", "Fix the bug in src/app.js and update ./README\n");
+    put(".vscode/launch.json", '{"configurations":[{"type":"node","request":"launch","program":"src/app.js"}]}\n');
     put("src/app.js", "1\n");
     const r = await sandboxSh(s.ws, `echo 2 > src/app.js && echo done`);
     expect(r.stdout).toContain("done");
