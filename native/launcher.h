@@ -151,10 +151,12 @@ struct term_filter {
   size_t nnum;
   char head[5];
   size_t nhead;
+  char ctl[64];
+  size_t nctl;
 };
 /* Filters n bytes into out (room for n + sizeof held + sizeof num + sizeof head); returns the bytes written. */
 size_t term_filter(struct term_filter *f, const char *in, size_t n, char *out);
-#define TERM_FILTER_SLACK 16
+#define TERM_FILTER_SLACK 80
 
 struct channel {
   int from;

@@ -7,12 +7,23 @@
  * kitty's OSC 5113 (file transfer). Both spellings of the introducer are seen (ESC ] and the C1 form in
  * UTF-8), and so are the wrappers that carry one to an outer terminal: tmux's DCS passthrough
  * (ESC P tmux; ... ESC \) and screen's (a DCS whose payload starts with ESC). A dropped sequence is
- * dropped whole, through its terminator (BEL, ST, CAN, SUB), however the bytes are split between reads. */
+ * dropped whole, through its terminator (BEL, ST, CAN, SUB), however the bytes are split between reads.
+ * kitty's graphics commands that make the terminal read a file or shared memory on the host (APC G with
+ * t=f, t=t or t=s) are dropped too; images sent inline (t=d) pass. */
 #include <string.h>
 
 #include "launcher.h"
 
-enum { NORMAL, ESC_SEEN, C2_SEEN, OSC_NUM, OSC_PASS, OSC_DROP, DROP_ESC, DROP_C2, DCS_HEAD, DCS_PASS, DCS_DROP, DCS_DROP_ESC };
+enum { NORMAL, ESC_SEEN, C2_SEEN, OSC_NUM, OSC_PASS, OSC_DROP, DROP_ESC, DROP_C2, DCS_HEAD, DCS_PASS, DCS_DROP, DCS_DROP_ESC, APC_HEAD };
+
+/* kitty's graphics protocol names its transmission medium with t=: f, t and s make the terminal itself
+ * open a file or shared memory on the host (and answer OK or ENOENT back to the command). */
+static int host_medium(const char *ctl, size_t n) {
+  for (size_t i = 0; i + 2 < n; i++) {
+    if ((i == 0 || ctl[i - 1] == ',') && ctl[i] == 't' && ctl[i + 1] == '=' && (ctl[i + 2] == 'f' || ctl[i + 2] == 't' || ctl[i + 2] == 's')) return 1;
+  }
+  return 0;
+}
 
 static int dropped_osc(const char *num, size_t n) {
   static const char *const kinds[] = {"52", "1337", "5113", "5522"};
@@ -39,6 +50,7 @@ size_t term_filter(struct term_filter *f, const char *in, size_t n, char *out) {
       int esc = f->state == ESC_SEEN;
       if ((esc && b == ']') || (!esc && b == 0x9d)) f->state = OSC_NUM, f->held[f->nheld++] = (char)b, f->nnum = 0;
       else if ((esc && b == 'P') || (!esc && b == 0x90)) f->state = DCS_HEAD, f->held[f->nheld++] = (char)b, f->nhead = 0;
+      else if ((esc && b == '_') || (!esc && b == 0x9f)) f->state = APC_HEAD, f->held[f->nheld++] = (char)b, f->nctl = 0;
       else {
         EMIT_HELD();
         f->state = NORMAL;
@@ -120,6 +132,21 @@ size_t term_filter(struct term_filter *f, const char *in, size_t n, char *out) {
     case DCS_DROP_ESC:
       f->state = b == '\\' ? NORMAL : DCS_DROP;
       break;
+    case APC_HEAD:
+      /* An APC's control data, up to its ';' or its end, says whether it is a graphics command reading the host. */
+      if (b != ';' && b != 0x1b && b != 0x07 && b != 0xc2 && f->nctl < sizeof f->ctl) {
+        f->ctl[f->nctl++] = (char)b;
+        break;
+      }
+      if (f->nctl == sizeof f->ctl || (f->nctl > 0 && f->ctl[0] == 'G' && host_medium(f->ctl + 1, f->nctl - 1))) {
+        f->nheld = 0;
+        f->state = OSC_DROP; /* dropped through its ST, as an OSC is */
+        goto again;
+      }
+      EMIT_HELD();
+      memcpy(out + o, f->ctl, f->nctl), o += f->nctl;
+      f->state = DCS_PASS; /* the rest passes as a string does, until its ST */
+      goto again;
     }
   }
   return o;

@@ -39,8 +39,10 @@ const HOSTILE = [
   "\x1b]5522;type=write\x1b\\", // kitty's clipboard
   "\x1bPtmux;\x1b\x1b]52;c;Y3VybCBldmlsIHwgc2gK\x07\x1b\\", // tmux passthrough to the outer terminal
   "\x1bP\x1b]52;c;Y3VybCBldmlsIHwgc2gK\x07\x1b\\", // screen passthrough
+  "\x1b_Ga=T,t=f,f=100;L2V0Yy9zaGFkb3c=\x1b\\", // kitty graphics: the terminal reads /etc/shadow on the host
+  "\x1b_Gi=7,t=s,f=24,s=1,v=1;L2Rldi9zaG0veA==\x1b\\", // ... or shared memory
 ];
-const KEPT = ["\x1b[31mred\x1b[0m", "\x1b]0;a title\x07", "\x1b]8;;http://example.invalid/\x1b\\link\x1b]8;;\x1b\\", "\u00a9 caf\u00e9"];
+const KEPT = ["\x1b_Ga=T,f=24,s=1,v=1;AAAA\x1b\\", "\x1b[31mred\x1b[0m", "\x1b]0;a title\x07", "\x1b]8;;http://example.invalid/\x1b\\link\x1b]8;;\x1b\\", "\u00a9 caf\u00e9"];
 
 /** A Python program that writes the pieces, each byte its own write when slow (so the monitor reads them apart). */
 const writer = (pieces: string[], slow: boolean) =>
@@ -61,7 +63,7 @@ describe("what the command writes to the terminal cannot act on the host past it
 
   const check = (r: Driven) => {
     expect(r.timedOut).toBe(false);
-    for (const bad of ["]52;", "\x9d52;", "]1337;", "]5113;", "]5522;", "tmux;", "Y3VybCBldmlsIHwgc2gK"]) expect(r.output, JSON.stringify(bad)).not.toContain(bad);
+    for (const bad of ["]52;", "\x9d52;", "]1337;", "]5113;", "]5522;", "tmux;", "Y3VybCBldmlsIHwgc2gK", "t=f", "t=s", "L2V0Yy9zaGFkb3c", "L2Rldi9zaG0veA"]) expect(r.output, JSON.stringify(bad)).not.toContain(bad);
     // The output is the terminal's bytes (as latin1): UTF-8 text is compared as its bytes.
     for (const good of KEPT) expect(r.output).toContain(utf8(good));
     // Every piece left its separator: nothing after a dropped sequence was swallowed.
