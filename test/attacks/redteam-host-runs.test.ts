@@ -248,3 +248,35 @@ describe("what a protected config runs by path cannot be rewritten", () => {
     expect(readFileSync(join(s.ws, "src/app.js"), "utf8")).toBe("2\n");
   });
 });
+
+/**
+ * Not closed (see the redteam report): git's object store, index and refs are writable so that git works
+ * inside, so a command can put a protected file into the index and HEAD without writing the working tree
+ * (git hash-object, update-index --cacheinfo, commit-tree, update-ref). The user's next ordinary
+ * `git checkout -- .` or `git stash` on the host writes it out. Closing it means checking, after a run, the
+ * index and the refs a run changed for protected paths (or holding .git/index and refs whenever a protected
+ * path is tracked), which is larger than a patch.
+ */
+describe("a protected file smuggled through git's index and history", () => {
+  let s: Scratch;
+  beforeEach(() => {
+    s = scratch({ git: true });
+  });
+  afterEach(() => s.cleanup());
+
+  it.fails("does not reach the working tree at the user's next git checkout -- . (known limit)", async () => {
+    const plant = [
+      `b=$(printf 'touch /tmp/pwned\\n' | git hash-object -w --stdin)`,
+      `git update-index --add --cacheinfo 100644,$b,.envrc`,
+      `git -c user.email=t@t.invalid -c user.name=t commit -qm 'tidy' --no-verify`,
+      `git rm -q --cached .envrc; git -c user.email=t@t.invalid -c user.name=t commit -qm 'x' --no-verify; git reset -q --soft HEAD~1`,
+      `git update-index --add --cacheinfo 100644,$b,.envrc`,
+      "true",
+    ].join("; ");
+    const r = await sandboxSh(s.ws, plant);
+    expect(r.code).toBe(0);
+    expect(existsSync(join(s.ws, ".envrc"))).toBe(false);
+    execFileSync("git", ["checkout", "--", "."], { cwd: s.ws, stdio: "ignore" });
+    expect(existsSync(join(s.ws, ".envrc"))).toBe(false);
+  });
+});
