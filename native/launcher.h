@@ -142,10 +142,28 @@ struct sink {
   int sock;   /* written with MSG_DONTWAIT */
   int broken; /* its reader went away: what is left is dropped */
 };
+/* term_filter.c: the sequences of the command's output that act on the host past the terminal, dropped. */
+struct term_filter {
+  int state;
+  char held[4];
+  size_t nheld;
+  char num[6];
+  size_t nnum;
+  char head[5];
+  size_t nhead;
+  char ctl[64];
+  size_t nctl;
+};
+/* Filters n bytes into out (room for n + sizeof held + sizeof num + sizeof head); returns the bytes written. */
+size_t term_filter(struct term_filter *f, const char *in, size_t n, char *out);
+#define TERM_FILTER_SLACK 80
+
 struct channel {
   int from;
   struct sink to;
   int counted; /* output, against --max-output */
+  int filtered; /* to the real terminal: term_filter applies */
+  struct term_filter filter;
   int open;
   size_t len, off;
   char buf[16384];

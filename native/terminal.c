@@ -78,6 +78,7 @@ static ssize_t sink_write(struct sink *s, const char *buf, size_t n) {
 }
 
 static void channel(struct channel *c, int from, struct sink to, int counted) {
+  memset(&c->filter, 0, sizeof c->filter);
   c->from = from;
   c->to = to;
   c->counted = counted;
@@ -135,6 +136,7 @@ void streams_setup(struct streams *s, const struct plan *p) {
     if (tty[0] && !interactive && s->ro_stdin < 0) s->use_slave[0] = 1; /* in the background: nothing typed reaches it */
     struct sink out;
     open_sink(&out, first);
+    s->ch[s->nch].filtered = 1;
     channel(&s->ch[s->nch++], s->master, out, 1);
     if (interactive && term.saved_ok) {
       struct termios raw = term.saved;
@@ -226,7 +228,9 @@ int streams_step(struct streams *s, int sfd, int draining) {
       if (c->off >= c->len) c->len = c->off = 0;
       continue;
     }
-    ssize_t r = read(c->from, c->buf, sizeof c->buf);
+    /* A filtered channel reads into raw and keeps room for what the filter held back from the last read. */
+    char raw[sizeof c->buf - TERM_FILTER_SLACK];
+    ssize_t r = read(c->from, c->filtered ? raw : c->buf, c->filtered ? sizeof raw : sizeof c->buf);
     if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (r <= 0) { /* EOF, or EIO once every slave descriptor is closed */
       c->open = 0;
@@ -242,7 +246,7 @@ int streams_step(struct streams *s, int sfd, int draining) {
       s->used += r;
     }
     if (c->to.broken) continue;
-    c->len = (size_t)r;
+    c->len = c->filtered ? term_filter(&c->filter, raw, (size_t)r, c->buf) : (size_t)r;
     c->off = 0;
   }
   return pf[0].revents != 0;

@@ -30,10 +30,12 @@ async function current(path: string, read: ReadCurrent, signal?: AbortSignal): P
  * for this session", and the whole op as a view (for a write or an edit, a
  * diff against the file as it is now).
  */
-export async function approvalRequest(op: Op, target: string | undefined, component: string, generation: number, read: ReadCurrent, signal?: AbortSignal): Promise<Omit<ApprovalRequest, "nonce">> {
+export async function approvalRequest(op: Op, target: string | undefined, component: string, generation: number, read: ReadCurrent, signal?: AbortSignal): Promise<Omit<ApprovalRequest, "nonce"> & { base?: string | null }> {
   const base = { digest: opDigest(component, generation, op), generation, component, summary: summarizeOp(op, target), op: op.kind, target, scope: scopeOf(op, target), detail: op };
   let view: ApprovalView;
   let shown: Record<string, unknown> | undefined;
+  /** The file as the diff shows it (its text's digest, null for none), which the write must still find; unset when no text was compared. */
+  let fileBase: string | null | undefined;
   switch (op.kind) {
     case "exec": view = { kind: "command", command: op.command }; break;
     case "tool": view = { kind: "tool", command: target ?? "the component's command", input: op.input }; break;
@@ -41,6 +43,7 @@ export async function approvalRequest(op: Op, target: string | undefined, compon
     case "write": case "edit": {
       const now = await current(op.path, read, signal);
       shown = { current: now.text === null ? (now.note ?? "does not exist") : { bytes: Buffer.byteLength(now.text), sha256: digestOf(now.text) } };
+      fileBase = now.text !== null ? digestOf(now.text) : now.note === undefined ? null : undefined;
       if (op.kind === "write") view = { kind: "file", path: op.path, before: now.text, after: op.content, note: now.note };
       else if (now.text === null)
         view = { kind: "text", text: `replace${op.replaceAll ? " every occurrence of" : ""}:\n${op.old}\nwith:\n${op.new}\n(${now.note ?? "the file does not exist"}; the edit will fail unless that changes)` };
@@ -56,7 +59,7 @@ export async function approvalRequest(op: Op, target: string | undefined, compon
     case "read": case "list": case "glob": case "grep": view = { kind: "text", text: summarizeOp(op, target) }; break;
     default: return unhandled(op, "op kind");
   }
-  return { ...base, view, shown };
+  return { ...base, view, shown, ...(fileBase !== undefined ? { base: fileBase } : {}) };
 }
 
 /**
@@ -75,18 +78,23 @@ export class OpApprovals {
     private readonly read: ReadCurrent,
   ) {}
 
-  /** Asks about an allowed op; returns the refusal, if it is not approved. */
-  async approve(op: Op, target: string | undefined, generation: number, signal?: AbortSignal): Promise<Refusal | undefined> {
+  /**
+   * Asks about an allowed op; returns the refusal if it is not approved, else what the file must still be when
+   * a write or an edit runs (the base the person's diff was made from; none for one allowed for the session).
+   */
+  async approve(op: Op, target: string | undefined, generation: number, signal?: AbortSignal): Promise<Refusal | { ok: true; base?: string | null }> {
     const capability = capabilityOf(op, target);
+    let fileBase: string | null | undefined;
     if (!this.allowances.has(capability)) {
-      const request = await approvalRequest(op, target, this.component, generation, this.read, signal);
+      const { base: shownBase, ...request } = await approvalRequest(op, target, this.component, generation, this.read, signal);
+      fileBase = shownBase;
       const outcome = await this.gate.ask(request, signal);
       if (outcome.answer === "deny")
         return { ok: false, code: "not-approved", message: `not approved (${"reason" in outcome ? outcome.reason : `denied by ${outcome.by}`}): ${request.summary}` };
       if (outcome.answer === "allow-session" && generation === this.generation()) this.allowances.add(capability);
     } else await this.record("decision", { op: op.kind, allowed: true, reason: "approved earlier for this session (this exact capability)", target });
     if (generation !== this.generation()) return revoked(this.generation());
-    return undefined;
+    return fileBase === undefined ? { ok: true } : { ok: true, base: fileBase };
   }
 
   forget(): void {

@@ -274,9 +274,12 @@ export class Broker {
     }
     const { resolved, target } = checked;
 
+    /** For an approved write or edit, the file as the person was shown it: the worker writes nothing if it is otherwise. */
+    let base: string | null | undefined;
     if (this.opts.approvals && needsApproval(this.opts.approvals.rules, resolved)) {
-      const refused = await this.asker!.approve(resolved, target, generation, opts.signal);
-      if (refused) return refuse(refused, target);
+      const approved = await this.asker!.approve(resolved, target, generation, opts.signal);
+      if (!approved.ok) return refuse(approved, target);
+      base = approved.base;
     }
 
     await this.slot();
@@ -285,7 +288,7 @@ export class Broker {
       this.release();
       return refuse(this.closed ? { ok: false, code: "closed", message: "the broker closed before this op started" } : revoked(this.generationNow), target);
     }
-    let result = op.kind === "mcp" ? await this.runMcp(op, opts.signal) : op.kind === "fetch" ? await this.fetchOnHost(op, generation, records) : await this.runInSandbox(op, resolved, generation, records, opts.signal);
+    let result = op.kind === "mcp" ? await this.runMcp(op, opts.signal) : op.kind === "fetch" ? await this.fetchOnHost(op, generation, records) : await this.runInSandbox(op, resolved, generation, records, opts.signal, base);
     if (generation !== this.generationNow) result = revoked(this.generationNow);
     records.push(this.record("tool.result", resultPayload(op.kind, result, Date.now() - started)));
     // Nothing is returned that is not on the record.
@@ -441,7 +444,7 @@ export class Broker {
    * in a worker (a warm one when the pool has it) sandboxed for its effect.
    * Holds the slot taken before it and gives it back.
    */
-  private async runInSandbox(op: Op, resolved: Op, generation: number, records: Promise<unknown>[], caller?: AbortSignal): Promise<WorkerOutcome> {
+  private async runInSandbox(op: Op, resolved: Op, generation: number, records: Promise<unknown>[], caller?: AbortSignal, base?: string | null): Promise<WorkerOutcome> {
     const effect = OP_TRAITS[op.kind].effect;
     const timeoutMs = this.timeoutFor(op);
     const timeout = AbortSignal.timeout(timeoutMs);
@@ -472,7 +475,7 @@ export class Broker {
       records.push(this.record("worker.spawned", { sandbox: worker.plan.sandbox, op: op.kind, mode: worker.plan.mode, pid: worker.pid, warm: refill !== undefined }));
       outcome = command
         ? await worker.runCommand(signal, command.stdin)
-        : await worker.run({ v: PROTOCOL_VERSION, id: randomBytes(8).toString("hex"), op: resolved }, signal);
+        : await worker.run({ v: PROTOCOL_VERSION, id: randomBytes(8).toString("hex"), op: resolved, ...(base !== undefined ? { base } : {}) }, signal);
       if (!outcome.ok && outcome.code === "cancelled" && timeout.aborted && !caller?.aborted)
         outcome = { ok: false, code: "timeout", message: `timed out after ${timeoutMs} ms; the worker and everything it started were stopped` };
     } catch (e) {

@@ -245,7 +245,7 @@ function isCommandKey(key: string, value: string): boolean {
 }
 
 /** The words of a command line that name files: anything with a slash, or starting with ~ or a dot. */
-function pathWords(command: string): string[] {
+export function pathWords(command: string): string[] {
   return command
     .replace(/^\s*!/, "")
     .split(/[\s;&|()<>`'"=]+/)

@@ -3,6 +3,7 @@ import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { holdChain, type HeldPath, linkChain } from "./chain.js";
 import { VakError } from "./errors.js";
 import { envConfig, heldByConfig, hostConfigFiles, readConfigTree, readGitFile, type GitConfigEntry } from "./git-config.js";
+import { heldByHooks, heldByRunners, namesWhatRuns, protectedRoot } from "./hook-scripts.js";
 import { dedupe } from "./install-held.js";
 import { isWithin } from "./paths.js";
 import { HOME_PROTECTED, PROTECTED_PATHS, protectedMatch } from "./protected.js";
@@ -38,6 +39,9 @@ import { HOME_PROTECTED, PROTECTED_PATHS, protectedMatch } from "./protected.js"
 export const MAX_ENTRIES = 2_000_000;
 export const MAX_MS = 10_000;
 
+/** Protected files read for what they run (heldByRunners): past this many the run is refused, as past the walk's budget. */
+const MAX_RUNNERS = 2000;
+
 /** Last components of the protected patterns: only an entry with one of these names can complete a match. */
 const LAST = new Set(PROTECTED_PATHS.map((p) => p.pattern.split("/").at(-1)!.toLowerCase()));
 
@@ -50,6 +54,8 @@ interface Found {
   git: { entry: string; bare: boolean }[];
   /** Directories the walk could not read (a command might still write there): held whole. */
   unreadable: string[];
+  /** Protected files whose commands the host runs by itself (`.envrc`, `.mcp.json`, hook managers): what they name is held. */
+  runners: { path: string; root: string }[];
   entries: number;
 }
 
@@ -108,6 +114,11 @@ function walk(root: string, found: Found, budget: Budget, skip: readonly string[
           if (st.nlink > 1) found.multiLinked.push({ path, dev: st.dev, ino: st.ino, nlink: st.nlink });
         } catch {
           // gone since the listing
+        }
+        if (namesWhatRuns(pattern)) {
+          if (found.runners.length >= MAX_RUNNERS)
+            throw new VakError("unsupported", `the writable paths hold more than ${MAX_RUNNERS} protected files whose commands the host runs (stopped at ${path}); Vak reads each for the scripts it names before a sandbox may write. Grant narrower writable paths`);
+          found.runners.push({ path, root: protectedRoot(path, pattern) });
         }
       }
     }
@@ -210,12 +221,13 @@ export interface HeldFacts {
 export function scanHeld(workspace: string, writable: readonly string[], host: HeldFacts): { held: HeldPath[]; entries: number } {
   if (writable.length === 0) return { held: [], entries: 0 };
   const budget = new Budget();
-  const found: Found = { links: [], multiLinked: [], git: [], unreadable: [], entries: 0 };
+  const found: Found = { links: [], multiLinked: [], git: [], unreadable: [], runners: [], entries: 0 };
   const roots = outermost([workspace, ...writable]);
   for (const r of roots) walk(r, found, budget, host.stateDirs);
   const held: HeldPath[] = [];
   for (const l of found.links) held.push(...holdChain(l.path, `where the protected name ${l.path} (${l.pattern}) leads`));
   for (const u of found.unreadable) held.push({ path: u, why: "a directory Vak could not read to check it for protected links" });
+  held.push(...heldByRunners(found.runners));
 
   // The home directory: startup files and configuration, and where links among them lead. Most are
   // plain files or absent: one lstat each; only links are followed.
@@ -262,7 +274,10 @@ export function scanHeld(workspace: string, writable: readonly string[], host: H
     held.push(...g.held);
     const entries = [...hostEntries];
     for (const f of new Set([join(g.common, "config"), join(g.gitDir, "config.worktree")])) entries.push(...readConfigTree(f, home, held));
-    held.push(...heldByConfig(entries, g.base, home));
+    const named = heldByConfig(entries, g.base, home);
+    held.push(...named);
+    // What the hooks run by path (the hooks themselves are held above or by pattern).
+    held.push(...heldByHooks([join(g.common, "hooks"), ...named.filter((h) => h.why.startsWith("the hooks directory")).map((h) => h.path)], g.base));
   }
 
   // PATH: a program planted in any of its directories runs on the host by name.

@@ -6,6 +6,7 @@ import { DEFAULT_MAX_PROCS, type Limits } from "./limits.js";
 import { canonicalDir, canonicalGrant, canonicalMaybe, exists, isWithin } from "./paths.js";
 import type { HeldPath } from "./chain.js";
 import { deniedLinks } from "./deny-read.js";
+import { refuseCommittedDenied } from "./deny-read-git.js";
 import { scanHeld } from "./held.js";
 import { dedupe, type InstallFacts, installHeld, OWN_INSTALL } from "./install-held.js";
 import { PROTECTED_PATHS, protectedMatch } from "./protected.js";
@@ -198,6 +199,8 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
     }
     protect.push({ kind: exists(d) ? "noread" : "abs", pattern: d });
   }
+  // The content too: a denied file that git holds is readable as a blob (deny-read-git.ts).
+  if (deniedInView.length > 0) refuseCommittedDenied(deniedInView, (p) => covered(p) && !denyRead.some((r) => isWithin(p, r)));
   const links = deniedInView.length > 0 ? deniedLinks(deniedInView, [...access.keys()]).held : [];
   for (const l of links) {
     mounts.push({ kind: "mask", path: l.path, why: l.why });

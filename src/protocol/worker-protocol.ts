@@ -17,8 +17,17 @@ export const MAX_RESPONSE_BYTES = MAX_RESULT_BYTES + 64 * 1024;
 /** The marker put where output was cut. */
 export const TRUNCATED = "\n[... output truncated by Vak ...]\n";
 
-/** What the broker sends: the op, with paths already resolved and checked. */
-export const RequestSchema = z.object({ v: z.literal(PROTOCOL_VERSION), id: z.string().min(1).max(64), op: OpSchema }).strict();
+/**
+ * What the broker sends: the op, with paths already resolved and checked. For a write or an edit a person
+ * approved, `base` is the file as they were shown it: the SHA-256 of its text, or null when it did not exist;
+ * the worker writes nothing if the file is otherwise by then (`changed`), so what is written is what was shown.
+ */
+export const RequestSchema = z.object({
+  v: z.literal(PROTOCOL_VERSION),
+  id: z.string().min(1).max(64),
+  op: OpSchema,
+  base: z.union([z.null(), z.string().regex(/^[0-9a-f]{64}$/)]).optional(),
+}).strict();
 export type Request = z.infer<typeof RequestSchema>;
 
 export const ErrorCodeSchema = z.enum(["not-found", "denied", "not-unique", "too-large", "bad-request", "io", "changed", "internal"]);

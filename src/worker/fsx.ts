@@ -1,4 +1,5 @@
 import { closeSync, constants, lstatSync, mkdirSync, openSync, readSync } from "node:fs";
+import { createHash } from "node:crypto";
 
 /** O_PATH is not in Node's fs.constants; this is Linux's value. */
 const O_PATH = 0o10000000;
@@ -9,6 +10,17 @@ export class ChangedError extends Error {
     this.name = "ChangedError";
   }
 }
+
+/** The file is not the one a person approved a change of: changed since they were shown it. */
+export class NotAsShownError extends Error {
+  constructor(path: string, now: string) {
+    super(`${path} changed after its diff was shown for approval (${now}); nothing was written: ask again to see it as it is`);
+    this.name = "NotAsShownError";
+  }
+}
+
+/** The SHA-256 of a file's text as the approver's diff showed it (decoded as UTF-8, as the read op does). */
+export const textDigest = (data: Buffer): string => createHash("sha256").update(data.toString("utf8"), "utf8").digest("hex");
 
 function components(path: string): string[] {
   const comps = path.split("/").filter((c) => c !== "");

@@ -5,7 +5,7 @@
 import { readSync, writeSync } from "node:fs";
 import { unhandled } from "../protocol/unhandled.js";
 import { MAX_REQUEST_BYTES, parseMessage, PROTOCOL_VERSION, type Request, RequestSchema, type Response } from "../protocol/worker-protocol.js";
-import { ChangedError } from "./fsx.js";
+import { ChangedError, NotAsShownError } from "./fsx.js";
 import { edit } from "./ops/edit.js";
 import { glob } from "./ops/glob.js";
 import { grep } from "./ops/grep.js";
@@ -41,8 +41,8 @@ function perform(req: Request): OpResult {
     case "list": return list(op);
     case "glob": return glob({ pattern: op.pattern, path: op.path ?? "/" });
     case "grep": return grep({ ...op, path: op.path ?? "/" });
-    case "write": return write(op);
-    case "edit": return edit(op);
+    case "write": return write(op, req.base);
+    case "edit": return edit(op, req.base);
     case "exec":
     case "tool":
       return { error: { code: "bad-request", message: `${op.kind} is run by the launcher, not by a worker` } };
@@ -56,7 +56,7 @@ function perform(req: Request): OpResult {
 }
 
 function errorResult(e: unknown): OpResult {
-  if (e instanceof ChangedError) return { error: { code: "changed", message: e.message } };
+  if (e instanceof ChangedError || e instanceof NotAsShownError) return { error: { code: "changed", message: e.message } };
   const err = e as NodeJS.ErrnoException;
   const code = err.code === "ENOENT" ? "not-found" : err.code === "EACCES" || err.code === "EPERM" || err.code === "EROFS" ? "denied" : "io";
   return { error: { code, message: err.code ? `${err.code}: ${err.message.replace(/^[A-Z]+: /, "")}` : String(err.message ?? e) } };
