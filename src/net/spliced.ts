@@ -212,24 +212,8 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
     const answer = readResponse(upReader, ctx.limits.headerBytes);
     const res = await Promise.race(failing ? [quiet(answer), quiet(failing)] : [answer]);
 
-    const framing = responseFraming(res, req.method);
-    const listed = connectionTokens(res.headers);
-    const headers: HeaderList = res.headers.filter(([n]) => {
-      const lower = n.toLowerCase();
-      return lower !== "content-length" && !HOP_BY_HOP.has(lower) && !listed.has(lower);
-    });
-    const cl = headerValues(res.headers, "content-length")[0];
-    let mode: "none" | "length" | "chunked" | "close";
-    if (framing.kind === "length") (mode = "length"), headers.push(["Content-Length", cl!]);
-    else if (framing.kind === "none") {
-      mode = "none";
-      if (cl !== undefined && res.status !== 204) headers.push(["Content-Length", cl]);
-    } else if (req.version === "1.1") (mode = "chunked"), headers.push(["Transfer-Encoding", transferEncoding(framing.kind === "chunked" ? framing.codings : [])]);
-    else if (framing.kind === "chunked" && framing.codings.length) throw new UpstreamError("it sent a transfer coding before chunked, which an HTTP/1.0 client cannot be sent");
-    else mode = "close";
-    st.keep = mode !== "close" && req.version === "1.1" && !req.clientClose;
-    if (!st.keep) headers.push(["Connection", "close"]);
-    const out = responseHead(res.status, safeReason(res.reason) || (STATUS_CODES[res.status] ?? ""), headers);
+    const { framing, listed, mode, keep, head: out } = clientHead(res, req.method, req);
+    st.keep = keep;
     st.status = res.status;
 
     if (framing.kind === "length") {
@@ -332,4 +316,31 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
       if (sendingChunks && st.outcome !== "completed") socket.end();
     }
   }
+}
+
+/**
+ * An upstream's response head as the gate sends it on to its client: hop-by-hop and Connection-named headers
+ * dropped, the body framed the gate's way for this client (its length, chunks for HTTP/1.1, the close for
+ * HTTP/1.0), and whether the client's connection is kept. Plain HTTP and terminated TLS share it.
+ */
+export function clientHead(res: ResponseHead, method: string, client: { version: "1.0" | "1.1"; clientClose: boolean }) {
+  const framing = responseFraming(res, method);
+  const listed = connectionTokens(res.headers);
+  const headers: HeaderList = res.headers.filter(([n]) => {
+    const lower = n.toLowerCase();
+    return lower !== "content-length" && !HOP_BY_HOP.has(lower) && !listed.has(lower);
+  });
+  const cl = headerValues(res.headers, "content-length")[0];
+  let mode: "none" | "length" | "chunked" | "close";
+  if (framing.kind === "length") (mode = "length"), headers.push(["Content-Length", cl!]);
+  else if (framing.kind === "none") {
+    mode = "none";
+    if (cl !== undefined && res.status !== 204) headers.push(["Content-Length", cl]);
+  } else if (client.version === "1.1") (mode = "chunked"), headers.push(["Transfer-Encoding", transferEncoding(framing.kind === "chunked" ? framing.codings : [])]);
+  else if (framing.kind === "chunked" && framing.codings.length) throw new UpstreamError("it sent a transfer coding before chunked, which an HTTP/1.0 client cannot be sent");
+  else mode = "close";
+  const keep = mode !== "close" && client.version === "1.1" && !client.clientClose;
+  if (!keep) headers.push(["Connection", "close"]);
+  const head = responseHead(res.status, safeReason(res.reason) || (STATUS_CODES[res.status] ?? ""), headers);
+  return { framing, listed, mode, keep, head };
 }

@@ -1,17 +1,13 @@
-import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { pendingBytes } from "./engine.js";
 import { queued } from "./hold.js";
-import {
-  bodyPieces, chunk, connectionTokens, type Framing, type HeaderList, HOP_BY_HOP, HttpError, requestHead, responseFraming,
-  responseHead, safeReason, transferEncoding,
-} from "./http1.js";
+import { bodyPieces, chunk, type Framing, type HeaderList, HttpError, requestHead } from "./http1.js";
 import { upstreamTls } from "./node-forward.js";
 import { LimitError, outcomeOf, RecordError, UpstreamError } from "./outcome.js";
 import type { Connection, EgressFields, Origin } from "./proxy-context.js";
 import { ClosedError, SocketReader } from "./reader.js";
-import { NoAnswer, readResponse } from "./spliced.js";
+import { clientHead, NoAnswer, readResponse } from "./spliced.js";
 import { type EarlyUpstream, preconnect } from "./tls-early.js";
 import { pumpCounted } from "./tls-pump.js";
 
@@ -220,24 +216,8 @@ export class TlsForwarder {
       }
 
       // The response head, checked as strictly as a request's; the gate frames the body for the client itself.
-      const framing = responseFraming(res, r.method);
-      const listed = connectionTokens(res.headers);
-      const headers: HeaderList = res.headers.filter(([n]) => {
-        const lower = n.toLowerCase();
-        return lower !== "content-length" && !HOP_BY_HOP.has(lower) && !listed.has(lower);
-      });
-      const cl = res.headers.find(([n]) => n.toLowerCase() === "content-length")?.[1];
-      let mode: "none" | "length" | "chunked" | "close";
-      if (framing.kind === "length") (mode = "length"), headers.push(["Content-Length", cl!]);
-      else if (framing.kind === "none") {
-        mode = "none";
-        if (cl !== undefined && res.status !== 204) headers.push(["Content-Length", cl]);
-      } else if (r.version === "1.1") (mode = "chunked"), headers.push(["Transfer-Encoding", transferEncoding(framing.kind === "chunked" ? framing.codings : [])]);
-      else if (framing.kind === "chunked" && framing.codings.length) throw new UpstreamError("it sent a transfer coding before chunked, which an HTTP/1.0 client cannot be sent");
-      else mode = "close";
-      st.keep = mode !== "close" && r.version === "1.1" && !r.clientClose;
-      if (!st.keep) headers.push(["Connection", "close"]);
-      const out = responseHead(res.status, safeReason(res.reason) || (STATUS_CODES[res.status] ?? ""), headers);
+      const { framing, listed, mode, keep, head: out } = clientHead(res, r.method, r);
+      st.keep = keep;
       st.status = res.status;
 
       const take = (n: number) => ctx.take(n);

@@ -2,7 +2,7 @@ import { createServer as createTlsServer, type TLSSocket } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createRunCa, type RunCa } from "../../src/net/tls-ca.js";
 import { upstreamTrust } from "../../src/net/tls-trust.js";
-import { listenLoopback, testGate, until } from "../support/net.js";
+import { type LenientRequest, listenLoopback, readLeniently, testGate, until } from "../support/net.js";
 import { tlsThrough } from "../support/tls-client.js";
 import { testCa, type TestCa } from "../support/tls.js";
 
@@ -12,60 +12,23 @@ import { testCa, type TestCa } from "../support/tls.js";
 // leaves a doubt about where an answer ended.
 
 /** One request as the upstream read it. */
-interface Seen {
-  connection: number;
-  line: string;
-  body: string;
-}
-
 /**
  * A loopback HTTPS server that answers whatever its script says, byte for
  * byte (lies included): it reads each request on a connection in turn
- * (Content-Length or chunked bodies), records it, and writes answer(r).
+ * (test/support/net.ts's readLeniently), records it, and writes answer(r).
  */
-async function scriptedUpstream(ca: TestCa, answer: (r: Seen, s: TLSSocket) => string | undefined) {
+async function scriptedUpstream(ca: TestCa, answer: (r: LenientRequest, s: TLSSocket) => string | undefined) {
   const { key, cert } = await ca.issue(["api.test", "127.0.0.1"]);
-  const seen: Seen[] = [];
+  const seen: LenientRequest[] = [];
   let connections = 0;
   const server = createTlsServer({ key, cert, ALPNProtocols: ["http/1.1"] }, (s) => {
     const connection = ++connections;
     s.on("error", () => {});
-    let buf = "";
-    s.on("data", (d: Buffer) => {
-      buf += d.toString("latin1");
-      for (;;) {
-        const end = buf.indexOf("\r\n\r\n");
-        if (end < 0) return;
-        const head = buf.slice(0, end);
-        let at = end + 4;
-        let body = "";
-        if (/transfer-encoding: *chunked/i.test(head)) {
-          for (;;) {
-            const nl = buf.indexOf("\r\n", at);
-            if (nl < 0) return;
-            const size = parseInt(buf.slice(at, nl), 16);
-            if (size === 0) {
-              if (buf.length < nl + 4) return;
-              at = nl + 4;
-              break;
-            }
-            if (buf.length < nl + 2 + size + 2) return;
-            body += buf.slice(nl + 2, nl + 2 + size);
-            at = nl + 2 + size + 2;
-          }
-        } else {
-          const cl = Number(/content-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-          if (buf.length < at + cl) return;
-          body = buf.slice(at, at + cl);
-          at += cl;
-        }
-        buf = buf.slice(at);
-        const r = { connection, line: head.split("\r\n")[0]!, body };
-        seen.push(r);
-        const text = `seen ${r.line.split(" ")[1]}`;
-        const out = answer(r, s) ?? `HTTP/1.1 200 OK\r\nContent-Length: ${text.length}\r\n\r\n${text}`;
-        if (out) s.write(out, "latin1");
-      }
+    readLeniently(s, connection, (r) => {
+      seen.push(r);
+      const text = `seen ${r.line.split(" ")[1]}`;
+      const out = answer(r, s) ?? `HTTP/1.1 200 OK\r\nContent-Length: ${text.length}\r\n\r\n${text}`;
+      if (out) s.write(out, "latin1");
     });
   });
   const port = await listenLoopback(server as unknown as import("node:net").Server);
@@ -97,7 +60,7 @@ describe("framing inside a terminated tunnel", () => {
   });
   afterAll(() => undefined);
 
-  async function setup(answer: (r: Seen, s: TLSSocket) => string | undefined, allow?: (port: number) => string[], durable?: () => Promise<void>) {
+  async function setup(answer: (r: LenientRequest, s: TLSSocket) => string | undefined, allow?: (port: number) => string[], durable?: () => Promise<void>) {
     const up = await scriptedUpstream(ca, answer);
     const g = await testGate([...(allow?.(up.port) ?? [`read:api.test:${up.port}`]), `read:127.0.0.1:${up.port}`], {
       names: { "api.test": ["127.0.0.1"] },

@@ -221,6 +221,53 @@ export interface LenientRequest {
 }
 
 /**
+ * Reads every request on one connection as it comes, pipelined ones too, the
+ * way a lenient server does (lenientUpstream's rules), and hands each over.
+ */
+export function readLeniently(s: Socket, connection: number, onRequest: (r: LenientRequest) => void): void {
+  let buf = "";
+  s.on("data", (d: Buffer) => {
+    buf += d.toString("latin1");
+    for (;;) {
+      const m = /\r?\n\r?\n/.exec(buf);
+      if (!m) return;
+      const lines = buf.slice(0, m.index).split(/\r?\n/);
+      const headers: Record<string, string> = {};
+      for (const l of lines.slice(1)) {
+        const c = l.indexOf(":");
+        const name = l.slice(0, c).trim().toLowerCase().replace(/_/g, "-");
+        if (c > 0 && !(name in headers)) headers[name] = l.slice(c + 1).trim();
+      }
+      let at = m.index + m[0].length;
+      let body = "";
+      if (/chunked/i.test(headers["transfer-encoding"] ?? "")) {
+        for (;;) {
+          const nl = buf.indexOf("\n", at);
+          if (nl < 0) return;
+          const size = parseInt(buf.slice(at, nl), 16) || 0;
+          if (size === 0) {
+            const end = buf.indexOf("\n", nl + 1);
+            if (end < 0) return;
+            at = end + 1;
+            break;
+          }
+          if (buf.length < nl + 1 + size + 2) return;
+          body += buf.slice(nl + 1, nl + 1 + size);
+          at = nl + 1 + size + 2;
+        }
+      } else {
+        const cl = parseInt(headers["content-length"] ?? "0", 10) || 0;
+        if (buf.length < at + cl) return;
+        body = buf.slice(at, at + cl);
+        at += cl;
+      }
+      buf = buf.slice(at);
+      onRequest({ connection, line: lines[0]!, headers, body });
+    }
+  });
+}
+
+/**
  * A lenient HTTP/1.1 server of the kind request smuggling exploits (CGI-style
  * gateways, old proxies): header names folded (case, `_` read as `-`), a
  * Transfer-Encoding that contains "chunked" anywhere taken over a
@@ -238,48 +285,10 @@ export async function lenientUpstream(answer?: (r: LenientRequest) => string | u
     sockets.add(s);
     s.on("close", () => sockets.delete(s));
     s.on("error", () => {});
-    let buf = "";
-    s.on("data", (d: Buffer) => {
-      buf += d.toString("latin1");
-      for (;;) {
-        const m = /\r?\n\r?\n/.exec(buf);
-        if (!m) return;
-        const lines = buf.slice(0, m.index).split(/\r?\n/);
-        const headers: Record<string, string> = {};
-        for (const l of lines.slice(1)) {
-          const c = l.indexOf(":");
-          const name = l.slice(0, c).trim().toLowerCase().replace(/_/g, "-");
-          if (c > 0 && !(name in headers)) headers[name] = l.slice(c + 1).trim();
-        }
-        let at = m.index + m[0].length;
-        let body = "";
-        if (/chunked/i.test(headers["transfer-encoding"] ?? "")) {
-          for (;;) {
-            const nl = buf.indexOf("\n", at);
-            if (nl < 0) return;
-            const size = parseInt(buf.slice(at, nl), 16) || 0;
-            if (size === 0) {
-              const end = buf.indexOf("\n", nl + 1);
-              if (end < 0) return;
-              at = end + 1;
-              break;
-            }
-            if (buf.length < nl + 1 + size + 2) return;
-            body += buf.slice(nl + 1, nl + 1 + size);
-            at = nl + 1 + size + 2;
-          }
-        } else {
-          const cl = parseInt(headers["content-length"] ?? "0", 10) || 0;
-          if (buf.length < at + cl) return;
-          body = buf.slice(at, at + cl);
-          at += cl;
-        }
-        buf = buf.slice(at);
-        const r = { connection, line: lines[0]!, headers, body };
-        requests.push(r);
-        const text = `seen ${lines[0]!.split(" ")[1]}`;
-        s.write(answer?.(r) ?? `HTTP/1.1 200 OK\r\nContent-Length: ${text.length}\r\n\r\n${text}`, "latin1");
-      }
+    readLeniently(s, connection, (r) => {
+      requests.push(r);
+      const text = `seen ${r.line.split(" ")[1]}`;
+      s.write(answer?.(r) ?? `HTTP/1.1 200 OK\r\nContent-Length: ${text.length}\r\n\r\n${text}`, "latin1");
     });
   });
   const port = await listenLoopback(server);
