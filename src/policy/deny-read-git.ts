@@ -2,6 +2,7 @@ import { closeSync, fstatSync, lstatSync, openSync, readdirSync, readSync, const
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { VakError } from "./errors.js";
 import { isWithin } from "./paths.js";
+import { readPlainFile } from "./plain-file.js";
 
 /**
  * A file hidden with --deny-read whose content git holds: committed, or added, its bytes are a blob in the
@@ -23,29 +24,6 @@ function safeLstat(path: string) {
   }
 }
 
-function readAllBytes(path: string, max: number): Buffer | undefined {
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
-  } catch {
-    return undefined;
-  }
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile() || st.size > max) return undefined;
-    const buf = Buffer.alloc(st.size);
-    let got = 0;
-    while (got < buf.length) {
-      const n = readSync(fd, buf, got, buf.length - got, got);
-      if (n === 0) break;
-      got += n;
-    }
-    return buf.subarray(0, got);
-  } finally {
-    closeSync(fd);
-  }
-}
-
 /** The object store of the repository a path is in (its common dir's objects), and its hash. */
 function repositoryOf(path: string): { top: string; objects: string; algo: "sha1" | "sha256" } | undefined {
   for (let d = dirname(path); ; d = dirname(d)) {
@@ -54,13 +32,13 @@ function repositoryOf(path: string): { top: string; objects: string; algo: "sha1
     if (st) {
       let gitDir = dotGit;
       if (st.isFile()) {
-        const m = /^gitdir: (.*?)[\r\n]*$/s.exec(readAllBytes(dotGit, 4096)?.toString("utf8") ?? "");
+        const m = /^gitdir: (.*?)[\r\n]*$/s.exec(readPlainFile(dotGit, 4096)?.toString("utf8") ?? "");
         if (!m?.[1]) return undefined;
         gitDir = isAbsolute(m[1]) ? m[1] : resolve(d, m[1]);
       }
-      const c = readAllBytes(join(gitDir, "commondir"), 4096)?.toString("utf8").replace(/[\r\n]+$/, "");
+      const c = readPlainFile(join(gitDir, "commondir"), 4096)?.toString("utf8").replace(/[\r\n]+$/, "");
       const common = c ? (isAbsolute(c) ? c : resolve(gitDir, c)) : gitDir;
-      const config = readAllBytes(join(common, "config"), 1 << 20)?.toString("utf8") ?? "";
+      const config = readPlainFile(join(common, "config"), 1 << 20)?.toString("utf8") ?? "";
       return { top: d, objects: join(common, "objects"), algo: /^\s*objectformat\s*=\s*sha256\s*$/im.test(config) ? "sha256" : "sha1" };
     }
     if (d === dirname(d)) return undefined;
@@ -71,34 +49,52 @@ function blobId(content: Buffer, algo: "sha1" | "sha256"): Buffer {
   return process.getBuiltinModule("node:crypto").createHash(algo).update(`blob ${content.length}\0`).update(content).digest();
 }
 
-/** Whether a pack index (version 2) lists the id: its fanout table, then a binary search of its sorted names. */
-function inPackIndex(idx: Buffer, id: Buffer): boolean {
-  if (idx.length < 8 + 1024 || idx.readUInt32BE(0) !== 0xff744f63 || idx.readUInt32BE(4) !== 2) return false;
-  const first = id[0]!;
-  let lo = first === 0 ? 0 : idx.readUInt32BE(8 + 4 * (first - 1));
-  let hi = idx.readUInt32BE(8 + 4 * first);
-  const at = 8 + 1024;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    const off = at + mid * id.length;
-    if (off + id.length > idx.length) return false;
-    const c = idx.compare(id, 0, id.length, off, off + id.length);
-    if (c === 0) return true;
-    if (c > 0) hi = mid;
-    else lo = mid + 1;
+/**
+ * Whether a pack index (version 2) lists the id: its fanout table, then a
+ * binary search of its sorted names, read where the search looks (an index
+ * of a big repository is hundreds of MB; a lookup reads a few hundred bytes).
+ */
+function inPackIndex(path: string, id: Buffer): boolean {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+  } catch {
+    return false;
   }
-  return false;
+  try {
+    const st = fstatSync(fd);
+    const at = 8 + 1024;
+    if (!st.isFile() || st.size < at) return false;
+    const head = Buffer.alloc(at);
+    if (readSync(fd, head, 0, at, 0) !== at || head.readUInt32BE(0) !== 0xff744f63 || head.readUInt32BE(4) !== 2) return false;
+    const first = id[0]!;
+    let lo = first === 0 ? 0 : head.readUInt32BE(8 + 4 * (first - 1));
+    let hi = head.readUInt32BE(8 + 4 * first);
+    const name = Buffer.alloc(id.length);
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const off = at + mid * id.length;
+      if (off + id.length > st.size || readSync(fd, name, 0, id.length, off) !== id.length) return false;
+      const c = name.compare(id);
+      if (c === 0) return true;
+      if (c < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return false;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 class ObjectStore {
-  private packs: Buffer[] | undefined;
+  private packs: string[] | undefined;
   constructor(readonly objects: string) {}
   has(id: Buffer): boolean {
     const hex = id.toString("hex");
     if (safeLstat(join(this.objects, hex.slice(0, 2), hex.slice(2)))) return true;
     this.packs ??= (() => {
       try {
-        return readdirSync(join(this.objects, "pack")).filter((n) => n.endsWith(".idx")).flatMap((n) => readAllBytes(join(this.objects, "pack", n), 1 << 30) ?? []);
+        return readdirSync(join(this.objects, "pack")).filter((n) => n.endsWith(".idx")).map((n) => join(this.objects, "pack", n));
       } catch {
         return [];
       }
@@ -149,7 +145,7 @@ export function refuseCommittedDenied(denied: readonly string[], visible: (path:
     let store = stores.get(repo.objects);
     if (!store) stores.set(repo.objects, (store = new ObjectStore(repo.objects)));
     for (const f of files) {
-      const content = readAllBytes(f, MAX_FILE_BYTES);
+      const content = readPlainFile(f, MAX_FILE_BYTES);
       if (content === undefined) continue;
       const id = blobId(content, repo.algo);
       if (store.has(id))

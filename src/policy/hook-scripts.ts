@@ -1,7 +1,8 @@
-import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync } from "node:fs";
+import { lstatSync, readdirSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import type { HeldPath } from "./chain.js";
 import { pathWords } from "./git-config.js";
+import { readPlainFile } from "./plain-file.js";
 
 /** A hook longer than this is read this far: its commands are at its start. */
 const MAX_SCRIPT_BYTES = 1 << 20;
@@ -10,27 +11,10 @@ const MAX_DEPTH = 4;
 
 /** The text of a regular file (its first MAX_SCRIPT_BYTES, bytes as latin1), or undefined. */
 function readScript(file: string): string | undefined {
-  let fd: number;
   try {
-    fd = openSync(file, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOFOLLOW);
+    return readPlainFile(file, MAX_SCRIPT_BYTES, true)?.toString("latin1");
   } catch {
     return undefined;
-  }
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) return undefined;
-    const buf = Buffer.alloc(Math.min(st.size, MAX_SCRIPT_BYTES));
-    let got = 0;
-    while (got < buf.length) {
-      const n = readSync(fd, buf, got, buf.length - got, got);
-      if (n === 0) break;
-      got += n;
-    }
-    return buf.subarray(0, got).toString("latin1");
-  } catch {
-    return undefined;
-  } finally {
-    closeSync(fd);
   }
 }
 
