@@ -2,12 +2,12 @@ import type { Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { pendingBytes } from "./engine.js";
 import { queued } from "./hold.js";
-import { bodyPieces, chunk, type Framing, type HeaderList, HttpError, requestHead } from "./http1.js";
+import { bodyPieces, chunk, HttpError, requestHead } from "./http1.js";
 import { upstreamTls } from "./node-forward.js";
 import { LimitError, outcomeOf, RecordError, UpstreamError } from "./outcome.js";
 import type { Connection, EgressFields, Origin } from "./proxy-context.js";
 import { ClosedError, SocketReader } from "./reader.js";
-import { clientHead, NoAnswer, readResponse } from "./spliced.js";
+import { clientHead, NoAnswer, type PlainRequest, readResponse } from "./spliced.js";
 import { type EarlyUpstream, preconnect } from "./tls-early.js";
 import { pumpCounted } from "./tls-pump.js";
 
@@ -31,17 +31,8 @@ import { pumpCounted } from "./tls-pump.js";
  * (node-forward.ts).
  */
 
-/** A checked request inside a terminated tunnel, as the gate will send it. */
-export interface TlsRequest {
-  method: string;
-  path: string;
-  version: "1.0" | "1.1";
-  /** The gate's headers, its framing included. */
-  headers: HeaderList;
-  body: Framing;
-  expectContinue: boolean;
-  clientClose: boolean;
-}
+/** A checked request inside a terminated tunnel, as the gate will send it: a plain one's, less where it goes (the tunnel's origin). */
+export type TlsRequest = Omit<PlainRequest, "address" | "port" | "key">;
 
 /** An idle upstream connection is closed after this long: below common servers' keep-alive (5 s). */
 const KEPT_IDLE_MS = 4000;
