@@ -12,6 +12,7 @@ import type { Journal } from "../journal/journal.js";
 import { openJournal } from "../journal/open.js";
 import { isVakError, VakError } from "../policy/errors.js";
 import { vakDirs } from "../policy/state.js";
+import { visible } from "../text/visible.js";
 import { loadResident, socketFd } from "./native.js";
 import { clientTerminal, terminalNotServed } from "./terminal.js";
 import { confinedClient } from "./confinement.js";
@@ -43,11 +44,16 @@ function privateDir(dir: string): void {
     throw new VakError("sandbox-setup", `${dir} must be a directory of uid ${uid} with mode 0700 (it is ${st.isDirectory() ? "a directory" : "not a directory"} of uid ${st.uid}, mode ${(st.mode & 0o777).toString(8)}); the resident host does not start`);
 }
 
-/** What the host says back on its connection: a line each (see native/client.c). */
+/**
+ * What the host says back on its connection: a line each (see native/client.c), which the client may print.
+ * A reason can carry what the client chose (its cwd, its cgroups' names, an error about its request): it is
+ * neutralised, and kept to its one line.
+ */
+const oneLine = (why: string) => visible(why).replace(/[\n\t]/g, " ");
 const reply = {
   exit: (code: number) => `exit ${code}\n`,
-  fallback: (why: string) => `fallback ${why}\n`,
-  refused: (why: string) => `refused ${why.replace(/[\x00-\x1f\x7f]/g, " ")}\n`,
+  fallback: (why: string) => `fallback ${oneLine(why)}\n`,
+  refused: (why: string) => `refused ${oneLine(why)}\n`,
 };
 
 /** NAME=REF@HOST,…: a secret for the egress gate, which runs in-process only (see notServed). */

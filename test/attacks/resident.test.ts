@@ -368,13 +368,13 @@ describe("attacks on the resident host", () => {
    * A cgroup of the test's own beside this process's, in the hierarchy that holds the controller (v1's
    * /sys/fs/cgroup/CONTROLLER, or v2's), with `file` set to `value`; undefined where it cannot be made.
    */
-  function cgroupWith(controller: string, file: string | undefined, value: string): string | undefined {
+  function cgroupWith(controller: string, file: string | undefined, value: string, name = ""): string | undefined {
     const lines = readFileSync("/proc/self/cgroup", "utf8").trim().split("\n");
     const v1 = lines.find((l) => l.split(":")[1]!.split(",").includes(controller));
     const v2 = lines.find((l) => l.startsWith("0::"));
     const parent = v1 ? `/sys/fs/cgroup/${controller}${v1.split(":")[2]}` : v2 ? `/sys/fs/cgroup${v2.slice(3)}` : undefined;
     if (!parent || !existsSync(parent)) return undefined;
-    const dir = join(parent, `vak-test-${process.pid}-${++n}`);
+    const dir = join(parent, `vak-test-${process.pid}-${++n}${name}`);
     try {
       mkdirSync(dir);
     } catch {
@@ -411,6 +411,23 @@ describe("attacks on the resident host", () => {
   it("at least one limited cgroup could be made here (else the tests above did not run)", () => {
     expect(made.filter((m) => m[2] !== undefined).map((m) => m[1]).length, "no cgroup with a limit could be made on this machine").toBeGreaterThan(0);
   });
+  it("the reason a client is not served reaches its terminal neutralised: a cgroup named with an OSC 52 escape (the kernel refuses a newline in a name)", async () => {
+    const dir = cgroupWith("pids", "pids.max", "200", "-\u001b]52;c;cHduZWQ=\u0007");
+    expect(dir, "no cgroup with a limit could be made on this machine").toBeDefined();
+    try {
+      const h = hosts[0] ?? (await startHost());
+      const ws = workspace();
+      const r = await client(h, ["exec", "--", "/bin/true"], { cwd: ws, wrapper: ["/bin/sh", "-c", `echo $$ > "$0"/cgroup.procs && exec "$@"`, dir!] }).done;
+      expect(r.code).toBe(125);
+      expect(r.stderr).toContain("sets pids.max");
+      expect(r.stderr).not.toContain("\u001b");
+      expect(r.stderr).toContain("\\u{1b}]52");
+      expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    } finally {
+      rmdirSync(dir!);
+    }
+  });
+
   it("a client in a cgroup of its own that sets no limit (another terminal's scope) is served", async () => {
     const dir = cgroupWith("memory", undefined, "") ?? cgroupWith("pids", undefined, "");
     expect(dir, "no cgroup could be made on this machine").toBeDefined();
