@@ -502,6 +502,20 @@ describe("exposure", () => {
       h.write(cfg(), "[server]\nport = 1\n");
       expect((await h.audit(["--deep"])).find("exposure.deep-not-running")).toMatchObject({ severity: "info" });
     });
+
+    it("exposure.deep-skipped: with no fixed port, or TLS by vak itself, nothing is probed and it says why", async () => {
+      h.write(cfg(), "[server]\nterminal = true\n");
+      const r = await h.audit(["--deep"]);
+      expect(r.find("exposure.deep-skipped")).toMatchObject({ severity: "info", detail: expect.stringContaining("port is not set") });
+      expect(r.ids.filter((i) => i.startsWith("exposure.deep") && i !== "exposure.deep-skipped")).toEqual([]);
+      expect(r.code).toBe(0);
+      const key = h.write(join(h.root, "tls", "key.pem"), "not a key\n", 0o600);
+      const cert = h.write(join(h.root, "tls", "cert.pem"), "not a cert\n", 0o644);
+      h.write(cfg(), `[server]\nport = 1\ntls_cert = "${cert}"\ntls_key = "${key}"\n`);
+      const tls = await h.audit(["--deep"]);
+      expect(tls.find("exposure.deep-skipped")).toMatchObject({ severity: "info", detail: expect.stringContaining("TLS") });
+      expect(tls.find("exposure.deep-not-running")).toBeUndefined();
+    });
   });
 });
 
