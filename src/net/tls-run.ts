@@ -31,9 +31,10 @@ export interface RunTls {
    * every later one several times cheaper). Settles when the context and the
    * first four leaves are ready (the rest follow, ~4 ms each); the
    * first call does the work, later ones return the same promise. `vak exec`
-   * awaits it before the command starts: made while the command runs, they
-   * would hold this thread when its first request arrives (a first request
-   * then waited ~80 ms on a loaded machine, against ~7 ms with them ready).
+   * calls it once the launcher is started, so that it is made while the
+   * sandbox is set up in other processes (awaited before the launch, it was
+   * most of a terminating run's added start-up); a broker awaits it once per
+   * session.
    */
   warm(): Promise<void>;
   close(): void;
