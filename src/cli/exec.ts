@@ -347,14 +347,12 @@ async function runWithGate(
     else if (rep.event === "dns") refusals.dns(rep.name);
     else if (rep.event === "missing") sources.explain?.missing(rep.op, rep.path, rep.more);
   };
+  // The gate's TLS is ready before the command starts, so that its first request does not wait for it.
+  await netx?.tls?.warm();
   // stdio is vak's own: the launcher keeps the terminal out of the sandbox (a pty of its own in
   // between) and counts every byte of output against --max-output (native/terminal.c).
   const sb = launch(plan, ctx.stdio, gate?.link, { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined, foreground: ctx.terminal?.foreground });
   record.onFailure = () => sb.kill("SIGKILL");
-  // The gate's TLS (the upstream context, the first leaves) is made while the launcher sets the sandbox up in
-  // its own processes: ready before the command's first request on a machine with a core free, and a start-up
-  // cost that no run waits for.
-  void netx?.tls?.warm();
 
   let stopping = false;
   let killTimer: NodeJS.Timeout | undefined;
