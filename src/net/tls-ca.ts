@@ -1,6 +1,7 @@
 import { randomBytes, webcrypto } from "node:crypto";
 import { createSecureContext, DEFAULT_CIPHERS, type SecureContext } from "node:tls";
 import { type Host, hostText } from "../policy/address.js";
+import * as der from "./x509-der.js";
 
 /**
  * The certificate authority of one run (one `vak exec`, one broker session):
@@ -35,64 +36,50 @@ const MAX_LEAVES = 1024;
 /** Clocks differ: a leaf is valid from a little before now. */
 const SKEW_MS = 5 * 60 * 1000;
 
-function serial(): string {
+/** 16 random bytes, the first never zero: a positive serial of fixed size (RFC 5280: at most 20 octets). */
+function serial(): Buffer {
   const b = randomBytes(16);
-  b[0] = b[0]! & 0x7f; // positive, as RFC 5280 asks
-  return b.toString("hex");
+  b[0] = (b[0]! & 0x7f) | 0x01;
+  return b;
 }
 
-/** Makes the run's CA. Loads the X.509 code on first use only: a run without TLS termination never pays for it. */
+/** Makes the run's CA: two P-256 keys and a signature, no X.509 library (x509-der.ts). */
 export async function createRunCa(name = "Vak run CA"): Promise<RunCa> {
-  await import("reflect-metadata"); // @peculiar/x509's dependency injection needs it, once
-  const x509 = await import("@peculiar/x509");
-  x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
   const subtle = webcrypto.subtle;
-  const caKeys = (await subtle.generateKey(ALG, false, ["sign", "verify"])) as webcrypto.CryptoKeyPair;
-  const leafKeys = (await subtle.generateKey(ALG, true, ["sign", "verify"])) as webcrypto.CryptoKeyPair;
+  const [caKeys, leafKeys] = (await Promise.all([
+    subtle.generateKey(ALG, false, ["sign", "verify"]),
+    subtle.generateKey(ALG, true, ["sign", "verify"]),
+  ])) as [webcrypto.CryptoKeyPair, webcrypto.CryptoKeyPair];
   const now = Date.now();
-  const cn = `${name} ${randomBytes(4).toString("hex")}`.replace(/[,=+<>#;"\\]/g, "");
-  const ca = await x509.X509CertificateGenerator.createSelfSigned({
-    serialNumber: serial(),
-    name: `CN=${cn}, O=Vak`,
-    notBefore: new Date(now - SKEW_MS),
-    notAfter: new Date(now + CA_DAYS * 86_400_000),
-    signingAlgorithm: ALG,
-    keys: caKeys,
-    extensions: [
-      new x509.BasicConstraintsExtension(true, 0, true),
-      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign, true),
-      await x509.SubjectKeyIdentifierExtension.create(caKeys.publicKey),
-    ],
-  });
-  const caNotAfter = ca.notAfter.getTime();
-  const aki = await x509.AuthorityKeyIdentifierExtension.create(ca, false);
-  const leafKeyPem = pem("PRIVATE KEY", Buffer.from(await subtle.exportKey("pkcs8", leafKeys.privateKey)));
-  const certPem = `${ca.toString("pem").replace(/\r\n/g, "\n").trim()}\n`;
+  const caNotAfter = Math.floor((now + CA_DAYS * 86_400_000) / 1000) * 1000;
+  const caName = der.name(`${name} ${randomBytes(4).toString("hex")}`, "Vak");
+  const [caSpki, leafSpki, caKeyId, leafPkcs8] = await Promise.all([
+    subtle.exportKey("spki", caKeys.publicKey).then(Buffer.from),
+    subtle.exportKey("spki", leafKeys.publicKey).then(Buffer.from),
+    der.keyId(caKeys.publicKey),
+    subtle.exportKey("pkcs8", leafKeys.privateKey).then(Buffer.from),
+  ]);
+  const ca = await der.certificate(
+    { serial: serial(), issuer: caName, subject: caName, notBefore: new Date(now - SKEW_MS), notAfter: new Date(caNotAfter), spki: caSpki, ski: caKeyId, ca: true },
+    caKeys.privateKey,
+  );
+  const leafKeyPem = der.pem("PRIVATE KEY", leafPkcs8);
+  const certPem = der.pem("CERTIFICATE", ca);
   const leaves = new Map<string, Promise<{ ctx: SecureContext; notAfter: number }>>();
 
   const mint = async (host: Host): Promise<{ ctx: SecureContext; notAfter: number }> => {
     const t = Date.now();
     const notAfter = Math.min(t + LEAF_MS, caNotAfter);
-    const label = hostText(host).replace(/^\[|\]$/g, "");
-    const san = host.kind === "ip" ? { type: "ip" as const, value: host.ip } : { type: "dns" as const, value: host.name };
-    const leaf = await x509.X509CertificateGenerator.create({
-      serialNumber: serial(),
-      subject: host.kind === "name" ? `CN=${label}` : "CN=vak ip leaf",
-      issuer: ca.subject,
-      notBefore: new Date(t - SKEW_MS),
-      notAfter: new Date(notAfter),
-      signingAlgorithm: ALG,
-      publicKey: leafKeys.publicKey,
-      signingKey: caKeys.privateKey,
-      extensions: [
-        new x509.BasicConstraintsExtension(false, undefined, true),
-        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-        new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
-        new x509.SubjectAlternativeNameExtension([san]),
-        aki,
-      ],
-    });
-    const ctx = createSecureContext({ key: leafKeyPem, cert: `${leaf.toString("pem")}\n${certPem}\n`, minVersion: "TLSv1.2", ciphers: FAST_FIRST, honorCipherOrder: true });
+    // A common name is at most 64 characters (RFC 5280); clients check the subject alternative name.
+    const cn = host.kind === "name" && host.name.length <= 64 ? host.name : "vak leaf";
+    const leaf = await der.certificate(
+      {
+        serial: serial(), issuer: caName, subject: der.name(cn), notBefore: new Date(t - SKEW_MS), notAfter: new Date(notAfter), spki: leafSpki, aki: caKeyId, ca: false,
+        san: host.kind === "ip" ? { type: "ip", value: host.ip } : { type: "dns", value: host.name },
+      },
+      caKeys.privateKey,
+    );
+    const ctx = createSecureContext({ key: leafKeyPem, cert: `${der.pem("CERTIFICATE", leaf)}${certPem}`, minVersion: "TLSv1.2", ciphers: FAST_FIRST, honorCipherOrder: true });
     return { ctx, notAfter };
   };
 
@@ -113,9 +100,4 @@ export async function createRunCa(name = "Vak run CA"): Promise<RunCa> {
       return (await minted).ctx;
     },
   };
-}
-
-function pem(label: string, der: Buffer): string {
-  const b64 = der.toString("base64").replace(/(.{64})/g, "$1\n").replace(/\n$/, "");
-  return `-----BEGIN ${label}-----\n${b64}\n-----END ${label}-----\n`;
 }

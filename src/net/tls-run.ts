@@ -1,8 +1,6 @@
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { isIPv6 } from "node:net";
 import { tmpdir } from "node:os";
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import { delimiter, join } from "node:path";
 import type { Host } from "../policy/address.js";
 import { javaTrustStore } from "./jks.js";
@@ -26,33 +24,19 @@ export interface RunTls {
   terminates: boolean;
   /**
    * Makes now what a first request would otherwise wait for: the upstream
-   * context (every root parsed: ~20-25 ms of CPU for a system store of ~140) and the leaves of
-   * named grants (a wildcard-only run mints one throwaway leaf, which makes
-   * every later one several times cheaper). Settles when the context and the
-   * first four leaves are ready (the rest follow, ~4 ms each); the
+   * context (every root parsed: ~60 ms of CPU here for a system store of 144)
+   * and the leaves of named grants (a wildcard-only run mints one throwaway
+   * leaf, which readies WebCrypto's signing for the first real one). Settles
+   * when the context and the first four leaves are ready (the rest follow, a
+   * few ms each); the
    * first call does the work, later ones return the same promise. `vak exec`
-   * awaits it before the command starts: made while the command runs, they
-   * would hold this thread when its first request arrives (a first request
-   * then waited ~80 ms on a loaded machine, against ~7 ms with them ready).
+   * awaits it before the command starts: made while the sandbox was set up
+   * (~50 ms, about as long as the launcher took to start curl), it held this
+   * thread when the first request came (+51 ms against +1 ms awaited, which
+   * costs the start-up ~35 ms more, in one interleaved run at a load of 1.5).
    */
   warm(): Promise<void>;
   close(): void;
-}
-
-/**
- * A full garbage collection now. Making the CA, the bundle and the first
- * leaves grows the heap to where V8 starts an old-space collection, and its
- * finishing pauses (5-20 ms at a load of 10) fell inside the first request.
- * Run once the command is being started (the turn after warm() settles, while
- * the sandbox is set up in its own processes), it is paid where nothing waits.
- */
-function collectGarbage(): void {
-  try {
-    setFlagsFromString("--expose-gc");
-    (runInNewContext("gc") as () => void)();
-  } catch {
-    // Only a cost moved; nothing depends on it.
-  }
 }
 
 /** Whether a Java runtime is on this PATH (then the sandbox gets a truststore too). */
@@ -87,13 +71,10 @@ export async function prepareRunTls(opts: {
       if (!ca) return;
       const hosts = (opts.warm?.length ? opts.warm : [{ kind: "name", name: "warm.vak.invalid" } as const]).slice(0, 16);
       // A leaf that cannot be made now is made (and fails, with its message) when its host is asked for. The
-      // first few are awaited (the first also readies the X.509 code); the rest, ~4 ms each, follow meanwhile.
+      // first few are awaited; the rest, a signature and a context each, follow meanwhile.
       const mint = (h: Host) => ca.contextFor(h).then(() => undefined, () => undefined);
       await Promise.all(hosts.slice(0, 4).map(mint));
-      setImmediate(() => {
-        hosts.slice(4).forEach(mint);
-        collectGarbage();
-      });
+      setImmediate(() => hosts.slice(4).forEach(mint));
     })());
   const dir = mkdtempSync(join(tmpdir(), "vak-tls-"));
   try {

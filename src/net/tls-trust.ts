@@ -44,8 +44,17 @@ function blocks(text: string): string[] {
   return out;
 }
 
-/** A CA file the user named: every block must be a certificate, and there must be one. */
-function userCaFile(path: string, what: string): string[] {
+/** A block's identity: its base64 without line breaks (the same certificate, however a file wraps it). */
+const identity = (block: string): string => block.slice(BEGIN.length, -END.length - 1).replace(/\s/g, "");
+
+/**
+ * A CA file the user named: every block must be a certificate, and there must
+ * be one. A block already trusted (seen holds their identities: commonly
+ * NODE_EXTRA_CA_CERTS naming the system bundle itself) is left out rather
+ * than parsed and loaded again: each root costs ~0.4 ms to parse and as much
+ * again in every context and bundle made from them, on every run.
+ */
+function userCaFile(path: string, what: string, seen: Set<string>): string[] {
   let text: string;
   try {
     text = readFileSync(path, "utf8");
@@ -54,14 +63,19 @@ function userCaFile(path: string, what: string): string[] {
   }
   const found = blocks(text);
   if (found.length === 0) throw new VakError("bad-input", `${what} ${path}: no PEM certificate in it`);
+  const fresh: string[] = [];
   for (const b of found) {
+    const id = identity(b);
+    if (seen.has(id)) continue;
+    seen.add(id);
+    fresh.push(b);
     try {
       new X509Certificate(b);
     } catch (e) {
       throw new VakError("bad-input", `${what} ${path}: a certificate in it does not parse (${(e as Error).message})`);
     }
   }
-  return found;
+  return fresh;
 }
 
 export function upstreamTrust(opts: { caFiles?: readonly string[]; env?: NodeJS.ProcessEnv; systemBundles?: readonly string[] } = {}): UpstreamTrust {
@@ -84,13 +98,19 @@ export function upstreamTrust(opts: { caFiles?: readonly string[]; env?: NodeJS.
     system = rootCertificates.map((c) => `${c.trim()}\n`);
     sources.push("Node's built-in roots");
   }
-  roots.push(...system);
+  const seen = new Set<string>();
+  for (const b of system) {
+    const id = identity(b);
+    if (seen.has(id)) continue;
+    seen.add(id);
+    roots.push(b);
+  }
   if (env.NODE_EXTRA_CA_CERTS) {
-    roots.push(...userCaFile(env.NODE_EXTRA_CA_CERTS, "NODE_EXTRA_CA_CERTS"));
+    roots.push(...userCaFile(env.NODE_EXTRA_CA_CERTS, "NODE_EXTRA_CA_CERTS", seen));
     sources.push(env.NODE_EXTRA_CA_CERTS);
   }
   for (const f of opts.caFiles ?? []) {
-    roots.push(...userCaFile(f, "--ca-file"));
+    roots.push(...userCaFile(f, "--ca-file", seen));
     sources.push(f);
   }
   let ctx: SecureContext | undefined;
