@@ -2,6 +2,7 @@ import { createServer as createNetServer, type Server as NetServer, type Socket 
 import { createServer as createTlsServer } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { EgressEvent } from "../../src/net/egress-log.js";
+import { ENDPOINT_PREFIX, parseEndpoint } from "../../src/net/endpoint.js";
 import { createRunCa, type RunCa } from "../../src/net/tls-ca.js";
 import { upstreamTrust } from "../../src/net/tls-trust.js";
 import { gateClient, type LenientRequest, listenLoopback, readLeniently, testGate } from "../support/net.js";
@@ -183,6 +184,42 @@ describe.each(["plain HTTP", "terminated TLS"] as const)("a gate-held secret ref
     expect(x.res.headers["content-length"]).toBe(String(body.length));
     expect(x.res.body).toBe(body);
     expect(x.end?.reflected).toBeUndefined();
+  });
+});
+
+describe("a header secret through a provider endpoint (https, through Node's client)", () => {
+  it("a host that echoes the key, cut across TLS records, gives the command its placeholder", async () => {
+    const ca = await testCa();
+    const run = await createRunCa();
+    const up = await piecesUpstream(ca, (r) => {
+      const body = `{"seen":"${r.headers["x-api-key"]}"}`;
+      const cut = body.indexOf(VALUE) + 5;
+      return [`HTTP/1.1 200 OK\r\nX-Echo: ${r.headers["x-api-key"]}\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, cut)}`, body.slice(cut)];
+    });
+    const endpoint = parseEndpoint(`API_BASE=https://api.test:${up.port}/v1`);
+    const g = await testGate([`api.test:${up.port}`, `127.0.0.1:${up.port}`], {
+      names: { "api.test": ["127.0.0.1"] },
+      tls: { ca: async () => run, trust: upstreamTrust({ caFiles: [ca.file], env: {} }) },
+      worker: { endpoints: [endpoint], headers: [{ ref: "secret:k", header: "x-api-key", value: VALUE, hosts: [`api.test:${up.port}`], placeholder: PLACEHOLDER }] },
+    });
+    try {
+      const raw = await exchange(
+        await gateClient(g.gate.socketPath, g.token, { allowHalfOpen: false }),
+        `GET ${ENDPOINT_PREFIX}${endpoint.variable}/echo HTTP/1.1\r\nHost: 127.0.0.1:3128\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n`,
+      );
+      expect(up.seen[0]?.headers["x-api-key"]).toBe(VALUE);
+      expect(up.seen[0]?.headers["accept-encoding"]).toBe("identity");
+      expect(raw).not.toContain(VALUE);
+      const res = parse(raw);
+      expect(res.status).toBe(200);
+      expect(res.headers["x-echo"]).toBe(PLACEHOLDER);
+      expect(res.body).toBe(`{"seen":"${PLACEHOLDER}"}`);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(g.events.find((e) => e.outcome !== undefined)?.reflected).toBe(2);
+    } finally {
+      await g.close();
+      await up.close();
+    }
   });
 });
 
