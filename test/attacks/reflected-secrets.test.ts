@@ -78,7 +78,7 @@ describe.each(["plain HTTP", "terminated TLS"] as const)("a gate-held secret ref
   afterAll(() => undefined);
 
   /** One request through the gate, the secret's placeholder in its Authorization header (or not); the raw answer and the gate's records. */
-  async function through(pieces: (r: LenientRequest) => string[], opts: { path?: string; method?: string; extra?: string; withSecret?: boolean; version?: "1.0" | "1.1" } = {}) {
+  async function through(pieces: (r: LenientRequest) => string[], opts: { path?: string; method?: string; extra?: string; withSecret?: boolean; version?: "1.0" | "1.1"; pipelined?: boolean } = {}) {
     const tls = kind === "terminated TLS";
     const up = await piecesUpstream(tls ? ca : undefined, pieces);
     const host = tls ? `api.test:${up.port}` : `127.0.0.1:${up.port}`;
@@ -90,7 +90,9 @@ describe.each(["plain HTTP", "terminated TLS"] as const)("a gate-held secret ref
     try {
       const target = tls ? (opts.path ?? "/") : `http://${host}${opts.path ?? "/"}`;
       const auth = opts.withSecret === false ? "" : `Authorization: Bearer ${PLACEHOLDER}\r\n`;
-      const req = `${opts.method ?? "GET"} ${target} HTTP/${opts.version ?? "1.1"}\r\nHost: ${host}\r\n${auth}${opts.extra ?? ""}Connection: close\r\n\r\n`;
+      const one = (close: boolean) => `${opts.method ?? "GET"} ${target} HTTP/${opts.version ?? "1.1"}\r\nHost: ${host}\r\n${auth}${opts.extra ?? ""}${close ? "Connection: close\r\n" : ""}\r\n`;
+      // pipelined: a kept request, then one that closes, sent together (the gate reads the second once the first is answered).
+      const req = opts.pipelined ? one(false) + one(true) : one(true);
       let raw: string;
       if (tls) {
         const t = await tlsThrough(g.gate.socketPath, g.token, host, { ca: run.certPem });
@@ -175,6 +177,15 @@ describe.each(["plain HTTP", "terminated TLS"] as const)("a gate-held secret ref
     expect(x.res.headers["x-echo"]).toBe(`Bearer ${PLACEHOLDER}`);
     expect(x.res.body).toBe("");
     expect(x.end?.reflected).toBe(1);
+  });
+
+  it("two searched answers on one kept connection: each replaced, each framed so the next request is read right", async () => {
+    const body = `k=${VALUE}`;
+    const x = await through(() => [cl("HTTP/1.1 200 OK\r\n", body)], { pipelined: true });
+    expect(x.raw).not.toContain(VALUE);
+    expect(x.raw.match(/HTTP\/1\.1 200/g)).toHaveLength(2);
+    expect(x.raw.split(PLACEHOLDER)).toHaveLength(3);
+    expect(x.seen).toHaveLength(2);
   });
 
   it("a request with no secret in it is passed on as it came: its Content-Length kept, nothing searched", async () => {
