@@ -224,9 +224,12 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
 
     if (r) {
       // An answer to a request carrying a secret: through the replacer, never the engine.
-      await written(socket, r.whole(out));
-      st.bytesDown += await relayReplaced(upReader, socket, framing, mode, r);
-      st.reflected = r.count;
+      try {
+        await written(socket, r.whole(out));
+        st.bytesDown += await relayReplaced(upReader, socket, framing, mode, r);
+      } finally {
+        st.reflected = r.count; // on the record however the answer ended
+      }
       clean = framing.kind !== "close" && upReader.takeBuffered().length === 0;
     } else if (framing.kind === "length") {
       // Past its Content-Length an upstream is not read: what it sent after is a doubt, and its connection ends.

@@ -217,9 +217,12 @@ export class TlsForwarder {
       const take = (n: number) => ctx.take(n);
       if (rf) {
         // An answer to a request carrying a secret: through the replacer, across TLS records.
-        client.write(rf.whole(out));
-        st.bytesDown += await relayReplaced(upReader, client, framing, mode, rf);
-        st.reflected = rf.count;
+        try {
+          client.write(rf.whole(out));
+          st.bytesDown += await relayReplaced(upReader, client, framing, mode, rf);
+        } finally {
+          st.reflected = rf.count; // on the record however the answer ended
+        }
         clean = framing.kind !== "close" && upReader.takeBuffered().length === 0;
       } else if (framing.kind === "length") {
         // What was read with the head goes with it, in one record; the rest straight from the upstream's records.
