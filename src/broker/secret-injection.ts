@@ -32,7 +32,7 @@ export function injectSecrets(env: Record<string, string>, secrets: readonly Inj
         envUses.push({ name: sec.ref, recipient: describeRecipient(r), component });
         break;
       case "header":
-        headers.push({ ref: sec.ref, header: r.header, value: sec.value, hosts: r.hosts });
+        headers.push({ ref: sec.ref, header: r.header, value: sec.value, hosts: r.hosts, placeholder: placeholderFor(sec.ref) });
         if (r.placeholderEnv) env[r.placeholderEnv] = placeholderFor(sec.ref);
         break;
       case "placeholder": {

@@ -36,6 +36,8 @@ export interface HeaderSecret {
   ref: string;
   header: string;
   value: string;
+  /** What the command holds for it, if anything: put back for the value where an answer reflects it (reflected.ts). */
+  placeholder?: string | undefined;
   /** host or host:port, as granted; the header goes to these only. */
   hosts: readonly string[];
 }

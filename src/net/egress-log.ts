@@ -27,6 +27,8 @@ export interface EgressEvent {
   secrets?: string[];
   /** Secrets whose placeholder this request carried where the gate does not replace it (another host, the URL): sent as a placeholder. */
   withheld?: string[];
+  /** For a request the gate put a secret into: how many times its answer held a secret's value, each replaced by its placeholder before the command got it (reflected.ts). Never the value. */
+  reflected?: number;
   /** For HTTPS: whether the gate terminated TLS (and checked each request inside) or spliced an opaque tunnel. */
   tls?: "terminated" | "spliced";
   /** A protocol switched to (websocket), carried and counted, not inspected. */

@@ -3,7 +3,7 @@ import type { Socket } from "node:net";
 import { connect as tlsConnect, type TLSSocket } from "node:tls";
 import type { Host } from "../policy/address.js";
 import {
-  bodyPieces, connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, type RequestHead,
+  bodyPieces, chunk, connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, type RequestHead,
   responseHead, safeReason, transferCodings, transferEncoding,
 } from "./http1.js";
 import { LimitError, outcomeOf, RecordError, UpstreamError } from "./outcome.js";
@@ -12,6 +12,7 @@ import { ClosedError } from "./reader.js";
 import { TLS_BUFFERS } from "./terminate.js";
 import { pumpBody } from "./tls-pump.js";
 import { carryUpgrade } from "./upgrade.js";
+import { type Injected, Reflected, unsearchable } from "./reflected.js";
 
 // The requests the gate sends through Node's HTTP client: WebSocket upgrades, and provider endpoints
 // over https (one connection each); plain HTTP's other requests go through spliced.ts, those inside a
@@ -31,6 +32,8 @@ export interface NodeRequest {
   upgrade: boolean;
   overTls: boolean;
   clientClose: boolean;
+  /** Secrets the gate put into it: its answer is searched for them (reflected.ts). */
+  reflect?: readonly Injected[] | undefined;
 }
 
 /** Waits until a writable can take more; fails if it closes first. */
@@ -65,6 +68,7 @@ export class NodeForwarder {
     let bytesDown = 0;
     let outcome = "completed";
     let keep = false;
+    let reflected: number | undefined;
     let upSocket: Socket | undefined;
     let up: ClientRequest | undefined;
     const abort = () => up?.destroy(new ClosedError());
@@ -123,13 +127,21 @@ export class NodeForwarder {
         return false;
       }
       if (code < 200 || code > 599) throw new UpstreamError(`it answered with the invalid status ${code}`);
-      const out = responseFraming(res, method, head.version);
+      const rf = r.reflect ? new Reflected(r.reflect) : undefined;
+      const out = responseFraming(res, method, head.version, Boolean(rf));
+      const why = rf && unsearchable(out.headers, out.mode === "none" ? { kind: "none" } : { kind: "chunked", codings: out.codings });
+      if (why) throw new UpstreamError(why);
       keep = out.mode !== "close" && head.version === "1.1" && !r.clientClose;
       if (!keep) out.headers.push(["Connection", "close"]);
       status = code;
-      await this.write(responseHead(code, safeReason(res.statusMessage) || (STATUS_CODES[code] ?? ""), out.headers));
-      await pumpBody(res, this.conn.socket, (n) => this.conn.ctx.take(n), { chunked: out.mode === "chunked", counted: (n) => (bytesDown += n) });
-      if (out.mode === "chunked") await this.write(Buffer.from("0\r\n\r\n"));
+      const resHead = responseHead(code, safeReason(res.statusMessage) || (STATUS_CODES[code] ?? ""), out.headers);
+      await this.write(rf ? rf.whole(resHead) : resHead);
+      const chunked = out.mode === "chunked";
+      await pumpBody(res, this.conn.socket, (n) => this.conn.ctx.take(n), { chunked, counted: (n) => (bytesDown += n), ...(rf ? { through: (d: Buffer) => rf.push(d) } : {}) });
+      const last = rf?.end();
+      if (last?.length) await this.write(chunked ? chunk(last) : last);
+      if (rf) reflected = rf.count;
+      if (chunked) await this.write(Buffer.from("0\r\n\r\n"));
       if (!bodyDone) {
         // The upstream answered before it took the whole body: the rest goes nowhere, and the connection ends
         // once the client has stopped sending it (or the head deadline passes).
@@ -153,7 +165,7 @@ export class NodeForwarder {
       this.conn.socket.off("close", abort);
       up?.destroy();
       upSocket?.destroy();
-      this.conn.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }), bytesUp, bytesDown });
+      this.conn.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }), bytesUp, bytesDown, ...(reflected === undefined ? {} : { reflected }) });
     }
     return keep;
   }
@@ -169,7 +181,7 @@ export function upstreamTls(s: Socket, host: Host, tls: ProxyContext["tls"]): TL
 
 
 /** The response head's fields and how its body goes to the client: the gate frames it itself. */
-function responseFraming(res: IncomingMessage, method: string, version: "1.0" | "1.1"): { headers: HeaderList; mode: "none" | "length" | "chunked" | "close" } {
+function responseFraming(res: IncomingMessage, method: string, version: "1.0" | "1.1", reframe: boolean): { headers: HeaderList; mode: "none" | "length" | "chunked" | "close"; codings: string[] } {
   const fields: HeaderList = [];
   for (let i = 0;i + 1 < res.rawHeaders.length;i += 2) fields.push([res.rawHeaders[i]!, res.rawHeaders[i + 1]!]);
   const listed = connectionTokens(fields);
@@ -185,10 +197,11 @@ function responseFraming(res: IncomingMessage, method: string, version: "1.0" | 
   const status = res.statusCode ?? 0;
   if (method === "HEAD" || status === 204 || status === 304) {
     if (length !== undefined && status !== 204) headers.push(["Content-Length", length]);
-    return { headers, mode: "none" };
+    return { headers, mode: "none", codings };
   }
-  if (length !== undefined) return { headers: [...headers, ["Content-Length", length]], mode: "length" };
-  if (version === "1.1") return { headers: [...headers, ["Transfer-Encoding", transferEncoding(codings)]], mode: "chunked" };
+  // reframe: a body the gate changes (reflected.ts) is sent as a length-less one.
+  if (length !== undefined && !reframe) return { headers: [...headers, ["Content-Length", length]], mode: "length", codings };
+  if (version === "1.1") return { headers: [...headers, ["Transfer-Encoding", transferEncoding(codings)]], mode: "chunked", codings };
   if (codings.length) throw new UpstreamError("it sent a transfer coding before chunked, which an HTTP/1.0 client cannot be sent");
-  return { headers, mode: "close" };
+  return { headers, mode: "close", codings };
 }

@@ -6,6 +6,7 @@ import {
   type RequestHead, requestFraming, responseHead, transferEncoding,
 } from "./http1.js";
 import { substitute } from "./placeholders.js";
+import { type Injected, searchable, WITHHELD } from "./reflected.js";
 import { ClosedError, SocketReader } from "./reader.js";
 import { LimitError, outcomeOf, RecordError, TransferError } from "./outcome.js";
 
@@ -231,7 +232,16 @@ export class ProxyConnection implements Connection {
     }
     // Placeholders become values in header values for their own hosts only, after every check above.
     const sub = substitute(kept, head.target, this.ctx.placeholders, target.host, target.port);
-    headers.push(...sub.headers);
+    // The one place that decides how the answer is relayed: a request the gate put a secret into has its
+    // answer searched for the value (reflected.ts), whole and unencoded; any other is passed on as it comes.
+    const injected: Injected[] = [
+      ...secrets.map((x) => ({ value: x.value, placeholder: x.placeholder ?? WITHHELD })),
+      ...this.ctx.placeholders.filter((p) => sub.used.includes(p.ref)),
+    ];
+    const reflect = injected.length ? injected : undefined;
+    if (reflect && upgrade)
+      return this.refuse(method, asked, 403, "secret-unsearched", "a WebSocket that carries a gate-held secret is refused: its frames are not searched, so a host that reflects the secret would hand it to the command");
+    headers.push(...(reflect ? searchable(sub.headers) : sub.headers));
     for (const x of secrets) headers.push([x.header, x.value]);
     const refs = [...secrets.map((x) => x.ref), ...sub.used];
     const allowed = {
@@ -250,13 +260,13 @@ export class ProxyConnection implements Connection {
     const expectContinue = head.version === "1.1" && headerValues(head.headers, "expect").some((v) => v.toLowerCase() === "100-continue");
     if (!overTls && !upgrade) {
       const key = UpstreamPool.key(c.address, target.port, headers[0]![1], c.rule);
-      const plain = { method, path, version: head.version, headers, body: framing, expectContinue, clientClose: listed.has("close"), address: c.address, port: target.port, key };
+      const plain = { method, path, version: head.version, headers, body: framing, expectContinue, clientClose: listed.has("close"), address: c.address, port: target.port, key, reflect };
       // Only a decision that carries nothing of its own: a secret or a placeholder put into the request, an endpoint, is waited for each time.
       const decision = refs.length || sub.withheld.length || ep ? undefined : JSON.stringify([method, c.canonical, c.address, target.port, c.rule]);
       return this.plain(plain, allowed, decision);
     }
-    if (this.tls && !upgrade) return this.tls.send({ method, path, version: head.version, headers, body: framing, expectContinue, clientClose: listed.has("close") }, allowed);
-    return this.node.send({ head, framing, method, path, headers, target, address: c.address, upgrade, overTls, clientClose: listed.has("close") }, allowed);
+    if (this.tls && !upgrade) return this.tls.send({ method, path, version: head.version, headers, body: framing, expectContinue, clientClose: listed.has("close"), reflect }, allowed);
+    return this.node.send({ head, framing, method, path, headers, target, address: c.address, upgrade, overTls, clientClose: listed.has("close"), reflect }, allowed);
   }
 
   /** A checked plain-HTTP request, its bodies spliced; on the record as forward()'s are. */
@@ -278,7 +288,7 @@ export class ProxyConnection implements Connection {
         this.reply(st.status, `vak egress gate: ${st.outcome}\n`);
       }
     } finally {
-      this.ctx.record({ ...allowed, outcome: st.outcome, ...(st.status === undefined ? {} : { status: st.status }), bytesUp: st.bytesUp, bytesDown: st.bytesDown });
+      this.ctx.record({ ...allowed, outcome: st.outcome, ...(st.status === undefined ? {} : { status: st.status }), bytesUp: st.bytesUp, bytesDown: st.bytesDown, ...(st.reflected === undefined ? {} : { reflected: st.reflected }) });
     }
     return st.keep;
   }

@@ -10,6 +10,7 @@ import {
 import { LimitError, TransferError, tunnelOutcome, UpstreamError } from "./outcome.js";
 import { ClosedError, SocketReader } from "./reader.js";
 import type { UpstreamPool } from "./upstream-pool.js";
+import { type Injected, relayReplaced, searched } from "./reflected.js";
 
 /**
  * Plain HTTP (absolute-form, to an http:// destination) with its bodies moved
@@ -52,6 +53,8 @@ export interface PlainRequest {
   port: number;
   /** The upstream pool's key for this destination as decided (UpstreamPool.key). */
   key: string;
+  /** Secrets the gate put into it: its answer is searched for them (reflected.ts), never spliced. */
+  reflect?: readonly Injected[] | undefined;
 }
 
 /** What the request did so far, for its record; filled in as it goes, also when it throws. */
@@ -63,6 +66,8 @@ export interface PlainState {
   keep: boolean;
   /** The upstream connection was a kept one. */
   reused?: boolean;
+  /** A searched answer: how many secrets' values it held, replaced. */
+  reflected?: number;
 }
 
 /** Why a transfer that did not complete ended, as the error that ends the request. */
@@ -212,11 +217,21 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
     const answer = readResponse(upReader, ctx.limits.headerBytes);
     const res = await Promise.race(failing ? [quiet(answer), quiet(failing)] : [answer]);
 
-    const { framing, listed, mode, keep, head: out } = clientHead(res, req.method, req);
+    const r = req.reflect ? searched(res, req.method, req.reflect) : undefined;
+    const { framing, listed, mode, keep, head: out } = clientHead(res, req.method, { ...req, reframe: Boolean(r) });
     st.keep = keep;
     st.status = res.status;
 
-    if (framing.kind === "length") {
+    if (r) {
+      // An answer to a request carrying a secret: through the replacer, never the engine.
+      try {
+        await written(socket, r.whole(out));
+        st.bytesDown += await relayReplaced(upReader, socket, framing, mode, r);
+      } finally {
+        st.reflected = r.count; // on the record however the answer ended
+      }
+      clean = framing.kind !== "close" && upReader.takeBuffered().length === 0;
+    } else if (framing.kind === "length") {
       // Past its Content-Length an upstream is not read: what it sent after is a doubt, and its connection ends.
       const got = upReader.takeBuffered();
       const body = got.subarray(0, framing.length);
@@ -323,7 +338,7 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
  * dropped, the body framed the gate's way for this client (its length, chunks for HTTP/1.1, the close for
  * HTTP/1.0), and whether the client's connection is kept. Plain HTTP and terminated TLS share it.
  */
-export function clientHead(res: ResponseHead, method: string, client: { version: "1.0" | "1.1"; clientClose: boolean }) {
+export function clientHead(res: ResponseHead, method: string, client: { version: "1.0" | "1.1"; clientClose: boolean; reframe?: boolean }) {
   const framing = responseFraming(res, method);
   const listed = connectionTokens(res.headers);
   const headers: HeaderList = res.headers.filter(([n]) => {
@@ -332,7 +347,8 @@ export function clientHead(res: ResponseHead, method: string, client: { version:
   });
   const cl = headerValues(res.headers, "content-length")[0];
   let mode: "none" | "length" | "chunked" | "close";
-  if (framing.kind === "length") (mode = "length"), headers.push(["Content-Length", cl!]);
+  // reframe: a body the gate changes (reflected.ts) is sent as a length-less one, whatever its length was.
+  if (framing.kind === "length" && !client.reframe) (mode = "length"), headers.push(["Content-Length", cl!]);
   else if (framing.kind === "none") {
     mode = "none";
     if (cl !== undefined && res.status !== 204) headers.push(["Content-Length", cl]);

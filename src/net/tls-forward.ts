@@ -10,6 +10,7 @@ import { ClosedError, SocketReader } from "./reader.js";
 import { clientHead, NoAnswer, type PlainRequest, readResponse } from "./spliced.js";
 import { type EarlyUpstream, preconnect } from "./tls-early.js";
 import { pumpCounted } from "./tls-pump.js";
+import { relayReplaced, searched } from "./reflected.js";
 
 /**
  * The requests inside a terminated tunnel, sent by the gate itself over TLS
@@ -51,6 +52,7 @@ interface State {
   bytesDown: number;
   outcome: string;
   keep: boolean;
+  reflected?: number;
 }
 
 export class TlsForwarder {
@@ -95,7 +97,7 @@ export class TlsForwarder {
         this.conn.reply(st.status, `vak egress gate: ${st.outcome}\n`);
       }
     } finally {
-      this.conn.ctx.record({ ...allowed, outcome: st.outcome, ...(st.status === undefined ? {} : { status: st.status }), bytesUp: st.bytesUp, bytesDown: st.bytesDown });
+      this.conn.ctx.record({ ...allowed, outcome: st.outcome, ...(st.status === undefined ? {} : { status: st.status }), bytesUp: st.bytesUp, bytesDown: st.bytesDown, ...(st.reflected === undefined ? {} : { reflected: st.reflected }) });
     }
     return st.keep;
   }
@@ -207,12 +209,22 @@ export class TlsForwarder {
       }
 
       // The response head, checked as strictly as a request's; the gate frames the body for the client itself.
-      const { framing, listed, mode, keep, head: out } = clientHead(res, r.method, r);
+      const rf = r.reflect ? searched(res, r.method, r.reflect) : undefined;
+      const { framing, listed, mode, keep, head: out } = clientHead(res, r.method, { ...r, reframe: Boolean(rf) });
       st.keep = keep;
       st.status = res.status;
 
       const take = (n: number) => ctx.take(n);
-      if (framing.kind === "length") {
+      if (rf) {
+        // An answer to a request carrying a secret: through the replacer, across TLS records.
+        try {
+          client.write(rf.whole(out));
+          st.bytesDown += await relayReplaced(upReader, client, framing, mode, rf);
+        } finally {
+          st.reflected = rf.count; // on the record however the answer ended
+        }
+        clean = framing.kind !== "close" && upReader.takeBuffered().length === 0;
+      } else if (framing.kind === "length") {
         // What was read with the head goes with it, in one record; the rest straight from the upstream's records.
         const had = upReader.takeBuffered();
         const first = had.subarray(0, framing.length);

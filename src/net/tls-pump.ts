@@ -17,7 +17,7 @@ import { ClosedError } from "./reader.js";
  * with the budget's error (the response destroyed, nothing more written), with
  * the upstream's error, or with ClosedError when the client goes.
  */
-export function pumpBody(res: IncomingMessage, to: Socket, take: (n: number) => void, opts: { chunked: boolean; counted: (n: number) => void }): Promise<void> {
+export function pumpBody(res: IncomingMessage, to: Socket, take: (n: number) => void, opts: { chunked: boolean; counted: (n: number) => void; through?: (d: Buffer) => Buffer }): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     let settled = false;
     const settle = (e?: unknown) => {
@@ -39,9 +39,12 @@ export function pumpBody(res: IncomingMessage, to: Socket, take: (n: number) => 
         return settle(e);
       }
       opts.counted(d.length);
+      // through: the answer's replacer (reflected.ts), which may hold a few bytes back for the next piece.
+      const out = opts.through ? opts.through(d) : d;
+      if (!out.length) return;
       let ok = true;
-      if (opts.chunked) for (const b of chunk(d)) ok = to.write(b);
-      else ok = to.write(d);
+      if (opts.chunked) for (const b of chunk(out)) ok = to.write(b);
+      else ok = to.write(out);
       if (!ok) res.pause();
     };
     const onDrain = () => res.resume();

@@ -7,7 +7,7 @@ import { baseEnv, sandboxSh } from "../support/vak.js";
 /**
  * A secret the gate puts into request headers is meant never to be held by the command. A granted host
  * that reflects request headers (a debug endpoint, httpbin's /headers, an error page quoting the token it
- * refused) sends the value back through the gate, which passes the answer on as it came. Only loopback
+ * refused) sends the value back through the gate, which must give the command its placeholder instead. Only loopback
  * servers: nothing leaves the machine.
  */
 describe("a gate-held secret does not come back to the command through the answer", () => {
@@ -52,11 +52,10 @@ describe("a gate-held secret does not come back to the command through the answe
     expect(seen.join("\n")).toContain(`Bearer ${VALUE}`);
   });
 
-  // Not closed (the hole is described in the redteam report): the gate relays the answer as the upstream
-  // sent it, so a reflecting host hands the value to the command. Fixing it means the answer to a request
-  // the gate put a secret into goes through JavaScript with the value replaced by its placeholder (headers
-  // and body, across chunk and TLS record boundaries), not through the engine's splice.
-  it.fails("over plain HTTP, a host that reflects headers does not hand the command the value", async () => {
+  // The answer to a request the gate put a secret into goes through src/net/reflected.ts, the value replaced
+  // by its placeholder in the headers and the body (cut across reads, chunks and TLS records:
+  // reflected-secrets.test.ts), not through the engine's splice.
+  it("over plain HTTP, a host that reflects headers does not hand the command the value", async () => {
     const r = await sandboxSh(s.ws, `curl -s -i -H "Authorization: Bearer $TOKEN" http://127.0.0.1:${plainPort}/`, [
       "--allow-net", `127.0.0.1:${plainPort}`, "--secret", `TOKEN=env:REAL_TOKEN@127.0.0.1:${plainPort}`,
     ], { env: env() });
@@ -65,7 +64,7 @@ describe("a gate-held secret does not come back to the command through the answe
     expect(r.stdout).not.toContain(VALUE);
   });
 
-  it.fails("over terminated HTTPS, a host that reflects headers does not hand the command the value", async () => {
+  it("over terminated HTTPS, a host that reflects headers does not hand the command the value", async () => {
     const r = await sandboxSh(s.ws, `curl -s -H "X-Api-Key: $TOKEN" https://127.0.0.1:${https.port}/`, [
       "--allow-net", `127.0.0.1:${https.port}`, "--ca-file", ca.file, "--secret", `TOKEN=env:REAL_TOKEN@127.0.0.1:${https.port}`,
     ], { env: env() });

@@ -1,0 +1,120 @@
+import { describe, expect, it } from "vitest";
+import { formsOf, type Injected, Reflected, searchable, unsearchable } from "../../src/net/reflected.js";
+
+const A: Injected = { value: "sk-live-0123456789abcdef", placeholder: "vak-placeholder-aaaaaaaaaaaaaaaaaaaaaaaa" };
+const B: Injected = { value: "tok/with\"quote&<amp>+'x y", placeholder: "vak-placeholder-bbbbbbbbbbbbbbbbbbbbbbbb" };
+
+/** The replacer's output for input cut at the given offsets. */
+function through(secrets: readonly Injected[], input: Buffer, cuts: number[]): { out: Buffer; count: number } {
+  const r = new Reflected(secrets);
+  const parts: Buffer[] = [];
+  let from = 0;
+  for (const c of [...cuts, input.length]) {
+    parts.push(r.push(input.subarray(from, c)));
+    from = c;
+  }
+  parts.push(r.end());
+  return { out: Buffer.concat(parts), count: r.count };
+}
+
+describe("the reflected-secret replacer", () => {
+  it("replaces a value with its placeholder", () => {
+    const { out, count } = through([A], Buffer.from(`{"auth":"Bearer ${A.value}"}`), []);
+    expect(out.toString()).toBe(`{"auth":"Bearer ${A.placeholder}"}`);
+    expect(count).toBe(1);
+  });
+
+  it("a value cut at every position, in two pieces and in single bytes, never passes", () => {
+    const input = Buffer.from(`x${A.value}y${A.value}${A.value}z`);
+    const whole = through([A], input, []).out.toString();
+    expect(whole).toBe(`x${A.placeholder}y${A.placeholder}${A.placeholder}z`);
+    for (let i = 0; i <= input.length; i++) {
+      const { out, count } = through([A], input, [i]);
+      expect(out.toString()).toBe(whole);
+      expect(count).toBe(3);
+    }
+    for (let i = 0; i < input.length; i++)
+      for (let j = i; j <= input.length; j++) expect(through([A], input, [i, j]).out.toString()).toBe(whole);
+    const bytes = Array.from({ length: input.length }, (_, i) => i);
+    expect(through([A], input, bytes).out.toString()).toBe(whole);
+  });
+
+  it("holds back at most the longest form less one byte", () => {
+    const r = new Reflected([A]);
+    const longest = Math.max(...formsOf([A]).map((f) => f.find.length));
+    let held = 0;
+    for (let i = 0; i < 1000; i++) held += 1 - r.push(Buffer.from("q")).length;
+    expect(held).toBe(longest - 1);
+    expect(r.end().length).toBe(longest - 1);
+  });
+
+  it("several secrets in one answer, each becomes its own placeholder, at every cut", () => {
+    const input = Buffer.from(`${B.value}:${A.value}|${B.value}${A.value}`);
+    const expected = `${B.placeholder}:${A.placeholder}|${B.placeholder}${A.placeholder}`;
+    for (let i = 0; i <= input.length; i++) expect(through([A, B], input, [i]).out.toString()).toBe(expected);
+  });
+
+  it("values with a common prefix: the longer one is replaced whole, wherever the cut", () => {
+    const short: Injected = { value: "prefix-secret-1", placeholder: "vak-placeholder-short" };
+    const long: Injected = { value: "prefix-secret-1-and-more", placeholder: "vak-placeholder-long" };
+    const input = Buffer.from(`a ${long.value} b ${short.value} c ${short.value}-and-mor`);
+    const expected = `a ${long.placeholder} b ${short.placeholder} c ${short.placeholder}-and-mor`;
+    for (let i = 0; i <= input.length; i++) expect(through([short, long], input, [i]).out.toString()).toBe(expected);
+  });
+
+  it("overlapping occurrences of a value that overlaps itself: none passes", () => {
+    const s: Injected = { value: "abab", placeholder: "P" };
+    const input = Buffer.from("ababab abab");
+    for (let i = 0; i <= input.length; i++) {
+      const out = through([s], input, [i]).out.toString();
+      expect(out).toBe("Pab P");
+      expect(out).not.toContain("abab");
+    }
+  });
+
+  it("the value's JSON-escaped, URL-encoded and HTML-escaped forms are replaced too", () => {
+    const json = JSON.stringify({ h: B.value });
+    const url = `https://x/?t=${encodeURIComponent(B.value)}`;
+    const urlLower = url.replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase());
+    const html = B.value.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&#39;");
+    const php = JSON.stringify(B.value).replace(/\//g, "\\/");
+    const go = JSON.stringify(B.value).replace(/[<>&]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+    for (const text of [json, url, urlLower, html, php, go]) {
+      const { out, count } = through([B], Buffer.from(text), []);
+      expect(count, text).toBe(1);
+      expect(out.toString(), text).not.toContain("tok");
+    }
+    expect(through([B], Buffer.from(json), []).out.toString()).toBe(JSON.stringify({ h: B.placeholder }));
+  });
+
+  it("a value with non-ASCII bytes: as it went (latin1) and in UTF-8", () => {
+    const s: Injected = { value: "clé-secrète-42", placeholder: "vak-placeholder-c" };
+    for (const enc of ["latin1", "utf8"] as const) expect(through([s], Buffer.from(`<${s.value}>`, enc), [5]).out.toString("latin1")).toBe(`<${s.placeholder}>`);
+  });
+
+  it("binary bodies pass unchanged when they hold no value", () => {
+    const input = Buffer.from(Array.from({ length: 70_000 }, (_, i) => (i * 7919) & 0xff));
+    const { out, count } = through([A, B], input, [1, 65_536, 65_537]);
+    expect(out.equals(input)).toBe(true);
+    expect(count).toBe(0);
+  });
+
+  it("whole() replaces a head without touching what push holds", () => {
+    const r = new Reflected([A]);
+    const held = r.push(Buffer.from(A.value.slice(0, 5)));
+    expect(r.whole(Buffer.from(`X-Echo: ${A.value}\r\n`)).toString()).toBe(`X-Echo: ${A.placeholder}\r\n`);
+    expect(Buffer.concat([held, r.push(Buffer.from(A.value.slice(5))), r.end()]).toString()).toBe(A.placeholder);
+    expect(r.count).toBe(2);
+  });
+
+  it("an encoded body is unsearchable; identity, or no body, is not", () => {
+    expect(unsearchable([["Content-Encoding", "gzip"]], { kind: "length", length: 3 })).toMatch(/encoded \(gzip\)/);
+    expect(unsearchable([], { kind: "chunked", codings: ["gzip"] })).toMatch(/gzip/);
+    expect(unsearchable([["Content-Encoding", "identity"]], { kind: "close" })).toBeUndefined();
+    expect(unsearchable([["Content-Encoding", "br"]], { kind: "none" })).toBeUndefined();
+  });
+
+  it("a searched request asks for identity and the whole body", () => {
+    expect(searchable([["Accept-Encoding", "gzip, br"], ["Range", "bytes=0-9"], ["If-Range", "x"], ["X", "y"]])).toEqual([["X", "y"], ["Accept-Encoding", "identity"]]);
+  });
+});
