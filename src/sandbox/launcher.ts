@@ -1,4 +1,5 @@
 import { spawn, type StdioOptions } from "node:child_process";
+import type { Writable } from "node:stream";
 import { closeSync, fstatSync, readSync } from "node:fs";
 import { constants } from "node:os";
 import { VakError } from "../policy/errors.js";
@@ -48,23 +49,50 @@ function watchReport(fd: number, onReport: (r: Report) => void): { stop(): void 
 }
 
 
+type LaunchOptions = { detached?: boolean; onReport?: ((r: Report) => void) | undefined } & OutputOptions;
+
 /** Starts the launcher with the plan; stdio is the caller's choice. */
 export function launch(
   plan: LaunchPlan,
   // A number is a descriptor of this process's (the resident host's, received from its client).
   stdio: [StdioSlot, StdioSlot, StdioSlot],
   gate?: GateLink,
-  opts: { detached?: boolean; onReport?: ((r: Report) => void) | undefined } & OutputOptions = {},
+  opts: LaunchOptions = {},
 ): RunningSandbox {
   if (plan.sandbox === "none") throw new VakError("internal", "launch() is for sandboxed plans");
   if (plan.sandbox === "container") return launchInContainer(plan, stdio, gate, opts);
+  return spawnLauncher(plan, stdio, gate, opts, false);
+}
+
+/** A sandbox whose command waits, fully confined, for start(). */
+export interface HeldSandbox extends RunningSandbox {
+  start(): void;
+  /** The word's end closed unwritten (also by cancel() and a SIGKILL): the command never runs, the launcher exits 125. */
+  never(): void;
+}
+
+/**
+ * Starts the launcher with the plan, which builds the whole sandbox but holds the command before its exec until
+ * start() (the launcher's --go-fd): the sandbox's set-up and the commit of the run's start then overlap, and the
+ * command still runs only once its record is durable. Namespaces and reduced mode (the container backend's
+ * launcher runs behind the engine's CLI: launch() it once the record is durable).
+ */
+export function launchHeld(plan: LaunchPlan, stdio: [StdioSlot, StdioSlot, StdioSlot], gate?: GateLink, opts: LaunchOptions = {}): HeldSandbox {
+  if (plan.sandbox !== "namespaces" && plan.sandbox !== "reduced") throw new VakError("internal", `launchHeld() is for the launcher's own sandboxes, not ${plan.sandbox}`);
+  return spawnLauncher(plan, stdio, gate, opts, true);
+}
+
+function spawnLauncher(plan: LaunchPlan, stdio: [StdioSlot, StdioSlot, StdioSlot], gate: GateLink | undefined, opts: LaunchOptions, held: boolean): HeldSandbox {
   const fd = reportFile();
   // The token travels in a file too, read and closed by the launcher at once: argv would be readable from inside.
   const tokenFd = plan.network.kind === "gate" && gate ? reportFile(gate.token) : undefined;
   let child;
   try {
-    const fds = tokenFd === undefined ? [fd] : [fd, tokenFd];
-    child = spawn(launcherPath(), launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput, explain: opts.explain, foreground: opts.foreground }), { stdio: [...stdio, ...fds] as StdioOptions, env: plan.env, cwd: "/", detached: opts.detached ?? false });
+    const fds: (number | "pipe")[] = tokenFd === undefined ? [fd] : [fd, tokenFd];
+    // The word to start: a socket of the child's, the next descriptor after the report (and the token).
+    const goFd = held ? 3 + fds.length : undefined;
+    if (held) fds.push("pipe");
+    child = spawn(launcherPath(), launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput, explain: opts.explain, foreground: opts.foreground, goFd }), { stdio: [...stdio, ...fds] as StdioOptions, env: plan.env, cwd: "/", detached: opts.detached ?? false });
   } catch (e) {
     closeSync(fd);
     throw e;
@@ -87,14 +115,25 @@ export function launch(
       resolve(resultOf(code ?? (signal ? 128 + (signalNumber(signal) ?? 9) : 125), reports, malformed));
     });
   });
+  // Closed unwritten, it tells a held command never to start; written, it is closed at once (unread, it would hold
+  // the child's 'close' until the sandbox's last process let go of its end).
+  const go = held ? (child.stdio[3 + (tokenFd === undefined ? 1 : 2)] as (Writable & { destroy(): void }) | null) : null;
+  go?.on("error", () => undefined);
+  const never = () => go?.destroy();
   let cancelled = false;
   return {
     pid: child.pid ?? -1,
     result,
+    start: () => {
+      if (go && !go.destroyed) go.write(Buffer.of(1), () => go.destroy());
+    },
+    never,
     kill: (s) => {
+      if (s === "SIGKILL") never();
       child.kill(s);
     },
     cancel: () => {
+      never();
       // The monitor kills the whole sandbox on SIGUSR1; SIGKILL is the backstop.
       if (cancelled) return;
       cancelled = true;
