@@ -9,7 +9,7 @@ import { decide, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { vakDirs } from "../policy/state.js";
 import { containerPreflight } from "../sandbox/container.js";
-import { launch, launchHeld, type GateLink, type HeldSandbox, type LaunchResult, type RunningSandbox } from "../sandbox/launcher.js";
+import { launch, launchHeld, type GateLink, type HeldSandbox, type LaunchResult, type RunningSandbox, type Spawner } from "../sandbox/launcher.js";
 import type { Report } from "../sandbox/report.js";
 import type { NetGrants } from "../policy/net-grants.js";
 import type { EgressEvent } from "../net/egress-gate.js";
@@ -150,6 +150,8 @@ export interface ExecContext {
    * before the command starts as in-process, with no spool file. In-process there is none: the spool.
    */
   journal?: Journal | undefined;
+  /** Starts the launcher without a fork of this process (the resident host's addon); else Node's spawn. */
+  spawner?: Spawner | undefined;
   /** The resident host that serves the run, as the run's session.started names it (src/resident/orphans.ts). */
   servedBy?: Payload | undefined;
 }
@@ -353,7 +355,7 @@ async function runWithGate(
   await netx?.tls?.warm();
   // stdio is vak's own: the launcher keeps the terminal out of the sandbox (a pty of its own in
   // between) and counts every byte of output against --max-output (native/terminal.c).
-  const how = { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined, foreground: ctx.terminal?.foreground };
+  const how = { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined, foreground: ctx.terminal?.foreground, spawner: ctx.spawner };
   let sb: RunningSandbox;
   let held: HeldSandbox | undefined;
   if (plan.sandbox === "container") sb = launch(plan, ctx.stdio, gate?.link, how);

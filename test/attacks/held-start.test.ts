@@ -1,9 +1,10 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { decide } from "../../src/policy/plan.js";
 import { hostFacts } from "../../src/sandbox/host.js";
-import { launchHeld, type HeldSandbox } from "../../src/sandbox/launcher.js";
+import { launchHeld, type HeldSandbox, type Spawner } from "../../src/sandbox/launcher.js";
+import { loadResident } from "../../src/resident/native.js";
 import { scratch, type Scratch } from "../support/fs.js";
 
 // vak exec builds the sandbox while the journal commits the run's start, and the launcher holds the command before
@@ -24,13 +25,23 @@ const dir = (name: string) => {
 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+// Node's spawn (in-process vak exec), and the resident host's posix_spawn (its addon): the same wait either way.
+const SPAWNERS: [string, Spawner | undefined][] = [["node's spawn", undefined], ["the host's posix_spawn", loadResident()]];
+let spawner: Spawner | undefined;
+
 function held(script: string, sandbox: "namespaces" | "reduced" = "namespaces"): HeldSandbox {
   const plan = decide(
     { mode: "workspace-write", sandbox, workspace: s.ws, grants: { read: [], write: [], denyRead: [], denyWrite: [], env: [] }, limits: { timeoutMs: 30_000 }, command: ["/bin/sh", "-c", script],
       scratch: sandbox === "reduced" ? { tmp: dir("tmp"), home: dir("home") } : undefined },
     hostFacts(),
   );
-  return launchHeld(plan, ["ignore", "ignore", "ignore"]);
+  if (!spawner) return launchHeld(plan, ["ignore", "ignore", "ignore"]);
+  const nul = openSync("/dev/null", "r+");
+  try {
+    return launchHeld(plan, [nul, nul, nul], undefined, { spawner });
+  } finally {
+    closeSync(nul);
+  }
 }
 
 /** The held payload: the launcher's process named vak-launcher whose parent is the sandbox's init (or, reduced, the monitor). */
@@ -71,7 +82,10 @@ async function until<T>(what: string, f: () => T | undefined, ms = 10_000): Prom
   throw new Error(`timed out waiting for ${what}`);
 }
 
-describe("a held command (the launcher's --go-fd)", () => {
+describe.each(SPAWNERS)("a held command (the launcher's --go-fd), started by %s", (_, sp) => {
+  beforeEach(() => {
+    spawner = sp;
+  });
   for (const sandbox of ["namespaces", "reduced"] as const) {
     it(`does not run before the word, and runs once it comes (${sandbox})`, async () => {
       const sb = held("touch ran", sandbox);
