@@ -69,6 +69,7 @@ struct plan {
   long long timeout_ms;  /* 0: none */
   long long max_output;  /* bytes of output through the monitor, 0: no limit */
   int report_fd;         /* JSON lines for the host; -1: none */
+  int go_fd;             /* --go-fd: the command is exec'd only after one byte arrives here (the host's record of the run is durable); -1: at once */
   const char *host_dir;  /* --host-dir: report, token, env and lifeline by name (hostdir.c); NULL: fds */
   uid_t uid;
   gid_t gid;

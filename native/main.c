@@ -152,6 +152,15 @@ __attribute__((noreturn)) static void payload_main(const struct plan *p, const s
     close(listener);
     close(guard_sock);
   }
+  /* The sandbox is complete; the command's first instruction waits for the host's word that the run's start is
+   * on the record (vak builds the sandbox while the journal commits). EOF instead (the host could not record the
+   * run, or died): nothing runs. */
+  if (p->go_fd >= 0) {
+    char go;
+    ssize_t n;
+    while ((n = read(p->go_fd, &go, 1)) < 0 && errno == EINTR) {}
+    if (n != 1) _exit(EXIT_SETUP);
+  }
   /* Nothing the host holds open reaches the command; the report fd closes on exec. */
   int rfd = report_fd();
   if (rfd >= 0 && rfd != 3) {
@@ -443,6 +452,9 @@ int main(int argc, char **argv) {
   parse_args(&plan, argc, argv);
   if (plan.report_fd >= 0 && fcntl(plan.report_fd, F_SETFD, FD_CLOEXEC) != 0)
     die_step("args", "--report-fd %d is not open", plan.report_fd);
+  /* Blocking: the payload waits in read(2) for its word (the host's end may be a non-blocking socket of its own). */
+  if (plan.go_fd >= 0 && (fcntl(plan.go_fd, F_SETFD, FD_CLOEXEC) != 0 || fcntl(plan.go_fd, F_SETFL, 0) != 0))
+    die_step("args", "--go-fd %d is not open", plan.go_fd);
   if (plan.host_dir) {
     hostdir_env();
     hostdir_lifeline();

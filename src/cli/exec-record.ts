@@ -106,11 +106,23 @@ export class ExecRecord {
 
   /**
    * Resolves once the run's start is durable; rejects (a VakError) when it cannot be, and then nothing may run.
+   * See open() for the arguments.
+   */
+  static async start(plan: LaunchPlan, secrets: readonly SecretUse[] = [], redactor: Redactor = new Redactor(), journal?: Journal, servedBy?: Payload): Promise<ExecRecord> {
+    const { record, durable } = ExecRecord.open(plan, secrets, redactor, journal, servedBy);
+    await durable;
+    return record;
+  }
+
+  /**
+   * The run's start, written (or queued into the journal's commit) now; durable once `durable` resolves, which
+   * rejects (a VakError) when it cannot be: the sandbox may be built meanwhile, but the command must not start
+   * before (the launcher's --go-fd holds it). `durable` never rejects unobserved.
    * redactor: knows the values of the secrets the command was given, so that no path or host it chose records one.
    * journal: the resident host's, which takes the record directly; without one, the spool. servedBy: the host, as
    * its session.started names it (so that a host started after its death can close the run: src/resident/orphans.ts).
    */
-  static async start(plan: LaunchPlan, secrets: readonly SecretUse[] = [], redactor: Redactor = new Redactor(), journal?: Journal, servedBy?: Payload): Promise<ExecRecord> {
+  static open(plan: LaunchPlan, secrets: readonly SecretUse[] = [], redactor: Redactor = new Redactor(), journal?: Journal, servedBy?: Payload): { record: ExecRecord; durable: Promise<void> } {
     const title = plan.command.join(" ");
     const actor: Actor = { component: "exec", identity: userInfo().username };
     const started = { kind: "exec", title, command: plan.command, cwd: plan.cwd, mode: plan.mode, sandbox: plan.sandbox, ...(servedBy ? { servedBy } : {}) };
@@ -134,8 +146,9 @@ export class ExecRecord {
       sandbox: plan.sandbox, command: plan.command, cwd: plan.cwd,
       mounts: plan.mounts.map((m) => `${m.kind} ${m.path}`), protect: plan.protect.length, env: Object.keys(plan.env).sort(),
     });
-    await log.sync();
-    return new ExecRecord(log, actor);
+    const durable = log.sync();
+    durable.catch(() => undefined);
+    return { record: new ExecRecord(log, actor), durable };
   }
 
   egress(e: EgressEvent): void {

@@ -9,7 +9,7 @@ import { decide, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { vakDirs } from "../policy/state.js";
 import { containerPreflight } from "../sandbox/container.js";
-import { launch, type GateLink, type LaunchResult } from "../sandbox/launcher.js";
+import { launch, launchHeld, type GateLink, type HeldSandbox, type LaunchResult, type RunningSandbox, type Spawner } from "../sandbox/launcher.js";
 import type { Report } from "../sandbox/report.js";
 import type { NetGrants } from "../policy/net-grants.js";
 import type { EgressEvent } from "../net/egress-gate.js";
@@ -150,6 +150,8 @@ export interface ExecContext {
    * before the command starts as in-process, with no spool file. In-process there is none: the spool.
    */
   journal?: Journal | undefined;
+  /** Starts the launcher without a fork of this process (the resident host's addon); else Node's spawn. */
+  spawner?: Spawner | undefined;
   /** The resident host that serves the run, as the run's session.started names it (src/resident/orphans.ts). */
   servedBy?: Payload | undefined;
 }
@@ -309,8 +311,10 @@ interface HintSources {
 }
 
 async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: SecretUse[], ctx: ExecContext, sources: HintSources, netx?: ExecNet): Promise<number> {
-  // Nothing runs unrecorded: the policy and the plan are committed first.
-  const record = await ExecRecord.start(plan, secrets, sources.redactor, ctx.journal, ctx.servedBy);
+  // Nothing runs unrecorded: the policy and the plan are committed before the command starts. The launcher's own
+  // sandboxes are built meanwhile, the command held before its exec until the commit returned (launchHeld).
+  const { record, durable } = ExecRecord.open(plan, secrets, sources.redactor, ctx.journal, ctx.servedBy);
+  if (plan.sandbox === "container") await durable;
   const egress: EgressSeen = { kept: [], omitted: 0, refused: 0 };
   // Refusals print as they happen, each on a line of its own.
   const refusals = new Refusals(plan, sources.r, sources.presets, (line) => {
@@ -329,14 +333,14 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secret
         // Fail closed: a request whose decision cannot be recorded is not sent (the gate drops it).
         if (record.failed) throw record.failed;
       }, () => record.sync(), netx?.gate);
-    return await runWithGate(plan, opts, egress, gate, record, refusals, sources, ctx, netx);
+    return await runWithGate(plan, opts, egress, gate, record, durable, refusals, sources, ctx, netx);
   } finally {
     await gate?.close();
   }
 }
 
 async function runWithGate(
-  plan: LaunchPlan, opts: ExecOptions, egress: EgressSeen, gate: { link: GateLink; close(): Promise<void> } | undefined, record: ExecRecord,
+  plan: LaunchPlan, opts: ExecOptions, egress: EgressSeen, gate: { link: GateLink; close(): Promise<void> } | undefined, record: ExecRecord, durable: Promise<void>,
   refusals: Refusals, sources: HintSources, ctx: ExecContext, netx?: ExecNet,
 ): Promise<number> {
   const started = process.hrtime.bigint();
@@ -351,7 +355,15 @@ async function runWithGate(
   await netx?.tls?.warm();
   // stdio is vak's own: the launcher keeps the terminal out of the sandbox (a pty of its own in
   // between) and counts every byte of output against --max-output (native/terminal.c).
-  const sb = launch(plan, ctx.stdio, gate?.link, { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined, foreground: ctx.terminal?.foreground });
+  const how = { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined, foreground: ctx.terminal?.foreground, spawner: ctx.spawner };
+  let sb: RunningSandbox;
+  let held: HeldSandbox | undefined;
+  if (plan.sandbox === "container") sb = launch(plan, ctx.stdio, gate?.link, how);
+  else {
+    // One turn of the loop first: the journal's commit is handed to its thread before the fork blocks this one.
+    await new Promise((r) => setImmediate(r));
+    sb = held = launchHeld(plan, ctx.stdio, gate?.link, how);
+  }
   record.onFailure = () => sb.kill("SIGKILL");
 
   let stopping = false;
@@ -368,6 +380,18 @@ async function runWithGate(
 
   let result: LaunchResult;
   try {
+    if (held) {
+      try {
+        await durable;
+      } catch (e) {
+        // The start could not be recorded: the held command never runs (its word's end closed), the sandbox is taken down.
+        held.never();
+        held.kill("SIGKILL");
+        await sb.result.catch(() => undefined);
+        throw e;
+      }
+      held.start();
+    }
     result = await sb.result;
   } finally {
     unsubscribe();

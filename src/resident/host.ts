@@ -14,6 +14,7 @@ import { isVakError, VakError } from "../policy/errors.js";
 import { vakDirs } from "../policy/state.js";
 import { visible } from "../text/visible.js";
 import { loadResident, socketFd } from "./native.js";
+import type { Spawner } from "../sandbox/launcher.js";
 import { clientTerminal, terminalNotServed } from "./terminal.js";
 import { confinedClient } from "./confinement.js";
 import { closeOrphans, servedBy } from "./orphans.js";
@@ -169,7 +170,7 @@ export function startHost(idleMs: number, onExit: () => void): ResidentHost {
         finish(socket, reply.refused(`${d.message} (${d.code})`));
         return;
       }
-      serve(socket, d.request, who.pid, journal, journalFailed).finally(() => {
+      serve(socket, d.request, who.pid, journal, journalFailed, addon).finally(() => {
         for (const x of d.request.fds) closeQuietly(x);
       });
     });
@@ -242,7 +243,7 @@ async function refusePeer(journal: HostJournal, path: string, who: { pid: number
 const me = servedBy();
 
 /** Checks what the kernel says against what the request says, then runs it as the in-process CLI would. */
-async function serve(socket: Socket, req: Request, peerPid: number, journal: HostJournal, journalFailed: () => void): Promise<void> {
+async function serve(socket: Socket, req: Request, peerPid: number, journal: HostJournal, journalFailed: () => void, spawner: Spawner): Promise<void> {
   const cwdFd = req.fds[3];
   let where: string;
   try {
@@ -321,6 +322,8 @@ async function serve(socket: Socket, req: Request, peerPid: number, journal: Hos
     errFd,
     err: clientOutput(errFd),
     journal: j,
+    // The launcher by posix_spawn: a fork of this process (its heap, its page tables) stops the loop for milliseconds.
+    spawner,
     servedBy: { ...me },
     // Gate-held secrets and grants the gate must terminate TLS for (from the flags, a config or a profile) are the
     // CLI's to serve; plain network grants are the host's gate's.

@@ -4,9 +4,10 @@ import type { Socket } from "node:net";
 import { join } from "node:path";
 import { VakError } from "../policy/errors.js";
 import { installation } from "../policy/install.js";
+import type { Spawner } from "../sandbox/launcher.js";
 import type { Received } from "./request.js";
 
-interface Addon {
+interface Addon extends Spawner {
   peer(fd: number): { pid: number; uid: number; gid: number };
   receive(fd: number, maxBody: number, timeoutMs: number, done: (r: Received) => void): void;
 }

@@ -30,7 +30,7 @@ export interface OutputOptions {
 }
 
 /** The launch plan as the launcher's argv. The launcher refuses anything it does not know. */
-export function launcherArgs(plan: LaunchPlan, io: number | { hostDir: string }, gate?: GateLink, output: OutputOptions = {}): string[] {
+export function launcherArgs(plan: LaunchPlan, io: number | { hostDir: string }, gate?: GateLink, output: OutputOptions & { goFd?: number | undefined } = {}): string[] {
   // A report fd (the token on the next one), or a directory of vak's holding both by name (the container backend).
   const a = typeof io === "number" ? ["--report-fd", String(io)] : ["--host-dir", io.hostDir];
   if (plan.network.kind === "gate") {
@@ -38,6 +38,8 @@ export function launcherArgs(plan: LaunchPlan, io: number | { hostDir: string },
     a.push("--net-gate", gate.dir, "--net-port", String(plan.network.port));
     if (typeof io === "number") a.push("--net-token-fd", String(io + 1));
   }
+  // The command waits, confined, for one byte on this descriptor before its exec (launchHeld in launcher.ts).
+  if (output.goFd !== undefined) a.push("--go-fd", String(output.goFd));
   if (plan.sandbox === "reduced") a.push("--reduced");
   a.push("--guard");
   for (const m of plan.mounts) {

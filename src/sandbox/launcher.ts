@@ -1,5 +1,6 @@
 import { spawn, type StdioOptions } from "node:child_process";
-import { closeSync, fstatSync, readSync } from "node:fs";
+import type { Writable } from "node:stream";
+import { closeSync, fstatSync, readSync, writeSync } from "node:fs";
 import { constants } from "node:os";
 import { VakError } from "../policy/errors.js";
 import type { LaunchPlan } from "../policy/plan.js";
@@ -48,23 +49,64 @@ function watchReport(fd: number, onReport: (r: Report) => void): { stop(): void 
 }
 
 
+/**
+ * Starts a process without fork(2), whose copy of a large parent's page tables costs milliseconds with the event
+ * loop stopped (the resident host's posix_spawn, src/resident/native.ts). The child's descriptor i is fds[i]; cwd /.
+ */
+export interface Spawner {
+  spawn(path: string, argv: string[], env: string[], fds: number[]): { pid: number; pidfd: number };
+  /** Once the child has exited (and is reaped): its code, or -1 and the signal that killed it. */
+  exited(pidfd: number, done: (code: number, signal: number) => void): void;
+  /** [read, write], both close-on-exec. */
+  pipe(): [number, number];
+}
+
+type LaunchOptions = { detached?: boolean; onReport?: ((r: Report) => void) | undefined; spawner?: Spawner | undefined } & OutputOptions;
+
 /** Starts the launcher with the plan; stdio is the caller's choice. */
 export function launch(
   plan: LaunchPlan,
   // A number is a descriptor of this process's (the resident host's, received from its client).
   stdio: [StdioSlot, StdioSlot, StdioSlot],
   gate?: GateLink,
-  opts: { detached?: boolean; onReport?: ((r: Report) => void) | undefined } & OutputOptions = {},
+  opts: LaunchOptions = {},
 ): RunningSandbox {
   if (plan.sandbox === "none") throw new VakError("internal", "launch() is for sandboxed plans");
   if (plan.sandbox === "container") return launchInContainer(plan, stdio, gate, opts);
+  return spawnLauncher(plan, stdio, gate, opts, false);
+}
+
+/** A sandbox whose command waits, fully confined, for start(). */
+export interface HeldSandbox extends RunningSandbox {
+  start(): void;
+  /** The word's end closed unwritten (also by cancel() and a SIGKILL): the command never runs, the launcher exits 125. */
+  never(): void;
+}
+
+/**
+ * Starts the launcher with the plan, which builds the whole sandbox but holds the command before its exec until
+ * start() (the launcher's --go-fd): the sandbox's set-up and the commit of the run's start then overlap, and the
+ * command still runs only once its record is durable. Namespaces and reduced mode (the container backend's
+ * launcher runs behind the engine's CLI: launch() it once the record is durable).
+ */
+export function launchHeld(plan: LaunchPlan, stdio: [StdioSlot, StdioSlot, StdioSlot], gate?: GateLink, opts: LaunchOptions = {}): HeldSandbox {
+  if (plan.sandbox !== "namespaces" && plan.sandbox !== "reduced") throw new VakError("internal", `launchHeld() is for the launcher's own sandboxes, not ${plan.sandbox}`);
+  return spawnLauncher(plan, stdio, gate, opts, true);
+}
+
+function spawnLauncher(plan: LaunchPlan, stdio: [StdioSlot, StdioSlot, StdioSlot], gate: GateLink | undefined, opts: LaunchOptions, held: boolean): HeldSandbox {
+  const own = stdio.every((x): x is number => typeof x === "number");
+  if (opts.spawner && own && !opts.detached) return spawnWith(opts.spawner, plan, stdio as [number, number, number], gate, opts, held);
   const fd = reportFile();
   // The token travels in a file too, read and closed by the launcher at once: argv would be readable from inside.
   const tokenFd = plan.network.kind === "gate" && gate ? reportFile(gate.token) : undefined;
   let child;
   try {
-    const fds = tokenFd === undefined ? [fd] : [fd, tokenFd];
-    child = spawn(launcherPath(), launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput, explain: opts.explain, foreground: opts.foreground }), { stdio: [...stdio, ...fds] as StdioOptions, env: plan.env, cwd: "/", detached: opts.detached ?? false });
+    const fds: (number | "pipe")[] = tokenFd === undefined ? [fd] : [fd, tokenFd];
+    // The word to start: a socket of the child's, the next descriptor after the report (and the token).
+    const goFd = held ? 3 + fds.length : undefined;
+    if (held) fds.push("pipe");
+    child = spawn(launcherPath(), launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput, explain: opts.explain, foreground: opts.foreground, goFd }), { stdio: [...stdio, ...fds] as StdioOptions, env: plan.env, cwd: "/", detached: opts.detached ?? false });
   } catch (e) {
     closeSync(fd);
     throw e;
@@ -87,14 +129,25 @@ export function launch(
       resolve(resultOf(code ?? (signal ? 128 + (signalNumber(signal) ?? 9) : 125), reports, malformed));
     });
   });
+  // Closed unwritten, it tells a held command never to start; written, it is closed at once (unread, it would hold
+  // the child's 'close' until the sandbox's last process let go of its end).
+  const go = held ? (child.stdio[3 + (tokenFd === undefined ? 1 : 2)] as (Writable & { destroy(): void }) | null) : null;
+  go?.on("error", () => undefined);
+  const never = () => go?.destroy();
   let cancelled = false;
   return {
     pid: child.pid ?? -1,
     result,
+    start: () => {
+      if (go && !go.destroyed) go.write(Buffer.of(1), () => go.destroy());
+    },
+    never,
     kill: (s) => {
+      if (s === "SIGKILL") never();
       child.kill(s);
     },
     cancel: () => {
+      never();
       // The monitor kills the whole sandbox on SIGUSR1; SIGKILL is the backstop.
       if (cancelled) return;
       cancelled = true;
@@ -115,6 +168,86 @@ export function launch(
     stdout: child.stdout,
     stderr: child.stderr,
     stdin: child.stdin,
+  };
+}
+
+/** spawnLauncher, with a Spawner: descriptors only (no streams), the word to start on a pipe of its own. */
+function spawnWith(sp: Spawner, plan: LaunchPlan, stdio: [number, number, number], gate: GateLink | undefined, opts: LaunchOptions, held: boolean): HeldSandbox {
+  const fd = reportFile();
+  const tokenFd = plan.network.kind === "gate" && gate ? reportFile(gate.token) : undefined;
+  const fds = tokenFd === undefined ? [...stdio, fd] : [...stdio, fd, tokenFd];
+  let go = -1;
+  let child: { pid: number; pidfd: number };
+  try {
+    const goFd = held ? fds.length : undefined;
+    let goRead = -1;
+    if (held) [goRead, go] = sp.pipe();
+    try {
+      if (held) fds.push(goRead);
+      const path = launcherPath();
+      const args = launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput, explain: opts.explain, foreground: opts.foreground, goFd });
+      child = sp.spawn(path, [path, ...args], Object.entries(plan.env).map(([k, v]) => `${k}=${v}`), fds);
+    } finally {
+      if (goRead >= 0) closeSync(goRead);
+    }
+  } catch (e) {
+    closeSync(fd);
+    if (go >= 0) closeSync(go);
+    throw new VakError("sandbox-setup", `cannot start the sandbox launcher: ${(e as Error).message}`);
+  } finally {
+    if (tokenFd !== undefined) closeSync(tokenFd);
+  }
+  const watcher = opts.onReport ? watchReport(fd, opts.onReport) : undefined;
+  let exited = false;
+  const result = new Promise<LaunchResult>((resolve) => {
+    sp.exited(child.pidfd, (code, signal) => {
+      exited = true;
+      never();
+      watcher?.stop();
+      const { reports, malformed } = readReport(fd);
+      closeSync(fd);
+      resolve(resultOf(code >= 0 ? code : 128 + signal, reports, malformed));
+    });
+  });
+  const never = () => {
+    if (go < 0) return;
+    closeSync(go);
+    go = -1;
+  };
+  // Never a signal to a pid once reaped: it may be another process's by then.
+  const signal = (s: NodeJS.Signals) => {
+    if (!exited) process.kill(child.pid, s);
+  };
+  let cancelled = false;
+  return {
+    pid: child.pid,
+    result,
+    start: () => {
+      if (go < 0) return;
+      try {
+        writeSync(go, Buffer.of(1));
+      } catch {
+        // The launcher is gone already (EPIPE): its result says how.
+      }
+      never();
+    },
+    never,
+    kill: (s) => {
+      if (s === "SIGKILL") never();
+      signal(s);
+    },
+    cancel: () => {
+      never();
+      if (cancelled) return;
+      cancelled = true;
+      signal("SIGUSR1");
+      setTimeout(() => {
+        if (!exited) signal("SIGKILL");
+      }, 200).unref();
+    },
+    stdout: null,
+    stderr: null,
+    stdin: null,
   };
 }
 
