@@ -18,7 +18,14 @@ export default defineConfig([
       format: "cjs",
       entryFileNames: "[name].cjs",
       chunkFileNames: "[name]-[hash].cjs",
-      codeSplitting: { groups: [{ name: "start", tags: ["$initial"] }] },
+      codeSplitting: {
+        groups: [
+          { name: "start", tags: ["$initial"] },
+          // What a run with a profile or a config loads on demand (the configs, the TOML parser, the presets,
+          // trust) and the provider-key check of a preset that passes variables: one file, not six.
+          { name: "configs", test: /src\/cli\/exec-config\.ts|src\/model\/provider-keys\.ts/ },
+        ],
+      },
     },
   },
   // The resident host (`vak host`), a bundle of its own: vak.cjs stays one file for the in-process start-up.
