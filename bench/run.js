@@ -16,6 +16,9 @@ const { hostFacts } = await import(join(ROOT, "dist/sandbox/host.js"));
 const { launcherArgs, launcherPath } = await import(join(ROOT, "dist/sandbox/launcher.js"));
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 40);
+// BENCH_ONLY=whole runs section 2 alone (the whole command against node -e 0), for work on start-up; unset: everything.
+const ONLY = process.env.BENCH_ONLY;
+if (ONLY !== undefined && ONLY !== "whole") throw new Error(`BENCH_ONLY: the one section it can pick is 'whole', not '${ONLY}'`);
 const env = { ...process.env };
 delete env.NODE_EXTRA_CA_CERTS;
 
@@ -39,7 +42,7 @@ try {
   );
   const args = launcherArgs(plan, 3);
   const launcher = launcherPath();
-  report(
+  if (!ONLY) report(
     "launcher: spawn of /bin/true from Node",
     await interleaved([
       { name: "bare spawn /bin/true", run: () => time("/bin/true", []) },
@@ -90,24 +93,26 @@ try {
   const loadAfter = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
   console.log(`  target: \`${WITH_PROFILE}\` within 25 ms of \`${NODE}\`: ${diff <= 25 ? "met" : "MISSED"} (+${diff.toFixed(1)} ms, medians; load average ${loadBefore} before, ${loadAfter} after, on ${cpus().length} CPUs)`);
   for (const p of peers) console.log(`  peer: ${p}`);
-  const { residentBench } = await import("./resident.js");
-  await residentBench({ root: ROOT, env, runs: RUNS });
-  const { planBench } = await import("./plan.js");
-  await planBench(ROOT);
-  const { journalBench } = await import("./journal.js");
-  await journalBench(ROOT);
-  const { brokerBench } = await import("./broker.js");
-  await brokerBench(ROOT);
-  const { egressBench } = await import("./egress.js");
-  await egressBench({ vak, env });
-  const { mcpBench } = await import("./mcp.js");
-  await mcpBench({ root: ROOT, env });
-  const { explainBench } = await import("./explain.js");
-  await explainBench({ vak, env });
-  const { tlsBench } = await import("./tls.js");
-  await tlsBench({ vak, env });
-  const { containerBench } = await import("./container.js");
-  await containerBench({ vak, env, runs: RUNS });
+  if (!ONLY) {
+    const { residentBench } = await import("./resident.js");
+    await residentBench({ root: ROOT, env, runs: RUNS });
+    const { planBench } = await import("./plan.js");
+    await planBench(ROOT);
+    const { journalBench } = await import("./journal.js");
+    await journalBench(ROOT);
+    const { brokerBench } = await import("./broker.js");
+    await brokerBench(ROOT);
+    const { egressBench } = await import("./egress.js");
+    await egressBench({ vak, env });
+    const { mcpBench } = await import("./mcp.js");
+    await mcpBench({ root: ROOT, env });
+    const { explainBench } = await import("./explain.js");
+    await explainBench({ vak, env });
+    const { tlsBench } = await import("./tls.js");
+    await tlsBench({ vak, env });
+    const { containerBench } = await import("./container.js");
+    await containerBench({ vak, env, runs: RUNS });
+  }
 } finally {
   rmSync(ws, { recursive: true, force: true });
 }

@@ -42,6 +42,9 @@ async function warmPlan(cli) {
     writeFileSync(join(dir, ".git", "config"), '[core]\n\tbare = false\n\thooksPath = "hooks" ; a comment\n[alias]\n\tx = !tools/x.sh\n');
     mkdirSync(join(dir, "sub", ".vscode"), { recursive: true });
     await cli.warmUp(dir);
+    // The command line's parsing: commander's builders and parser, as `vak exec` and `vak --version` run them.
+    if (typeof cli.parseExec === "function") await cli.parseExec(["exec", "--profile", "git", "--profile", "node", "--timeout", "10m", "--max-memory", "1G", "--", "/bin/true"]);
+    if (typeof cli.program === "function") cli.program();
   } catch {
     // a cache without planning in it costs only time
   } finally {
