@@ -539,13 +539,16 @@ static napi_value reset_on_close_js(napi_env env, napi_callback_info info) {
 }
 
 /* pending(fd): the bytes waiting in a TCP socket's receive queue, unread; -1 once the peer has ended
- * or reset it. For a kept upstream connection: anything there, or its end, is a framing doubt. */
+ * or reset it. For a kept upstream connection: anything there, or its end, is a framing doubt. It is asked
+ * before every reuse, so it checks with one system call that the fd is a TCP socket (a socket that is not
+ * connected fails the peek: ENOTCONN), not with not_a_tcp_connection's six. */
 static napi_value pending_js(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1], out;
-  int32_t fd;
+  int32_t fd, proto = 0;
+  socklen_t plen = sizeof proto;
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
-  if (argc < 1 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || not_a_tcp_connection(fd)) {
+  if (argc < 1 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &plen) != 0 || proto != IPPROTO_TCP) {
     napi_throw_type_error(env, NULL, "vak engine: pending(fd) takes a connected TCP socket");
     return NULL;
   }

@@ -174,5 +174,9 @@ static int open_dir(struct dir *d, int from, int to, int big) {
 }
 
 int open_pipes(struct tunnel *t, int big) {
-  return open_dir(&t->up, t->fd[0], t->fd[1], big) == 0 && open_dir(&t->down, t->fd[1], t->fd[0], big) == 0 ? 0 : -1;
+  if (open_dir(&t->up, t->fd[0], t->fd[1], big) != 0) return -1;
+  /* A transfer moves one way only: no pipe for the other (two pipes, one of up to PIPE_BIG, made and freed for
+   * nothing on every chunk of a chunked body). */
+  if (t->transfer) return t->down.from = t->fd[1], t->down.to = t->fd[0], 0;
+  return open_dir(&t->down, t->fd[1], t->fd[0], big);
 }

@@ -47,10 +47,13 @@ export class UpstreamPool {
   /**
    * Keeps a connection whose last request ended cleanly; it is closed instead
    * when the pool is full or closed. Its reads must be running (the caller
-   * resumed them), so that a byte or an end is seen while it waits.
+   * resumed them), so that a byte or an end is seen while it waits. The
+   * kernel's queue is not asked here (seven system calls, on every kept
+   * request): a byte already there is read by Node and ends the connection
+   * (the "readable" below), and take() asks the kernel before any reuse.
    */
   put(key: string, socket: Socket): void {
-    if (this.closed || this.size >= this.max || socket.destroyed || socket.readableLength > 0 || pendingBytes(socket) !== 0) return void socket.destroy();
+    if (this.closed || this.size >= this.max || socket.destroyed || socket.readableLength > 0) return void socket.destroy();
     const drop = () => {
       const list = this.idle.get(key);
       const i = list?.findIndex((x) => x.socket === socket) ?? -1;
