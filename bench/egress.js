@@ -13,6 +13,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { writeTimes } from "./measure.js";
 
 const MB = Number(process.env.BENCH_EGRESS_MB ?? 512);
 const UP_MB = Number(process.env.BENCH_EGRESS_UP_MB ?? 256);
@@ -69,15 +70,7 @@ function serve() {
       return;
     }
     res.writeHead(200, chunked ? {} : { "content-length": MB << 20 });
-    let i = 0;
-    const write = () => {
-      while (i < MB) {
-        i++;
-        if (!res.write(chunk)) return res.once("drain", write);
-      }
-      res.end();
-    };
-    write();
+    writeTimes(res, chunk, MB);
   });
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
 }

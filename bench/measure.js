@@ -33,3 +33,16 @@ export async function interleaved(cands, runs) {
 
 /** The 1, 5 and 15 minute load averages, as uptime prints them. */
 export const loadAverage = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
+
+/** Writes chunk n times to an HTTP response, waiting for drain, then ends it: the benches' download servers. */
+export function writeTimes(res, chunk, n) {
+  let i = 0;
+  const write = () => {
+    while (i < n) {
+      i++;
+      if (!res.write(chunk)) return res.once("drain", write);
+    }
+    res.end();
+  };
+  write();
+}

@@ -8,7 +8,7 @@ import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { loadAverage } from "./measure.js";
+import { loadAverage, writeTimes } from "./measure.js";
 
 const MB = Number(process.env.BENCH_REFLECTED_MB ?? 256);
 const ROUNDS = Number(process.env.BENCH_REFLECTED_ROUNDS ?? 3);
@@ -16,15 +16,7 @@ const ROUNDS = Number(process.env.BENCH_REFLECTED_ROUNDS ?? 3);
 const chunk = Buffer.alloc(1 << 20, 120);
 const server = createServer((_req, res) => {
   res.writeHead(200, { "content-length": MB << 20 });
-  let i = 0;
-  const write = () => {
-    while (i < MB) {
-      i++;
-      if (!res.write(chunk)) return res.once("drain", write);
-    }
-    res.end();
-  };
-  write();
+  writeTimes(res, chunk, MB);
 });
 await new Promise((r) => server.listen(0, "127.0.0.1", r));
 const port = server.address().port;

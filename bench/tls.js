@@ -14,6 +14,7 @@ import { createServer } from "node:https";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import * as x509 from "@peculiar/x509";
+import { writeTimes } from "./measure.js";
 
 const MB = Number(process.env.BENCH_TLS_MB ?? 256);
 const ROUNDS = Number(process.env.BENCH_TLS_ROUNDS ?? 15);
@@ -70,15 +71,7 @@ export async function tlsBench({ vak, env }) {
   const server = createServer({ key, cert, ALPNProtocols: ["http/1.1"] }, (req, res) => {
     if (req.url === "/small") return res.end("ok");
     res.writeHead(200, { "content-length": MB << 20 });
-    let i = 0;
-    const write = () => {
-      while (i < MB) {
-        i++;
-        if (!res.write(chunk)) return res.once("drain", write);
-      }
-      res.end();
-    };
-    write();
+    writeTimes(res, chunk, MB);
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
   const port = server.address().port;
