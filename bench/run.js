@@ -2,7 +2,7 @@
 // measured in the same run, interleaved so that machine noise hits both alike.
 // Node processes run with NODE_EXTRA_CA_CERTS unset (some machines set it, and
 // it triples Node's start-up).
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -79,13 +79,18 @@ try {
     try {
       return execSync(`command -v ${b}`, { encoding: "utf8" }).trim();
     } catch {
-      return "";
+      // Where bench/resident.js installs the peers from npm.
+      const local = join(ROOT, ".cache", "agent-clis", "node_modules", ".bin", b);
+      return existsSync(local) ? local : "";
     }
   };
   const peers = [];
-  if (which("srt")) cands.push({ name: "sandbox-runtime: srt /bin/true", run: () => time("srt", ["/bin/true"], { cwd: ws }) });
-  else peers.push("sandbox-runtime (srt) not installed here; measured elsewhere at about 460 ms");
-  if (which("codex")) cands.push({ name: "codex sandbox linux /bin/true", run: () => time("codex", ["sandbox", "linux", "/bin/true"], { cwd: ws }) });
+  const srt = which("srt"), codex = which("codex");
+  const srtRuns = srt && (await time(srt, ["/bin/true"], { cwd: ws }).then(() => true, () => false));
+  if (srtRuns) cands.push({ name: "sandbox-runtime: srt /bin/true", run: () => time(srt, ["/bin/true"], { cwd: ws }) });
+  else peers.push(srt ? "sandbox-runtime (srt) is installed but does not run here" : "sandbox-runtime (srt) not installed here; measured elsewhere at about 460 ms");
+  // npm's codex is a Node script that starts the native binary; bench/resident.js times the binary itself.
+  if (codex) cands.push({ name: "codex sandbox -- /bin/true (npm wrapper)", run: () => time(codex, ["sandbox", "--", "/bin/true"], { cwd: ws }) });
   else peers.push("Codex not installed here; its native sandbox measured elsewhere at 53-74 ms");
   const rows = await interleaved(cands);
   report("whole command: vak exec against node -e 0", rows);
