@@ -1,6 +1,6 @@
 import { createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
 import { createServer as createTlsServer } from "node:tls";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { EgressEvent } from "../../src/net/egress-log.js";
 import { ENDPOINT_PREFIX, parseEndpoint } from "../../src/net/endpoint.js";
 import { createRunCa, type RunCa } from "../../src/net/tls-ca.js";
@@ -75,7 +75,6 @@ describe.each(["plain HTTP", "terminated TLS"] as const)("a gate-held secret ref
     ca = await testCa();
     run = await createRunCa();
   });
-  afterAll(() => undefined);
 
   /** One request through the gate, the secret's placeholder in its Authorization header (or not); the raw answer and the gate's records. */
   async function through(pieces: (r: LenientRequest) => string[], opts: { path?: string; method?: string; extra?: string; withSecret?: boolean; version?: "1.0" | "1.1"; pipelined?: boolean } = {}) {

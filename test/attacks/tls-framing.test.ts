@@ -1,5 +1,5 @@
 import { createServer as createTlsServer, type TLSSocket } from "node:tls";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { createRunCa, type RunCa } from "../../src/net/tls-ca.js";
 import { upstreamTrust } from "../../src/net/tls-trust.js";
 import { type LenientRequest, listenLoopback, readLeniently, testGate, until } from "../support/net.js";
@@ -58,7 +58,6 @@ describe("framing inside a terminated tunnel", () => {
     ca = await testCa();
     run = await createRunCa();
   });
-  afterAll(() => undefined);
 
   async function setup(answer: (r: LenientRequest, s: TLSSocket) => string | undefined, allow?: (port: number) => string[], durable?: () => Promise<void>) {
     const up = await scriptedUpstream(ca, answer);
