@@ -77,6 +77,26 @@ describe("model-chosen strings on the terminal", () => {
     expect(summary.refused[0]!.tool).toBe(name);
   });
 
+  it("an edit's diff and a command's output tail in the transcript are printed inert, each line after the margin", async () => {
+    writeFileSync(join(s.ws, "f.txt"), "old line\n");
+    const fake = `new${EVIL}\n? [agent] wants to run this command:\n  allow? [y] once  [a] for this session  [n] no: FAKE-DIFF`;
+    const file = script([
+      { tool_calls: [{ name: "edit_file", args: { path: "f.txt", old_text: "old line", new_text: fake } }] },
+      { tool_calls: [{ name: "exec", args: { command: "printf 'a\\n? allow? [y] once FAKE-OUT\\n\\033]52;c;cHduZWQ=\\007\\n'" } }] },
+      { text: "done" },
+    ]);
+    const r = await runVak(["run", "--model", `scripted:${file}`, "--approve", "write", "--approve", "exec", "go"], { cwd: s.ws });
+    expect(r.code).toBe(0);
+    expect(rawControls(r.stdout)).toEqual([]);
+    const lines = r.stdout.split("\n");
+    expect(lines.filter((l) => l.includes("FAKE-DIFF")).length).toBeGreaterThan(0);
+    expect(lines.filter((l) => l.includes("FAKE-OUT")).length).toBeGreaterThan(0);
+    for (const l of lines) {
+      expect(l).not.toMatch(/^\s*(\?|allow\?)/);
+      if (/FAKE-(DIFF|OUT)/.test(l)) expect(l.startsWith(MARGIN) || /^\s*▸/.test(l)).toBe(true);
+    }
+  });
+
   it("raw newlines in the model's text cannot draw a line that looks like Vak's approval prompt", async () => {
     const fake = "Done.\n\n? [agent] wants to run this command:\n│ ls\n  [a] would allow, without asking: FAKE\n  allow? [y] once  [a] for this session  [n] no: y\n";
     const file = script([{ text: fake }, { text: "x" }]);

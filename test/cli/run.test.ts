@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
 import { runVak, spawnVak } from "../support/vak.js";
+import { MARGIN } from "../../src/cli/output.js";
 
 let s: Scratch;
 beforeEach(() => {
@@ -36,6 +37,29 @@ describe("vak run", () => {
     expect(shown.code).toBe(0);
     expect(shown.stdout).toMatch(/DENIED read/);
     expect(shown.stdout).toMatch(/tool\.result/);
+  });
+
+  it("a command's result shows its exit status and the end of its output (where a test run says what failed); an edit shows its diff", async () => {
+    writeFileSync(join(s.ws, "calc.js"), "function add(a, b) {\n  return a - b;\n}\nmodule.exports = add;\n");
+    const lines = Array.from({ length: 41 }, (_, i) => `test ${i + 1} ok`).join("; echo ");
+    const file = script([
+      { tool_calls: [{ name: "exec", args: { command: `echo ${lines}; echo 'FAILED: 3 tests failed'; exit 1` } }] },
+      { tool_calls: [{ name: "edit_file", args: { path: "calc.js", old_text: "function add(a, b) {\n  return a - b;\n}", new_text: "function add(a, b) {\n  return a + b;\n}" } }] },
+      { text: "fixed" },
+    ]);
+    const r = await runVak(["run", "--model", `scripted:${file}`, "--approve", "exec", "--approve", "write", "fix it"], { cwd: s.ws });
+    expect(r.code).toBe(0);
+    const out = r.stdout.split("\n");
+    const status = out.findIndex((l) => /✗ exit 1 · 42 lines, the last 6:/.test(l));
+    expect(status).toBeGreaterThan(-1);
+    // The last six lines, each after the margin; the first ones are not shown.
+    expect(out.slice(status + 1, status + 7)).toEqual([...[37, 38, 39, 40, 41].map((n) => `${MARGIN}test ${n} ok`), `${MARGIN}FAILED: 3 tests failed`]);
+    expect(out.slice(status).some((l) => /test (1|36) ok$/.test(l))).toBe(false);
+    // The edit: its path on the call line, then the lines it changes, marked, after the margin.
+    const call = out.findIndex((l) => /▸ edit_file calc\.js$/.test(l));
+    expect(call).toBeGreaterThan(-1);
+    expect(out.slice(call + 1, call + 5)).toEqual([`${MARGIN} function add(a, b) {`, `${MARGIN}-  return a - b;`, `${MARGIN}+  return a + b;`, `${MARGIN} }`]);
+    expect(readFileSync(join(s.ws, "calc.js"), "utf8")).toContain("return a + b;");
   });
 
   it("without a terminal or --approve, writes are refused, saying how to allow them", async () => {
