@@ -72,7 +72,8 @@ export async function prepareExecNet(opts: { net: NetGrants; secrets: readonly E
   if (needTrust || caFiles.length) {
     const { prepareRunTls } = await import("../net/tls-run.js");
     const warm = opts.net.allow.flatMap((r): Host[] => (r.host.kind === "name" ? [{ kind: "name", name: r.host.name }] : r.host.kind === "ip" ? [canonicalHost(r.host.ip)] : []));
-    tls = await prepareRunTls({ terminate, caFiles, existingEnv: opts.hostEnv, forceTrust: needTrust, warm });
+    // The run's environment, not this process's: through the resident host, the client's NODE_EXTRA_CA_CERTS and PATH.
+    tls = await prepareRunTls({ terminate, caFiles, env: opts.hostEnv, existingEnv: opts.hostEnv, forceTrust: needTrust, warm });
     if (tls) {
       Object.assign(env, tls.env);
       gateTls = tls.gate;

@@ -141,11 +141,6 @@ export interface ExecContext {
    */
   terminal?: { foreground: boolean; onResize(resize: () => void): () => void } | undefined;
   /**
-   * The resident host's say, once the grants are composed (flags, config, profiles) and before anything is
-   * created or resolved: a reason to send the request back to its client's own CLI, or undefined to go on.
-   */
-  serves?(r: { secrets: readonly string[]; allowNet: readonly string[]; denyNet: readonly string[]; gateTls: boolean }): string | undefined;
-  /**
    * The resident host's journal, held open: the run is recorded into it directly (its group commit), durable
    * before the command starts as in-process, with no spool file. In-process there is none: the spool.
    */
@@ -156,8 +151,6 @@ export interface ExecContext {
   servedBy?: Payload | undefined;
 }
 
-/** Thrown by execCommand when ctx.serves() declines: nothing was created, resolved or run. */
-export class NotServed extends Error {}
 type StdioSlot = "inherit" | number;
 
 /** This process as the context: `vak exec` in-process, as without a host. */
@@ -203,8 +196,6 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
   // Whether the gate terminates TLS or holds endpoints for this run (besides secrets it holds): its CA, trust
   // bundles and upstream settings are then prepared (exec-net.ts).
   const gateTls = Boolean(net?.allow.length && (opts.endpoint?.length || opts.caFile?.length || ctx.env.NODE_EXTRA_CA_CERTS || egressConfigured() || (await import("../policy/net-grants.js")).needsInspection(net)));
-  const declined = ctx.serves?.({ ...r, gateTls });
-  if (declined) throw new NotServed(declined);
   const dryRun = Boolean(opts.printPlan || opts.dryRun);
   // Secrets are resolved only for a real run: a dry run shows their references.
   const secrets = dryRun ? [] : await secretsOf(r.secrets, ctx);
@@ -217,7 +208,7 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
   if (!dryRun && net?.allow.length && (gateHeld.length || gateTls)) {
     const { prepareExecNet } = await import("./exec-net.js");
     const { loadUserConfig } = await import("../policy/config.js");
-    netx = await prepareExecNet({ net, secrets, endpoints: opts.endpoint ?? [], caFiles: opts.caFile ?? [], config: loadUserConfig().egress, hostEnv: ctx.env as Record<string, string> });
+    netx = await prepareExecNet({ net, secrets, endpoints: opts.endpoint ?? [], caFiles: (opts.caFile ?? []).map((f) => resolve(ctx.cwd, f)), config: loadUserConfig().egress, hostEnv: ctx.env as Record<string, string> });
   }
   let scratch: { tmp: string; home: string } | undefined;
   if (sandbox === "reduced" && !dryRun) {

@@ -3,7 +3,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { constants, userInfo } from "node:os";
 import { dirname, join } from "node:path";
 import { isatty } from "node:tty";
-import { execCommand, NotServed, type ExecContext, type ExecOptions } from "../cli/exec.js";
+import { execCommand, type ExecContext, type ExecOptions } from "../cli/exec.js";
 import { EXIT_REFUSED } from "../cli/exit.js";
 import { parseExec } from "../cli/main.js";
 import { fmt, Output, type Sink } from "../cli/output.js";
@@ -57,19 +57,10 @@ const reply = {
   refused: (why: string) => `refused ${oneLine(why)}\n`,
 };
 
-/** NAME=REF@HOST,…: a secret for the egress gate, which runs in-process only (see notServed). */
-function gateHeld(spec: string): boolean {
-  return spec.includes("@", Math.max(0, spec.indexOf("=")));
-}
-
 /** Why a request is served by the client's own CLI instead (never a weaker run: the same code, in-process). */
 function notServed(opts: ExecOptions): string | undefined {
   if (opts.fullAccess || opts.mode === "full-access") return "--full-access";
-  if (opts.secret?.some(gateHeld)) return "a --secret the egress gate holds (NAME=REF@HOST)";
   if (opts.sandbox !== undefined && opts.sandbox !== "namespaces") return `--sandbox ${opts.sandbox}`;
-  // The gate runs in the host for plain grants; one that terminates TLS reads CA files and trust settings that are
-  // the client's to name, so --endpoint and --ca-file (and grants that inspect, below) run in-process.
-  if (opts.endpoint?.length || opts.caFile?.length) return "--endpoint or --ca-file (the gate's TLS runs in-process)";
   if (opts.printPlan || opts.dryRun || opts.explain) return "--dry-run, --print-plan or --explain (they print to stdout)";
   return undefined;
 }
@@ -325,9 +316,6 @@ async function serve(socket: Socket, req: Request, peerPid: number, journal: Hos
     // The launcher by posix_spawn: a fork of this process (its heap, its page tables) stops the loop for milliseconds.
     spawner,
     servedBy: { ...me },
-    // Gate-held secrets and grants the gate must terminate TLS for (from the flags, a config or a profile) are the
-    // CLI's to serve; plain network grants are the host's gate's.
-    serves: (r) => (r.secrets.some(gateHeld) ? "a secret the egress gate holds" : r.gateTls ? "a network grant the gate terminates TLS for (read-only or path rules, an endpoint, a CA file, [egress] settings, NODE_EXTRA_CA_CERTS)" : undefined),
     terminal: term.tty.some(Boolean)
       ? {
           foreground: term.foreground,
@@ -352,10 +340,6 @@ async function serve(socket: Socket, req: Request, peerPid: number, journal: Hos
   try {
     code = await execCommand(parsed.command, parsed.opts, ctx);
   } catch (e) {
-    if (e instanceof NotServed) {
-      if (!gone) finish(socket, reply.fallback(e.message));
-      return;
-    }
     ctx.err.line(fmt`vak: ${isVakError(e) ? e.message : `internal error: ${(e as Error).message}`}`);
     code = EXIT_REFUSED;
     // A journal that failed a commit fails every one after: nothing more is served here (fail closed).

@@ -1,11 +1,12 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ROOT, VAK_BIN } from "../support/paths.js";
+import { httpsUpstream, testCa } from "../support/tls.js";
 import { baseEnv, TEST_STATE } from "../support/vak.js";
 
 /**
@@ -167,7 +168,7 @@ describe("the resident host serves its own user's vak exec", () => {
     expect(events[3]!.payload.code).toBe(7);
   });
 
-  it("a plain network grant runs through the host's egress gate, each request on the record before it is sent; a grant whose gate terminates TLS goes back to the client", async () => {
+  it("a plain network grant runs through the host's egress gate, each request on the record before it is sent", async () => {
     const h = await startHost();
     const ws = workspace();
     const tag = marker();
@@ -193,10 +194,6 @@ describe("the resident host serves its own user's vak exec", () => {
       // A refused destination is refused there, as in-process.
       const other = await client(h, ["exec", "--allow-net", `127.0.0.1:${port}`, "--", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", `http://127.0.0.1:${port + 1}/`], { cwd: ws }).done;
       expect(other.stdout).toBe("403");
-      // A path rule needs the gate to see inside HTTPS: its TLS is the client's CLI's, in-process.
-      const tls = await client(h, ["exec", "--allow-net", `127.0.0.1:${port}/only`, "--", "/bin/true"], { cwd: ws }).done;
-      expect(tls.stderr).toContain("fallback a network grant the gate terminates TLS for");
-      expect(tls.code).toBe(125);
     } finally {
       server.close();
     }
@@ -233,10 +230,44 @@ describe("the resident host serves its own user's vak exec", () => {
     const all = JSON.stringify(exported(ran[0]!.id));
     expect(all).toContain(`env:${name}`);
     expect(all).not.toContain(`client-value-${tag}`);
-    // A secret for the egress gate (NAME=REF@HOST) is the CLI's: the gate runs in-process only.
-    const gate = await client(h, ["exec", "--secret", `TOK=env:${name}@api.example.test`, "--", "/bin/true"], { cwd: ws, env: { XDG_CONFIG_HOME: cfg, [name]: "x" } }).done;
-    expect(gate.stderr).toContain("fallback a --secret the egress gate holds");
-    expect(gate.code).toBe(125);
+  });
+
+  it("a secret the egress gate holds, and grants it terminates TLS for, run in the host's gate: a placeholder inside, the value in the header for its host only, --ca-file from the client's cwd, read: refusing a POST", async () => {
+    const ca = await testCa();
+    const up = await httpsUpstream(ca, ["127.0.0.1"], (req, _body, res) => {
+      res.end(`auth=${req.headers.authorization ?? "-"}\n`);
+      return true;
+    });
+    try {
+      const h = await startHost();
+      const ws = workspace();
+      copyFileSync(ca.file, join(ws, "upstream-ca.pem"));
+      const tag = `${process.pid}${++n}`;
+      const name = `KEY_${tag}`;
+      const value = `sk-host-held-${tag}-value`;
+      const url = `https://127.0.0.1:${up.port}`;
+      const script = `: ran-${tag}; echo "inside=$TOKEN"; curl -s -S -H "Authorization: Bearer $TOKEN" ${url}/keyed; grep -c ${value} /proc/self/environ || true`;
+      const r = await client(h, ["exec", "--ca-file", "upstream-ca.pem", "--allow-net", `127.0.0.1:${up.port}`, "--secret", `TOKEN=env:${name}@127.0.0.1`, "--", "/bin/sh", "-c", script], { cwd: ws, env: { [name]: value } }).done;
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/^inside=vak-placeholder-[0-9a-f]{24}\n/);
+      // The server got the value; its echo of it came back to the sandbox as the placeholder (src/net/reflected.ts).
+      expect(up.requests.map((q) => [q.url, q.headers.authorization])).toEqual([["/keyed", `Bearer ${value}`]]);
+      expect(r.stdout).toMatch(/auth=Bearer vak-placeholder-[0-9a-f]{24}\n0\n$/);
+      expect(r.stdout).not.toContain(value);
+      // Served by the host: nothing went through the spool (in-process runs record there), and the value is on no record.
+      expect(spooled(name)).toEqual([]);
+      const [ran] = journaled(`ran-${tag}`);
+      const events = exported(ran!.id);
+      expect(JSON.stringify(events)).not.toContain(value);
+      expect(events.filter((e) => e.kind === "secret.used").length).toBeGreaterThan(0);
+      // A read: grant is a terminated tunnel in the host's gate too: a POST is refused before the server sees it.
+      const post = await client(h, ["exec", "--ca-file", join(ws, "upstream-ca.pem"), "--allow-net", `read:127.0.0.1:${up.port}`, "--", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-d", "x", `${url}/posted`], { cwd: ws }).done;
+      expect(post.code, post.stderr).toBe(0);
+      expect(post.stdout).toBe("403");
+      expect(up.requests.some((q) => q.url === "/posted")).toBe(false);
+    } finally {
+      await up.close();
+    }
   });
 
   it("a request the host does not serve goes back to the client (never run weaker): a terminal not read interactively, --full-access, other settings", async () => {
