@@ -1,6 +1,6 @@
-import { accessSync, constants, readFileSync, realpathSync } from "node:fs";
+import { accessSync, constants, lstatSync, readFileSync, realpathSync } from "node:fs";
 import { homedir } from "node:os";
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { expandValue } from "../policy/expand.js";
 import { installation } from "../policy/install.js";
 import { isWithin } from "../policy/paths.js";
@@ -123,6 +123,38 @@ export function programHints(plan: LaunchPlan, hostEnv: NodeJS.ProcessEnv, index
   const grant = grantLine(dirname(host), index());
   if (inside) return { before: `${name} is ${host}${via} on the host, but that directory is outside the sandbox, so ${inside} runs here instead: ${grant}` };
   return { notFound: `${name}: not found in the sandbox; on the host it is ${host}${via}: ${grant}` };
+}
+
+/** Paths looked at among a failed command's arguments and module path variables, and hint lines printed at most. */
+const MAX_ARG_PATHS = 32;
+const MAX_ARG_HINTS = 3;
+
+/**
+ * After a command failed: the paths it was given (its arguments, `--opt=PATH`
+ * values, NODE_PATH and PYTHONPATH entries) that exist on the host but are
+ * outside the sandbox's view, each with the grant that would show it: a script
+ * or a module it could not find says why (`node /elsewhere/m.js`). Names only:
+ * nothing is read but whether the path exists.
+ */
+export function outsidePathHints(plan: LaunchPlan, index: PresetEntry[]): string[] {
+  const given = plan.command.slice(1).map((a) => (a.startsWith("-") && a.includes("=") ? a.slice(a.indexOf("=") + 1) : a)).filter((a) => a.includes("/"));
+  const modules = ["NODE_PATH", "PYTHONPATH"].flatMap((k) => (plan.env[k] ?? "").split(":").filter(Boolean));
+  const out: string[] = [];
+  const seen = new Set<string>();
+  for (const arg of [...given, ...modules].slice(0, MAX_ARG_PATHS)) {
+    const p = resolve(plan.cwd, arg);
+    if (seen.has(p) || inView(plan, p)) continue;
+    seen.add(p);
+    let dir: boolean;
+    try {
+      dir = lstatSync(p).isDirectory();
+    } catch {
+      continue; // not on the host either: nothing a grant would show
+    }
+    out.push(`${arg} is outside the sandbox's view, so the command could not see it: ${grantLine(dir ? p : dirname(p), index)}`);
+    if (out.length >= MAX_ARG_HINTS) break;
+  }
+  return out;
 }
 
 /** After a shell said "not found" (exit 127): the PATH directories the sandbox left out, and what grants each. */

@@ -20,7 +20,7 @@ import type { ExecNet, ExecSecret } from "./exec-net.js";
 import { createStatePaths, resolveGrants } from "./exec-grants.js";
 import { ExecRecord, type SecretUse } from "./exec-record.js";
 import { EXIT_REFUSED, EXIT_TIMEOUT } from "./exit.js";
-import { droppedPathHint, type PresetEntry, programHints } from "./exec-hints.js";
+import { droppedPathHint, outsidePathHints, type PresetEntry, programHints } from "./exec-hints.js";
 import type { ResolvedGrants } from "./exec-grants.js";
 import type { Explain } from "./exec-explain.js";
 import type { Redactor } from "../secrets/redact.js";
@@ -466,6 +466,8 @@ function explain(plan: LaunchPlan, r: LaunchResult, outputExceeded: boolean, lin
     const h = droppedPathHint(plan, sources.presets());
     if (h) err(fmt`${h}`);
   }
+  // A script or a module it was given that it could not see (`node /elsewhere/m.js`): which grant would show it.
+  if (r.code !== 0 && plan.sandbox !== "none") for (const h of outsidePathHints(plan, sources.presets())) err(fmt`${h}`);
   // Every limit that ended the command, or refused something while it ran, has its line: which, its value, how to raise it.
   for (const h of hits) err(fmt`${limitLine(h, plan.limits, plan.defaultMaxProcs)}`);
   if (outputExceeded) return EXIT_REFUSED;
