@@ -37,7 +37,9 @@ export class Explain {
     if (more) this.truncated = true;
     if (!path.startsWith("/")) return;
     const abs = resolve(path);
-    if (inView(this.plan, abs) || abs.startsWith("/proc/") || abs.startsWith("/dev/")) return;
+    // The kernel's own trees are the sandbox's (or absent) by design, never a grant to suggest: Node and Python
+    // look up cgroup limits in /sys/fs/cgroup at every start.
+    if (inView(this.plan, abs) || /^\/(proc|dev|sys)\//.test(abs)) return;
     const st = lstatSync(abs, { throwIfNoEntry: false });
     if (!st) return;
     const dir = st.isDirectory() ? abs : dirname(abs);
