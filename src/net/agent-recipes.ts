@@ -39,7 +39,7 @@ export interface AgentRecipe {
 
 export const AGENT_RECIPES: Readonly<Record<"claude" | "codex" | "gemini", AgentRecipe>> = {
   claude: {
-    cli: "claude", npm: "@anthropic-ai/claude-code", tested: "1.0.128", keyEnv: "ANTHROPIC_API_KEY", header: "x-api-key",
+    cli: "claude", npm: "@anthropic-ai/claude-code", tested: "2.1.332", keyEnv: "ANTHROPIC_API_KEY", header: "x-api-key",
     baseUrlEnv: "ANTHROPIC_BASE_URL", baseUrl: "https://api.anthropic.com", hosts: ["api.anthropic.com"],
     oneShot: ["-p", "{prompt}"],
     quietEnv: { CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1", DISABLE_TELEMETRY: "1", DISABLE_AUTOUPDATER: "1", DISABLE_ERROR_REPORTING: "1" },

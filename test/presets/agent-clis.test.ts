@@ -75,8 +75,8 @@ describe.skipIf(!installed("codex") || !installed("claude"))(`the agent CLI pres
     expect(results).toContain("no-key-in-the-copy");
     expect(readFileSync(settings, "utf8")).toBe(JSON.stringify({ sandbox: { enabled: true } }) + "\n");
     expect(fake.seen.some((x) => x.headers["x-api-key"] === KEY)).toBe(true);
-    // Telemetry, error reports and update checks off: no host outside the preset's grants was tried. With an API
-    // key, Claude Code 1.0.128 also asks api.anthropic.com, at exit: its metrics exporter's opt-out check (GET
+    // Telemetry, error reports and update checks off: no host outside the preset's grants was tried (2.1.332 tries
+    // none at all). With an API key, Claude Code 1.0.128 also asked api.anthropic.com, at exit: its metrics exporter's opt-out check (GET
     // /api/claude_code/organizations/metrics_enabled, fixed URL, x-api-key; `claude -p --debug` logs "Failed to
     // check metrics opt-out status"), which no variable turns off (README, "Third-party agent CLIs"). It is the
     // preset's own grant, refused here only because no name resolves on this machine; any other host is a failure.
