@@ -14,7 +14,7 @@
     },
     {
       "target_name": "vak-engine",
-      "sources": ["native/engine.c", "native/tunnel.c"],
+      "sources": ["native/engine.c", "native/tunnel.c", "native/chunked.c"],
       "cflags": ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-fstack-protector-strong", "-D_FORTIFY_SOURCE=2"],
       "ldflags": ["-Wl,-z,relro,-z,now"]
     },

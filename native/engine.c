@@ -8,9 +8,11 @@
  *    reads the client directly. No host socket ever goes the other way.
  *  - It splices granted CONNECT tunnels. Once the gate has decided and
  *    connected, it hands both sockets here and the bytes move socket -> pipe ->
- *    socket in the kernel, without passing through JavaScript. The engine
- *    parses nothing; it counts bytes against the connection's budget, ends
- *    idle tunnels, and ends any tunnel the gate cancels (a revoked worker).
+ *    socket in the kernel, without passing through JavaScript. It counts
+ *    bytes against the connection's budget, ends idle tunnels, and ends any
+ *    tunnel the gate cancels (a revoked worker). It parses nothing, except
+ *    the framing of a chunked body it carries for plain HTTP (chunked.c),
+ *    which it must own to stop exactly at the body's end.
  *
  * JavaScript hears of new clients and ended tunnels through one callback,
  * called on the main thread. */
@@ -50,7 +52,7 @@ struct event {
   int kind;
   int fd; /* EV_CLIENT */
   int id; /* EV_END */
-  double up, down;
+  double up, down, data;
   char text[MAX_MESSAGE + 1]; /* the token, the refusal or the outcome */
 };
 
@@ -157,8 +159,10 @@ static void end_tunnel(struct engine *e, struct tunnel *t, const char *outcome) 
   if (ev) {
     ev->kind = EV_END;
     ev->id = t->id;
-    ev->up = t->up.moved;
+    /* A chunked transfer reads framing as well as data: up is every byte read (the budget's), data the data alone. */
+    ev->up = t->up.chunk ? t->received : t->up.moved;
     ev->down = t->down.moved;
+    ev->data = t->up.moved;
     snprintf(ev->text, sizeof ev->text, "%s", outcome);
     emit(e, ev);
   }
@@ -326,6 +330,8 @@ static void call_js(napi_env env, napi_value cb, void *context, void *data) {
     napi_set_named_property(env, obj, "up", v);
     napi_create_double(env, ev->down, &v);
     napi_set_named_property(env, obj, "down", v);
+    napi_create_double(env, ev->data, &v);
+    napi_set_named_property(env, obj, "data", v);
   }
   free(ev);
   napi_get_undefined(env, &undefined);
@@ -414,27 +420,42 @@ static char *copy_buffer(napi_env env, napi_value v, size_t *len) {
 }
 
 
-/* tunnel(engine, clientFd, upstreamFd, upPrefix, downPrefix, budget, idleMs[, length]): id.
+/* tunnel(engine, clientFd, upstreamFd, upPrefix, downPrefix, budget, idleMs[, length[, chunked]]): id.
  * Works on duplicates: the caller closes its own fds afterwards. With a
  * length, a transfer: upPrefix, then exactly length bytes clientFd ->
- * upstreamFd (downPrefix must be empty), and the caller keeps its sockets. */
+ * upstreamFd (downPrefix must be empty), and the caller keeps its sockets.
+ * With chunked (1: framed again, 2: the data alone), a chunked transfer:
+ * length is what is left of the current chunk's data, and the rest of the
+ * chunked body follows it, its framing parsed here (chunked.c). */
 static napi_value tunnel(napi_env env, napi_callback_info info) {
-  size_t argc = 8;
-  napi_value argv[8];
+  size_t argc = 9;
+  napi_value argv[9];
   CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 7) {
-    napi_throw_type_error(env, NULL, "vak engine: tunnel() takes 7 or 8 arguments");
+    napi_throw_type_error(env, NULL, "vak engine: tunnel() takes 7 to 9 arguments");
+    return NULL;
+  }
+  int32_t chunked = 0;
+  napi_valuetype ct = napi_undefined;
+  if (argc == 9) CHECK(napi_typeof(env, argv[8], &ct));
+  if (ct != napi_undefined) CHECK(napi_get_value_int32(env, argv[8], &chunked));
+  if (chunked < 0 || chunked > 2) {
+    napi_throw_range_error(env, NULL, "vak engine: tunnel(): chunked is 0, 1 (framed) or 2 (the data alone)");
     return NULL;
   }
   double length = -1;
   napi_valuetype lt = napi_undefined;
-  if (argc == 8) CHECK(napi_typeof(env, argv[7], &lt));
+  if (argc >= 8) CHECK(napi_typeof(env, argv[7], &lt));
   if (lt != napi_undefined) {
     CHECK(napi_get_value_double(env, argv[7], &length));
     if (!(length >= 0 && length <= 9007199254740991.0)) {
       napi_throw_range_error(env, NULL, "vak engine: tunnel(): a transfer's length must be 0 to 2^53-1");
       return NULL;
     }
+  }
+  if (chunked && length < 0) {
+    napi_throw_range_error(env, NULL, "vak engine: tunnel(): a chunked transfer needs the length left of its chunk");
+    return NULL;
   }
   struct engine *e = engine_arg(env, argv[0]);
   if (!e) return NULL;
@@ -459,7 +480,8 @@ static napi_value tunnel(napi_env env, napi_callback_info info) {
   t->last = now_ms();
   t->fd[0] = fcntl(cfd, F_DUPFD_CLOEXEC, 3);
   t->fd[1] = fcntl(ufd, F_DUPFD_CLOEXEC, 3);
-  if (length >= 0) make_transfer(t, length);
+  if (length >= 0 && chunked) make_chunked(t, length, chunked == 2);
+  else if (length >= 0) make_transfer(t, length);
   if (!t->up.prefix || !t->down.prefix || (length >= 0 && t->down.plen) || t->fd[0] < 0 || t->fd[1] < 0 || not_a_tcp_connection(t->fd[0]) || not_a_tcp_connection(t->fd[1])) {
     int err = errno;
     free_tunnel(t);

@@ -66,7 +66,8 @@ void make_transfer(struct tunnel *t, double length) {
 
 /* Moves what one direction can without waiting. Returns 1 if anything moved,
  * 0 if not, -1 on an error (errno set), -2 past the byte budget, -3 at urgent
- * data, -4 at the end of a transfer's source before its length. */
+ * data, -4 at the end of a transfer's source before its length, -5 at
+ * malformed chunk framing (chunked.c). */
 static int step(struct tunnel *t, struct dir *d) {
   int moved = 0;
   if (t->transfer && d == &t->down) return 0;
@@ -75,7 +76,13 @@ static int step(struct tunnel *t, struct dir *d) {
     if (n > 0) d->poff += (size_t)n, moved = 1;
     else if (n < 0 && errno != EAGAIN && errno != EINTR) { t->failed = 2; return -1; }
   }
-  if (!d->eof && !d->full && d->in_pipe < d->cap) {
+  if (d->chunk != CH_NONE) {
+    if (!d->eof) {
+      int r = chunk_step(t, d);
+      if (r < 0) return r;
+      moved |= r;
+    }
+  } else if (!d->eof && !d->full && d->in_pipe < d->cap) {
     /* A counted transfer asks the kernel for no more than its length: what the
      * peer sent after it (a pipelined request, more than a Content-Length)
      * stays in the socket, for the gate to read and decide. */
@@ -149,6 +156,10 @@ const char *service(struct tunnel *t, short client_rev, short upstream_rev, char
   }
   if (failed == -2) return "limit";
   if (failed == -4) return "short";
+  if (failed == -5) {
+    snprintf(why, cap, "malformed: %s", t->up.bad);
+    return why;
+  }
   if (failed == -3) return "error: TCP urgent (out-of-band) data, which a tunnel does not carry";
   if (failed == -1 && t->transfer) {
     snprintf(why, cap, "error: %s: %s", t->failed == 1 ? "source" : "destination", strerror(errno));

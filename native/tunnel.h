@@ -12,6 +12,11 @@
 #define PIPE_BIG (1024 * 1024)
 #define BIG_PIPE_TUNNELS 8
 
+/* A chunked body's bounds, the same as the gate's own parser's (src/net/http1.ts). */
+#define CHUNK_LINE_MAX 1024
+#define CHUNK_TRAILERS_MAX 32
+enum { CH_NONE, CH_DATA, CH_CRLF, CH_SIZE, CH_TRAILER, CH_DONE };
+
 /* One direction of a tunnel: from -> pipe -> to, after a prefix (bytes the gate had already read). */
 struct dir {
   int from, to;
@@ -25,6 +30,16 @@ struct dir {
   /* A transfer (one way, a counted length): bytes still to read from `from`;
    * negative when the direction is not counted (a tunnel: until the end). */
   double left;
+  /* A chunked transfer (chunked.c): where in the framing `from` is, CH_NONE if it is not one. */
+  int chunk;
+  int unframed;           /* the data alone, no framing written (an HTTP/1.0 client) */
+  double chunk_left;      /* data bytes of the current chunk still to move */
+  char line[CHUNK_LINE_MAX + 3];
+  size_t llen;            /* framing bytes of the line being read, taken from `from` */
+  int trailers;
+  char out[24];           /* framing to write into the pipe, after the data before it */
+  size_t olen;
+  const char *bad;        /* why the framing was refused */
 };
 
 struct tunnel {
@@ -53,6 +68,12 @@ short wanted(const struct dir *in, const struct dir *out);
 const char *service(struct tunnel *t, short client_rev, short upstream_rev, char *why, size_t cap);
 /* Makes t a transfer of length bytes (after its prefix), from fd[0] to fd[1]. */
 void make_transfer(struct tunnel *t, double length);
+/* Makes t a chunked transfer fd[0] -> fd[1]: left data bytes of a chunk, then the rest of a chunked body,
+ * its framing read and checked here and written again the gate's way (or not at all: unframed). */
+void make_chunked(struct tunnel *t, double left, int unframed);
+/* Moves what a chunked direction can: 1 if anything moved, 0 if not, or step()'s errors and -5 for malformed
+ * framing (d->bad says why). */
+int chunk_step(struct tunnel *t, struct dir *d);
 /* Sets both sockets to reset, not close cleanly, when they are closed. */
 void reset_on_close(struct tunnel *t);
 void free_tunnel(struct tunnel *t);

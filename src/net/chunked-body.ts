@@ -1,20 +1,23 @@
 import type { Socket } from "node:net";
-import type { TunnelEnd } from "./engine.js";
+import type { ChunkedOut, TunnelEnd } from "./engine.js";
 import { chunkEnd, chunkLine, chunkSize, dropTrailers, HttpError } from "./http1.js";
 import { flushed, holdReads, queued, resumeReads } from "./hold.js";
 import { ClosedError, type SocketReader } from "./reader.js";
 
 /**
- * A chunked body, moved with its framing checked here and its data in the
- * kernel. The gate reads every chunk's size line and the CRLF after its data
- * itself (bounded, strict: http1.ts's chunkSize), and frames each chunk again
- * its own way (extensions and trailers dropped, `0\r\n\r\n` at the end), or
- * for an HTTP/1.0 client, which cannot be sent chunks, not at all; the
- * data of a chunk of KERNEL_CHUNK bytes or more is handed to the engine as a
- * transfer of exactly its size, so that what follows it (the next size line)
- * stays in the socket for the gate to read. A malformed chunk throws, and the
- * caller ends the connection. Smaller chunks are copied here: below that size
- * a hand-over costs more than the copy.
+ * A chunked body, moved with its framing checked and its data in the kernel.
+ * The gate reads the size lines and data of the first chunks itself (bounded,
+ * strict: http1.ts's chunkSize), and frames each chunk again its own way
+ * (extensions and trailers dropped, `0\r\n\r\n` at the end), or for an
+ * HTTP/1.0 client, which cannot be sent chunks, not at all. At the first chunk
+ * with KERNEL_CHUNK bytes or more still to come, the rest of the body goes to
+ * the engine as one chunked transfer: it moves the data in the kernel and
+ * reads every later size line, CRLF and trailer itself by the same rules
+ * (native/chunked.c), taking no byte past the body's end, so that what follows
+ * stays in the socket for the gate to read. Malformed framing throws (an
+ * HttpError, from either parser), and the caller ends the connection. Below
+ * that size, while the gate reads, chunks are copied here: a hand-over costs
+ * more than the copy.
  */
 
 export const KERNEL_CHUNK = 64 * 1024;
@@ -23,8 +26,8 @@ const CRLF = Buffer.from("\r\n");
 const LAST = Buffer.from("0\r\n\r\n");
 
 export interface ChunkedCopy {
-  /** The engine's counted transfer: prefix, then exactly length bytes from -> to. */
-  transfer(from: Socket, to: Socket, prefix: Buffer, length: number): { done: Promise<TunnelEnd>; cancel(): void };
+  /** The engine's chunked transfer: prefix, the length left of this chunk, then the rest of the body (GateEngine.transfer). */
+  transfer(from: Socket, to: Socket, prefix: Buffer, length: number, chunked: ChunkedOut): { done: Promise<TunnelEnd>; cancel(): void };
   /** The error that ends the body when a transfer did not complete. */
   failed(end: TunnelEnd): Error;
   /** The transfer now running (for the caller to cancel), or undefined once it has ended. */
@@ -56,24 +59,26 @@ export async function copyChunked(r: SocketReader, from: Socket, to: Socket, c: 
       await flushed(to);
       from.setTimeout(0); // the engine keeps the idle time while it holds the sockets
       to.setTimeout(0);
-      const t = c.transfer(from, to, Buffer.concat([line, part]), left);
+      const t = c.transfer(from, to, Buffer.concat([line, part]), left, c.unframed ? "unframed" : "framed");
       c.running(t);
       const end = await t.done;
       c.running(undefined);
-      moved += end.up;
+      moved += end.data ?? end.up;
+      if (end.outcome.startsWith("malformed: ")) throw new HttpError(400, "bad-request", end.outcome.slice(11));
+      if (end.outcome === "short") throw new HttpError(400, "incomplete", "the connection closed in the middle of a chunked body");
       if (end.outcome !== "completed") throw c.failed(end);
       from.setTimeout(c.idleMs);
       to.setTimeout(c.idleMs);
       resumeReads(from);
-    } else {
-      await queued(to, Buffer.concat([line, part]));
-      while (left > 0) {
-        const b = await r.read(left);
-        if (!b) throw new HttpError(400, "incomplete", "the connection closed in the middle of a chunk");
-        left -= b.length;
-        moved += b.length;
-        await queued(to, b);
-      }
+      return moved; // the engine read the body to its end, trailers and all, and wrote its last chunk
+    }
+    await queued(to, Buffer.concat([line, part]));
+    while (left > 0) {
+      const b = await r.read(left);
+      if (!b) throw new HttpError(400, "incomplete", "the connection closed in the middle of a chunk");
+      left -= b.length;
+      moved += b.length;
+      await queued(to, b);
     }
     await chunkEnd(r);
     if (to.destroyed) throw new ClosedError();

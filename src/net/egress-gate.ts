@@ -288,9 +288,9 @@ export class EgressGate {
     return {
       limits: this.limits,
       take,
-      transfer: (from, to, prefix, length) => {
+      transfer: (from, to, prefix, length, chunked) => {
         if (!this.engine || this.closing) throw new LimitError("the gate is closing", 503);
-        const t = this.engine.transfer(from, to, prefix, length, this.limits.bytesPerConnection - received(), this.limits.idleMs);
+        const t = this.engine.transfer(from, to, prefix, length, this.limits.bytesPerConnection - received(), this.limits.idleMs, chunked);
         budget.reserved += length;
         // Revoking the worker cancels it: its sockets are the caller's, but the engine holds their fds meanwhile.
         const open = { destroy: () => this.engine?.cancel(t.id) };

@@ -8,11 +8,11 @@ import { installation } from "../policy/install.js";
 export type EngineEvent =
   | { kind: "client"; message: string; fd: number }
   | { kind: "refused"; reason: string }
-  | { kind: "end"; id: number; outcome: string; up: number; down: number };
+  | { kind: "end"; id: number; outcome: string; up: number; down: number; data: number };
 
 interface Addon {
   createEngine(socketPath: string, onEvent: (e: EngineEvent) => void): unknown;
-  tunnel(engine: unknown, clientFd: number, upstreamFd: number, upPrefix: Buffer, downPrefix: Buffer, budget: number, idleMs: number, length?: number): number;
+  tunnel(engine: unknown, clientFd: number, upstreamFd: number, upPrefix: Buffer, downPrefix: Buffer, budget: number, idleMs: number, length?: number, chunked?: number): number;
   cancel(engine: unknown, id: number): void;
   close(engine: unknown): void;
   sendClient(socketPath: string, message: string, fd: number): void;
@@ -46,7 +46,12 @@ export interface TunnelEnd {
   outcome: string;
   up: number;
   down: number;
+  /** A chunked transfer's data bytes (up counts its framing too); for any other, up's. */
+  data?: number;
 }
+
+/** How a chunked transfer writes the body on: framed again the gate's way, or its data alone (an HTTP/1.0 client). */
+export type ChunkedOut = "framed" | "unframed";
 
 /** The file descriptor under a connected Node socket. */
 export function socketFd(s: Socket): number {
@@ -76,7 +81,7 @@ export class GateEngine {
       else {
         const done = this.ends.get(e.id);
         this.ends.delete(e.id);
-        done?.({ outcome: e.outcome, up: e.up, down: e.down });
+        done?.({ outcome: e.outcome, up: e.up, down: e.down, data: e.data });
       }
     });
   }
@@ -102,10 +107,18 @@ export class GateEngine {
    * caller's (nothing is shut down or reset), but the caller must neither
    * read `from` nor write `to` until done settles. Outcomes: "completed",
    * "short" (from ended before the length), and a tunnel's others.
+   *
+   * With chunked, a chunked transfer: length is what is left of the current
+   * chunk's data, and the engine goes on through the rest of the chunked
+   * body, reading and checking its framing itself (native/chunked.c) and
+   * writing it on framed again (or unframed), up to and with the blank line
+   * after its trailers, and not a byte past it. Malformed framing ends it:
+   * "malformed: <why>".
    */
-  transfer(from: Socket, to: Socket, prefix: Buffer, length: number, budget: number, idleMs: number): { id: number; done: Promise<TunnelEnd> } {
+  transfer(from: Socket, to: Socket, prefix: Buffer, length: number, budget: number, idleMs: number, chunked?: ChunkedOut): { id: number; done: Promise<TunnelEnd> } {
     if (this.closed) throw new VakError("internal", "the gate's engine is closed");
-    const id = load().tunnel(this.handle, socketFd(from), socketFd(to), prefix, Buffer.alloc(0), budget, idleMs, length);
+    const mode = chunked === "framed" ? 1 : chunked === "unframed" ? 2 : 0;
+    const id = load().tunnel(this.handle, socketFd(from), socketFd(to), prefix, Buffer.alloc(0), budget, idleMs, length, mode);
     const done = new Promise<TunnelEnd>((resolve) => this.ends.set(id, resolve));
     return { id, done };
   }

@@ -3,7 +3,7 @@ import type { SecureContext } from "node:tls";
 import type { Host } from "../policy/address.js";
 import type { EgressEvent } from "./egress-log.js";
 import type { Endpoint } from "./endpoint.js";
-import type { TunnelEnd } from "./engine.js";
+import type { ChunkedOut, TunnelEnd } from "./engine.js";
 import type { PlaceholderSecret } from "./placeholders.js";
 import type { SocketReader } from "./reader.js";
 import type { EarlyUpstream } from "./tls-early.js";
@@ -55,9 +55,11 @@ export interface ProxyContext {
    * Hands the engine one counted body: the prefix, then exactly length bytes
    * from -> to, counted against the connection's budget (and reserving it
    * while it runs). The sockets stay the caller's, who must not read from or
-   * write to them until done settles; cancel() ends it early.
+   * write to them until done settles; cancel() ends it early. With chunked,
+   * length is what is left of a chunk, and the engine carries the rest of the
+   * chunked body, its framing read and checked natively (GateEngine.transfer).
    */
-  transfer(from: Socket, to: Socket, prefix: Buffer, length: number): { done: Promise<TunnelEnd>; cancel(): void };
+  transfer(from: Socket, to: Socket, prefix: Buffer, length: number, chunked?: ChunkedOut): { done: Promise<TunnelEnd>; cancel(): void };
   /** Why this worker's connections are being closed, once they are: its grant revoked, or its command ended. */
   ended(): "revoked" | "released" | undefined;
 }

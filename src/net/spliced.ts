@@ -1,7 +1,7 @@
 import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import { copyChunked } from "./chunked-body.js";
-import { resetSocket, type TunnelEnd } from "./engine.js";
+import { type ChunkedOut, resetSocket, type TunnelEnd } from "./engine.js";
 import { flushed, holdReads, queued, resumeReads, written } from "./hold.js";
 import {
   connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, parseResponseHead,
@@ -17,8 +17,9 @@ import { type Injected, relayReplaced, searched } from "./reflected.js";
  * in the kernel. The gate reads and decides every request head itself, and
  * reads every response head itself; a body whose length a Content-Length gave
  * goes through the engine, which is asked for that many bytes and no more, and
- * a chunked one is moved chunk by chunk (chunked-body.ts: the gate reads and
- * checks the framing, the engine moves each large chunk's data). What the
+ * a chunked one from its first large chunk on by the engine, which reads and
+ * checks the framing itself and stops at the body's end (chunked-body.ts,
+ * native/chunked.c). What the
  * client sent after its body (a pipelined request) stays in its socket until
  * the gate reads it as the next head and decides it. The upstream connection
  * is kept for the client's next request to the same destination (the pool,
@@ -33,7 +34,7 @@ export interface PlainContext {
   take(n: number): void;
   openUpstream(address: string, port: number): Socket;
   upstreamReady(s: Socket, address: string, port: number): Promise<void>;
-  transfer(from: Socket, to: Socket, prefix: Buffer, length: number): { done: Promise<TunnelEnd>; cancel(): void };
+  transfer(from: Socket, to: Socket, prefix: Buffer, length: number, chunked?: ChunkedOut): { done: Promise<TunnelEnd>; cancel(): void };
   ended(): "revoked" | "released" | undefined;
 }
 
@@ -177,7 +178,7 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
       const to = s;
       const t0 = { outcome: "completed", up: 0, down: 0 };
       const copying = copyChunked(reader, socket, to, {
-        transfer: (from, dst, prefix, n) => ctx.transfer(from, dst, prefix, n),
+        transfer: (from, dst, prefix, n, chunked) => ctx.transfer(from, dst, prefix, n, chunked),
         failed: (end) => transferError(end, ctx.limits, "request"),
         running: (t) => (chunkT = t),
         idleMs,
@@ -257,8 +258,8 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
       await written(socket, out);
       try {
         st.bytesDown += await copyChunked(upReader, s, socket, {
-          transfer: (from, dst, prefix, n) => {
-            const t = ctx.transfer(from, dst, prefix, n);
+          transfer: (from, dst, prefix, n, chunked) => {
+            const t = ctx.transfer(from, dst, prefix, n, chunked);
             transfers.push(t);
             return t;
           },
@@ -287,6 +288,12 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
     }
     // Kept only if it is HTTP/1.1 on both sides of the upstream's view and it did not say it closes.
     if (res.version !== "1.1" || listed.has("close")) clean = false;
+    if (sending && !sent && chunkT) {
+      // Answered while the engine carries the chunked body: it may have just written the body's end, its end
+      // event not yet heard. Once it has ended (cancelled if not), a body it completed is a whole exchange.
+      chunkT.cancel();
+      await sending.catch(() => {});
+    }
     if (sending && !sent) {
       // Answered before the whole body arrived: the rest goes nowhere, and the connection ends.
       clean = false;
