@@ -176,12 +176,21 @@ function lookalikes(headers: HeaderList, fail: (message: string) => HttpError): 
 /** Every value of a header, matched without regard to case. */
 export function headerValues(headers: HeaderList, name: string): string[] {
   const lower = name.toLowerCase();
-  return headers.filter(([n]) => n.toLowerCase() === lower).map(([, v]) => v);
+  const out: string[] = [];
+  // Plain loops: these run several times for every request and answer (flatMap and friends cost more here).
+  for (const [n, v] of headers) if (n.length === lower.length && n.toLowerCase() === lower) out.push(v);
+  return out;
 }
 
 /** The header names a Connection header nominates, lower-cased. */
 export function connectionTokens(headers: HeaderList): Set<string> {
-  return new Set(headerValues(headers, "connection").flatMap((v) => v.split(",")).map((t) => t.trim().toLowerCase()).filter(Boolean));
+  const tokens = new Set<string>();
+  for (const v of headerValues(headers, "connection"))
+    for (const t of v.split(",")) {
+      const token = t.trim().toLowerCase();
+      if (token) tokens.add(token);
+    }
+  return tokens;
 }
 
 /** How a request's body is delimited; refuses every ambiguous combination. */
