@@ -140,32 +140,105 @@ with zipfile.ZipFile("${wheels}/vak_hello-1.0-py3-none-any.whl", "w") as z:
     expect(r.stdout + r.stderr).not.toContain("pip-secret-5678");
   }, 120_000);
 
+  it("pip's and npm's caches, which the host's next install reads without checking again, stay the host's: a sandbox's writes land in its own", async () => {
+    // pip's http cache and wheel cache, npm's _cacache (its index names the integrity a planted tarball would carry),
+    // in their default places and where PIP_CACHE_DIR / npm_config_cache (passed by the presets' patterns) put them.
+    const elsewhere = join(s.root, "shared-caches");
+    const entries = [
+      join(home, ".cache", "pip", "http-v2", "a", "entry"),
+      join(home, ".cache", "pip", "wheels", "ab", "vak_hello-1.0-py3-none-any.whl"),
+      join(home, ".npm", "_cacache", "index-v5", "aa", "entry"),
+      join(elsewhere, "pip", "http-v2", "a", "entry"),
+      join(elsewhere, "npm", "_cacache", "index-v5", "aa", "entry"),
+    ];
+    for (const e of entries) {
+      mkdirSync(dirname(e), { recursive: true });
+      writeFileSync(e, "the host's entry\n");
+    }
+    const r = await vak(["--profile", "python", "--profile", "npm", "--", "sh", "-c",
+      entries.map((e) => `(mkdir -p "${dirname(e)}" 2>/dev/null; echo planted > "${e}" 2>/dev/null || true)`).join("; ") + `; echo "pip=$PIP_CACHE_DIR npm=$npm_config_cache"`],
+    { PIP_CACHE_DIR: join(elsewhere, "pip"), npm_config_cache: join(elsewhere, "npm") });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`pip=${join(elsewhere, "pip")}`);
+    for (const e of entries) expect(readFileSync(e, "utf8"), e).toBe("the host's entry\n");
+  });
+
   const cargo = which("cargo");
-  it.skipIf(!cargo)("cargo: builds a crate with no dependencies offline; its bin/ and env scripts stay read-only, its credentials unreadable", async () => {
-    // The test's own CARGO_HOME, so that the machine's is not written; the toolchain from where cargo is installed.
-    const cargoHome = join(s.root, "cargo-home");
-    mkdirSync(join(cargoHome, "bin"), { recursive: true });
-    writeFileSync(join(cargoHome, "env"), "# sourced by the shell\n");
-    writeFileSync(join(cargoHome, "credentials.toml"), '[registry]\ntoken = "cio-secret-token-9999"\n');
-    const rustupHome = process.env.RUSTUP_HOME ?? (existsSync(join(process.env.HOME ?? "/root", ".rustup")) ? join(process.env.HOME ?? "/root", ".rustup") : undefined);
-    const crate = join(s.root, "hello");
-    mkdirSync(join(crate, "src"), { recursive: true });
-    writeFileSync(join(crate, "Cargo.toml"), '[package]\nname = "hello"\nversion = "0.1.0"\nedition = "2021"\n\n[dependencies]\n');
-    writeFileSync(join(crate, "src", "main.rs"), 'fn main() { println!("hello from cargo"); }\n');
-    const bin = dirname(realpathSync(cargo!)) === dirname(cargo!) ? dirname(cargo!) : dirname(cargo!);
+  const rustupHome = process.env.RUSTUP_HOME ?? (existsSync(join(process.env.HOME ?? "/root", ".rustup")) ? join(process.env.HOME ?? "/root", ".rustup") : undefined);
+  // A host cargo home as cargo leaves it: bin/, the env script, config, credentials, and an unpacked crate whose
+  // build.rs the host's next `cargo build` runs (cargo does not check again what it unpacked).
+  const hostCargoHome = (dir: string) => {
+    const src = join(dir, "registry", "src", "index.crates.io-6f17d22bba15001f", "dep-1.0.0");
+    mkdirSync(join(dir, "bin"), { recursive: true });
+    mkdirSync(src, { recursive: true });
+    writeFileSync(join(dir, "env"), "# sourced by the shell\n");
+    writeFileSync(join(dir, "config.toml"), "[term]\nverbose = false\n");
+    writeFileSync(join(dir, "credentials.toml"), '[registry]\ntoken = "cio-secret-token-9999"\n');
+    writeFileSync(join(src, "build.rs"), "fn main() {}\n");
+    return { buildRs: join(src, "build.rs") };
+  };
+  const crate = (name: string) => {
+    const dir = join(s.root, name);
+    mkdirSync(join(dir, "src"), { recursive: true });
+    mkdirSync(join(dir, "dep", "src"), { recursive: true });
+    writeFileSync(join(dir, "Cargo.toml"), `[package]\nname = "${name}"\nversion = "0.1.0"\nedition = "2021"\n\n[dependencies]\ndep = { path = "dep" }\n`);
+    writeFileSync(join(dir, "dep", "Cargo.toml"), '[package]\nname = "dep"\nversion = "0.1.0"\nedition = "2021"\n');
+    writeFileSync(join(dir, "dep", "src", "lib.rs"), 'pub fn hello() -> &\'static str { "hello from cargo" }\n');
+    writeFileSync(join(dir, "src", "main.rs"), "fn main() { println!(\"{}\", dep::hello()); }\n");
+    return dir;
+  };
+  // What the sandbox tries on the host's cargo home ($HOST): its config (a rustc-wrapper the host's cargo runs), an
+  // unpacked crate's build.rs, bin/ (on the host's PATH), the env script, the credentials.
+  const ATTACKS = (buildRs: string) => [
+    `(printf '[build]\\nrustc-wrapper = "/tmp/evil"\\n' >> "$HOST/config.toml" 2>/dev/null && echo CONFIG-CHANGED || echo config-read-only)`,
+    `(echo 'fn main() { std::process::Command::new("/tmp/evil").status().ok(); }' > "${buildRs}" 2>/dev/null && echo BUILD-RS-CHANGED || echo registry-unreachable)`,
+    `(touch "$HOST/bin/cargo-evil" 2>/dev/null && echo BIN-CHANGED || echo bin-read-only)`,
+    `(echo x >> "$HOST/env" 2>/dev/null && echo ENV-CHANGED || echo env-read-only)`,
+    `(grep -q cio-secret "$HOST/credentials.toml" 2>/dev/null && echo CREDENTIALS-SEEN || echo no-credentials)`,
+  ].join(" && ");
+  const unchanged = (dir: string, buildRs: string) => {
+    expect(readFileSync(join(dir, "config.toml"), "utf8")).toBe("[term]\nverbose = false\n");
+    expect(readFileSync(buildRs, "utf8")).toBe("fn main() {}\n");
+    expect(readFileSync(join(dir, "env"), "utf8")).toBe("# sourced by the shell\n");
+    expect(existsSync(join(dir, "bin", "cargo-evil"))).toBe(false);
+  };
+  const bin = cargo ? dirname(cargo) : "";
+
+  it.skipIf(!cargo)("cargo: builds offline in a cargo home of the sandbox's own; a CARGO_HOME outside the home directory (/usr/local/cargo) keeps its config, crates, bin/ and env unchanged", async () => {
+    const cargoHome = join(s.root, "usr-local-cargo");
+    const { buildRs } = hostCargoHome(cargoHome);
+    const dir = crate("hello");
     const r = await vak(
       ["--profile", "rust", "--allow-read", bin, "--", "sh", "-c",
-        `cargo build --offline -q && ./target/debug/hello && (echo x >> "$CARGO_HOME/env" || echo env-read-only) && (touch "$CARGO_HOME/bin/cargo-evil" || echo bin-read-only) && (grep -q cio-secret "$CARGO_HOME/credentials.toml" 2>/dev/null && echo CREDENTIALS-SEEN || echo no-credentials)`],
-      { CARGO_HOME: cargoHome, ...(rustupHome ? { RUSTUP_HOME: rustupHome } : {}), PATH: `${bin}:/usr/bin:/bin` },
-      crate,
+        // $CARGO_HOME inside is the sandbox's own, and its config is read-only too: no run sets a wrapper for the next.
+        `cargo build --offline -q && ./target/debug/hello && echo "inside $CARGO_HOME" && touch "$CARGO_HOME/registry-was-writable" && (echo '[build]' >> "$CARGO_HOME/config.toml" 2>/dev/null && echo OWN-CONFIG-CHANGED || echo own-config-read-only) && ${ATTACKS(buildRs)}`],
+      { CARGO_HOME: cargoHome, HOST: cargoHome, ...(rustupHome ? { RUSTUP_HOME: rustupHome } : {}), PATH: `${bin}:/usr/bin:/bin` },
+      dir,
     );
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain("hello from cargo");
-    expect(r.stdout).toContain("env-read-only");
-    expect(r.stdout).toContain("bin-read-only");
-    expect(r.stdout).toContain("no-credentials");
+    expect(r.stdout).toContain(`inside ${join(home, ".cache", "vak-sandbox", "cargo")}`);
+    for (const ok of ["own-config-read-only", "config-read-only", "registry-unreachable", "bin-read-only", "env-read-only", "no-credentials"]) expect(r.stdout).toContain(ok);
     expect(r.stdout).not.toContain("cio-secret");
-    expect(readFileSync(join(cargoHome, "env"), "utf8")).toBe("# sourced by the shell\n");
-    expect(existsSync(join(cargoHome, "bin", "cargo-evil"))).toBe(false);
+    unchanged(cargoHome, buildRs);
+    // The sandbox's own cargo home is writable (cargo unpacks crates there); only later sandboxed runs read it.
+    expect(existsSync(join(home, ".cache", "vak-sandbox", "cargo", "registry-was-writable"))).toBe(true);
+    expect(existsSync(join(home, ".cache", "vak-sandbox", "cargo", "config.toml"))).toBe(false);
+  }, 180_000);
+
+  it.skipIf(!cargo)("cargo: with the default ~/.cargo, its config.toml and an unpacked crate's build.rs stay unchanged, and the config is still read", async () => {
+    const cargoHome = join(home, ".cargo");
+    const { buildRs } = hostCargoHome(cargoHome);
+    const dir = crate("hello2");
+    const r = await vak(
+      ["--profile", "rust", "--allow-read", bin, "--", "sh", "-c", `cargo build --offline -q && ./target/debug/hello2 && cat ~/.cargo/config.toml && ${ATTACKS(buildRs)}`],
+      { HOST: cargoHome, ...(rustupHome ? { RUSTUP_HOME: rustupHome } : {}), PATH: `${bin}:/usr/bin:/bin` },
+      dir,
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("hello from cargo");
+    expect(r.stdout).toContain("verbose = false");
+    for (const ok of ["config-read-only", "registry-unreachable", "bin-read-only", "env-read-only", "no-credentials"]) expect(r.stdout).toContain(ok);
+    unchanged(cargoHome, buildRs);
   }, 180_000);
 });
