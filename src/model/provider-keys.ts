@@ -16,6 +16,19 @@ export const BUILT_IN_PROVIDERS: Readonly<Record<string, BuiltInProvider>> = {
   ollama: { kind: "openai", baseURL: "http://127.0.0.1:11434/v1" },
 };
 
+/**
+ * Variables the agent CLIs read a provider's key from (Codex, Gemini CLI):
+ * keys too, whichever program reads them, so --allow-env and a preset's
+ * allow_env pass them no more than OPENAI_API_KEY.
+ */
+export const AGENT_CLI_KEY_ENV: readonly string[] = ["CODEX_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"];
+
+/** Every variable known to hold a provider's key without a config: the built-in providers' and the agent CLIs'. */
+export const KNOWN_KEY_ENV: readonly string[] = [
+  ...Object.values(BUILT_IN_PROVIDERS).flatMap((p) => (p.keyEnv ? [p.keyEnv] : [])),
+  ...AGENT_CLI_KEY_ENV,
+];
+
 /** Provider keys the host holds: the variables that name them, and the values set in the environment. */
 export interface ProviderKeys {
   vars: readonly string[];
@@ -27,7 +40,7 @@ const MIN_KEY = 8;
 
 export function providerKeys(config: { providers: Readonly<Record<string, { api_key_env?: string | undefined }>> }, env: NodeJS.ProcessEnv): ProviderKeys {
   const vars = new Set<string>();
-  for (const p of Object.values(BUILT_IN_PROVIDERS)) if (p.keyEnv) vars.add(p.keyEnv);
+  for (const v of KNOWN_KEY_ENV) vars.add(v);
   for (const p of Object.values(config.providers)) if (p.api_key_env) vars.add(p.api_key_env);
   const values = [...vars].map((v) => env[v]).filter((v): v is string => typeof v === "string" && v.length >= MIN_KEY);
   return { vars: [...vars].sort(), values: [...new Set(values)] };

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compose, describeSource, type ComposeInput } from "../../src/policy/compose.js";
 import { expandValue } from "../../src/policy/expand.js";
 import { allPresets, loadPreset, presetNames } from "../../src/policy/presets.js";
+import { KNOWN_KEY_ENV } from "../../src/model/provider-keys.js";
 import { parseProfilesFile, USER_CONFIG_SECTIONS } from "../../src/policy/profiles-file.js";
 import { UserConfigSchema } from "../../src/policy/config.js";
 import { stripCredentials } from "../../src/policy/strip-credentials.js";
@@ -178,6 +179,20 @@ describe("the presets that ship with Vak", () => {
       for (const e of p.body.lists.allow_env) expect(e, p.name).not.toMatch(/TOKEN|PASSWORD|SECRET/);
       for (const r of [...p.body.lists.allow_read, ...p.body.lists.allow_write]) expect(r, p.name).not.toMatch(/credentials|creds|\.git-credentials|\.netrc|\.pypirc|auth\.json/);
     }
+  });
+
+  it("none passes a model provider's key by name or pattern: the key comes with --secret, a placeholder inside", () => {
+    const matches = (pattern: string, name: string) => (pattern.endsWith("*") ? name.startsWith(pattern.slice(0, -1)) : pattern === name);
+    for (const p of allPresets())
+      for (const e of p.body.lists.allow_env)
+        for (const key of KNOWN_KEY_ENV) expect(matches(e, key), `${p.name}: allow_env ${e} passes ${key}`).toBe(false);
+    expect(KNOWN_KEY_ENV).toEqual(expect.arrayContaining(["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CODEX_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"]));
+  });
+
+  it("none makes writable what the host later runs or installs from: a toolchain's home, cache or install directory", () => {
+    const hostTools = /(^|[/{:-])(\.cargo|CARGO_HOME|\.rustup|RUSTUP_HOME|\.npm|\.nvm|NVM_DIR|\.pyenv|PYENV_ROOT|\.cache\/pip|PIP_CACHE_DIR|VIRTUAL_ENV|\.local)([/}]|$)/;
+    for (const p of allPresets())
+      for (const w of [...p.body.lists.allow_write, ...p.body.lists.state_dirs, ...p.body.lists.state_files]) expect(w, p.name).not.toMatch(hostTools);
   });
 
   it("a file in the presets directory that is not a preset is not loaded as one", () => {
