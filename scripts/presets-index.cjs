@@ -16,7 +16,7 @@ for (const f of readdirSync(dir).filter((n) => n.endsWith(".toml")).sort()) {
   const p = parse(readFileSync(join(dir, f), "utf8"));
   index.push({
     name: f.slice(0, -5),
-    extends: p.extends ?? [],
+    extends: [].concat(p.extends ?? []),
     commands: p.commands ?? [],
     env: [...(p.allow_env ?? []), ...(p.secrets ?? []).map((s) => s.slice(0, s.indexOf("=")))],
     read: [...(p.allow_read ?? []), ...(p.allow_read_redacted ?? [])],

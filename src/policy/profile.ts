@@ -1,5 +1,6 @@
 import { ENV_NAME } from "./env.js";
 import { VakError } from "./errors.js";
+import { parseDuration, parseSeconds, parseSize, UnitError } from "./units.js";
 
 /**
  * A profile: grants with a name. The same keys serve `[exec]` (the defaults
@@ -36,12 +37,12 @@ export const PROFILE_KEYS = {
   set_env: { kind: "env-table", where: "any", help: "variables set inside: NAME = \"value\" (~ and ${NAME} expand as in paths)" },
   secrets: { kind: "secrets", where: "any", help: "secrets by reference (--secret NAME=REF)" },
   files: { kind: "file-table", where: "any", help: "files written into the view (never on the host): \"/abs/path\" = \"content\"" },
-  timeout: { kind: "seconds", where: "any", help: "--timeout, in seconds" },
-  max_output: { kind: "bytes", where: "any", help: "--max-output, in bytes" },
+  timeout: { kind: "seconds", where: "any", help: "--timeout: seconds, or \"90s\", \"10m\", \"1h30m\"" },
+  max_output: { kind: "bytes", where: "any", help: "--max-output: bytes, or \"50M\", \"1G\" (powers of 1024)" },
   max_procs: { kind: "count", where: "any", help: "--max-procs" },
-  max_memory: { kind: "bytes", where: "any", help: "--max-memory, in bytes" },
-  max_file_size: { kind: "bytes", where: "any", help: "--max-file-size, in bytes" },
-  max_cpu: { kind: "seconds", where: "any", help: "--max-cpu, in seconds" },
+  max_memory: { kind: "bytes", where: "any", help: "--max-memory: bytes, or \"512M\", \"2G\" (powers of 1024)" },
+  max_file_size: { kind: "bytes", where: "any", help: "--max-file-size: bytes, or \"100M\" (powers of 1024)" },
+  max_cpu: { kind: "seconds", where: "any", help: "--max-cpu: whole seconds, or \"90s\", \"10m\"" },
 } as const satisfies Record<string, { kind: KeyKind; where: "any" | "profile" | "use"; help: string }>;
 export type ProfileKey = keyof typeof PROFILE_KEYS;
 
@@ -131,9 +132,9 @@ export function checkProfile(raw: unknown, ctx: { file: string; table: string[];
     if (!spec) throw at(key, `unknown key; the keys are ${Object.keys(PROFILE_KEYS).filter((k) => placeOk(k, isProfile)).join(", ")}`);
     if (!placeOk(key, isProfile))
       throw at(key, isProfile ? "a profile adds to others with `extends`, not `profiles`" : "`extends` belongs in a [profiles.NAME] table; here, name the profiles to apply with `profiles`");
-    const strings = (check?: (s: string) => string | undefined): string[] => {
-      if (!Array.isArray(value)) throw at(key, "must be a list of strings");
-      return value.map((v, i) => {
+    const strings = (check?: (s: string) => string | undefined, list: unknown = value): string[] => {
+      if (!Array.isArray(list)) throw at(key, "must be a list of strings");
+      return list.map((v, i) => {
         if (typeof v !== "string" || v === "") throw at(key, `item ${i + 1} must be a non-empty string`);
         if (v.includes("\0")) throw at(key, `item ${i + 1} contains a NUL byte`);
         const problem = check?.(v);
@@ -147,7 +148,8 @@ export function checkProfile(raw: unknown, ctx: { file: string; table: string[];
         body.description = value;
         break;
       case "names": {
-        const names = strings((s) => (PROFILE_NAME.test(s) ? undefined : "not a name (letters, digits, . _ -)"));
+        // One profile may be written as a string: extends = "git" is extends = ["git"].
+        const names = strings((s) => (PROFILE_NAME.test(s) ? undefined : "not a name (letters, digits, . _ -)"), typeof value === "string" && key !== "commands" ? [value] : value);
         if (key === "commands") body.commands = names;
         else if (key === "extends") body.extends = names;
         else body.profiles = names;
@@ -191,12 +193,33 @@ export function checkProfile(raw: unknown, ctx: { file: string; table: string[];
       case "seconds":
       case "bytes":
       case "count":
-        if (typeof value !== "number" || !Number.isSafeInteger(value) || value <= 0) throw at(key, `must be a positive whole number${spec.kind === "bytes" ? " of bytes" : spec.kind === "seconds" ? " of seconds" : ""}`);
-        body.limits[key as LimitKey] = value;
+        body.limits[key as LimitKey] = limitValue(key, spec.kind, value, (m) => at(key, m));
         break;
     }
   }
   return body;
+}
+
+/**
+ * A limit as the flags take it: a positive whole number (bytes, seconds, a
+ * count), or for sizes and durations the same text the flag accepts ("50M",
+ * "10m"), with the flag's message for a bad one. timeout is in seconds and
+ * may be fractional ("1.5s"), as --timeout; max_cpu is whole seconds.
+ */
+function limitValue(key: string, kind: "seconds" | "bytes" | "count", value: unknown, error: (message: string) => VakError): number {
+  const unit = kind === "bytes" ? " of bytes" : kind === "seconds" ? " of seconds" : "";
+  if (typeof value === "number") {
+    if (!Number.isSafeInteger(value) || value <= 0) throw error(`must be a positive whole number${unit}${kind === "count" ? "" : `, or a string such as ${kind === "bytes" ? '"50M"' : '"10m"'}`}`);
+    return value;
+  }
+  if (typeof value !== "string" || kind === "count") throw error(`must be a positive whole number${unit}${kind === "count" ? "" : `, or a string such as ${kind === "bytes" ? '"50M"' : '"10m"'}`}`);
+  try {
+    if (kind === "bytes") return parseSize(value);
+    return key === "max_cpu" ? parseSeconds(value) : parseDuration(value) / 1000;
+  } catch (e) {
+    if (e instanceof UnitError) throw error(`${JSON.stringify(value)}: ${e.message}`);
+    throw e;
+  }
 }
 
 function placeOk(key: string, isProfile: boolean): boolean {

@@ -80,6 +80,22 @@ describe("profiles in the user's config", () => {
     expect(text.stdout).toMatch(/hidden \(--deny-read\)\n .*\.git-credentials +profile git \(preset presets\/git\.toml:\d+\)/);
   });
 
+  it("limits in config take the flags' forms (\"1K\", \"10m\") and extends takes one name as a string; a bad size is refused with file, line and key", async () => {
+    write(`[exec]\nmax_output = "1K"\ntimeout = "10m"\n\n[profiles.mine]\nextends = "git"\nmax_memory = "512M"\n`);
+    const plan = await vak(["exec", "--profile", "mine", "--print-plan", "--json", "--", "true"]);
+    expect(plan.code, plan.stderr).toBe(0);
+    const p = JSON.parse(plan.stdout) as { limits: { name: string; value: number }[]; profiles: { name: string }[] };
+    expect(p.limits.map((l) => [l.name, l.value])).toEqual(expect.arrayContaining([["max_output", 1024], ["timeout", 600], ["max_memory", 512 * 1024 ** 2]]));
+    expect(p.profiles.map((x) => x.name)).toEqual(["git", "mine"]);
+    const big = await vak(["exec", "--", "sh", "-c", "head -c 4096 /dev/zero | tr '\\0' x"]);
+    expect(big.code).toBe(125);
+    expect(big.stdout.length).toBeLessThanOrEqual(1024);
+    write(`[exec]\nmax_memory = "50MB"\n`);
+    const bad = await vak(["exec", "--", "true"]);
+    expect(bad.code).toBe(125);
+    expect(bad.stderr).toMatch(/config\.toml:2: exec\.max_memory: "50MB": ambiguous/);
+  });
+
   it("--allow-env PATH is refused, saying what PATH inside is and how to keep a directory on it", async () => {
     write("");
     const r = await vak(["exec", "--allow-env", "PATH", "--", "true"]);

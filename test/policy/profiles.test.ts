@@ -25,12 +25,25 @@ describe("a config file's profile tables are checked, naming the file, the line 
     ["the proxy set", `[profiles.a]\nset_env = { HTTPS_PROXY = "http://evil" }\n`, /set_env\.HTTPS_PROXY: HTTPS_PROXY is Vak's/],
     ["a file in /proc", `[profiles.a]\nfiles = { "/proc/self/x" = "y" }\n`, /files\.\/proc\/self\/x: \/proc, \/dev and \/sys are the kernel's/],
     ["a relative file path", `[profiles.a]\nfiles = { "etc/x" = "y" }\n`, /must be an absolute path/],
-    ["a limit that is not a number", `[exec]\ntimeout = "1h"\n`, /cfg\.toml:2: exec\.timeout: must be a positive whole number of seconds/],
+    ["a limit that is neither a number nor a duration", `[exec]\ntimeout = true\n`, /cfg\.toml:2: exec\.timeout: must be a positive whole number of seconds, or a string such as "10m"/],
+    ["a size that means two things", `[exec]\n\nmax_memory = "50MB"\n`, /cfg\.toml:3: exec\.max_memory: "50MB": ambiguous \(MB means 1000\^n to some tools and 1024\^n to others\): write 50M or 50MiB/],
+    ["a size with an unknown unit", `[profiles.a]\nmax_output = "1Q"\n`, /cfg\.toml:2: profiles\.a\.max_output: "1Q": unknown unit 'Q'; sizes take K, M, G or T/],
+    ["a duration in upper case", `[exec]\ntimeout = "10M"\n`, /cfg\.toml:2: exec\.timeout: "10M": not a duration: write seconds, or parts with ms, s, m, h or d/],
+    ["CPU time that is not whole seconds", `[exec]\nmax_cpu = "1.5s"\n`, /cfg\.toml:2: exec\.max_cpu: "1.5s": not a whole number of seconds/],
+    ["a count as a string", `[exec]\nmax_procs = "64"\n`, /cfg\.toml:2: exec\.max_procs: must be a positive whole number$/],
+    ["extends that is not a name", `[profiles.a]\nextends = "a b"\n`, /cfg\.toml:2: profiles\.a\.extends: "a b": not a name/],
     ["a secret without a reference", `[exec]\nsecrets = ["TOKEN"]\n`, /exec\.secrets: "TOKEN": write it as NAME=REF/],
     ["a bad profile name", `[profiles."a b"]\n`, /cfg\.toml:1: profiles\.a b: not a profile name/],
     ["not TOML", `[exec\nallow_read = 1\n`, /cfg\.toml:1: not valid TOML/],
   ];
   for (const [title, text, message] of bad) it(title, () => expect(() => parseProfilesFile("/x/cfg.toml", text, "user")).toThrow(message));
+
+  it("limits take the flags' forms: 50M and 1G for sizes, 10m and 1h30m for durations; extends takes one name as a string", () => {
+    const f = parseProfilesFile("/x/cfg.toml", `[exec]\nmax_memory = "50M"\nmax_output = "1G"\ntimeout = "10m"\nmax_cpu = "1h30m"\nmax_file_size = 1048576\n\n[profiles.a]\nextends = "git"\ntimeout = "1.5s"\n`, "user");
+    expect(f.exec?.body.limits).toEqual({ max_memory: 50 * 1024 ** 2, max_output: 1024 ** 3, timeout: 600, max_cpu: 5400, max_file_size: 1048576 });
+    expect(f.profiles.get("a")?.body.extends).toEqual(["git"]);
+    expect(f.profiles.get("a")?.body.limits.timeout).toBe(1.5);
+  });
 
   it("the sections it knows are the sections of the user's config schema", () => {
     expect([...USER_CONFIG_SECTIONS].sort()).toEqual(Object.keys(UserConfigSchema.shape).sort());
