@@ -113,8 +113,11 @@ describe("toolchain presets, with the real tools", () => {
 
   const python = which("python3");
   const pyenvRoot = process.env.PYENV_ROOT ?? (existsSync("/root/.pyenv") ? "/root/.pyenv" : undefined);
-  it.skipIf(!python)("pip: installs from a wheel directory, with pyenv's interpreter when pyenv is there, and pip.conf without its credentials", async () => {
-    const wheels = join(s.root, "wheels");
+  // A wheel directory with one wheel (vak_hello), and a pip.conf that installs from it only, with a credential in an index URL.
+  let wheels: string | undefined;
+  const wheelDir = () => {
+    if (wheels) return wheels;
+    wheels = join(s.root, "wheels");
     mkdirSync(wheels);
     execFileSync("python3", ["-c", `
 import zipfile, hashlib, base64
@@ -129,7 +132,13 @@ with zipfile.ZipFile("${wheels}/vak_hello-1.0-py3-none-any.whl", "w") as z:
 `]);
     mkdirSync(join(home, ".config", "pip"), { recursive: true });
     writeFileSync(join(home, ".config", "pip", "pip.conf"), `[global]\nno-index = true\nfind-links = ${wheels}\nextra-index-url = https://pipuser:pip-secret-5678@pypi.example.invalid/simple\n`);
-    const env: Record<string, string> = pyenvRoot ? { PYENV_ROOT: pyenvRoot, PATH: `${pyenvRoot}/shims:${process.env.PATH}` } : {};
+    return wheels;
+  };
+  const pyEnv: Record<string, string> = pyenvRoot ? { PYENV_ROOT: pyenvRoot, PATH: `${pyenvRoot}/shims:${process.env.PATH}` } : {};
+
+  it.skipIf(!python)("pip: installs from a wheel directory, with pyenv's interpreter when pyenv is there, and pip.conf without its credentials", async () => {
+    const wheels = wheelDir();
+    const env = pyEnv;
     const r = await vak(["--profile", "python", "--allow-read", wheels, "--", "sh", "-c",
       // A virtual environment in the workspace, on pyenv's interpreter, with the base's pip (no download).
       `python3 -m venv --without-pip --system-site-packages .venv && .venv/bin/python -c 'import os, sys; print("exe", os.path.realpath(sys.executable))' && .venv/bin/python -m pip install -q --disable-pip-version-check vak_hello && .venv/bin/python -c 'import vak_hello; print(vak_hello.hello())' && cat ~/.config/pip/pip.conf`], env);
@@ -139,6 +148,22 @@ with zipfile.ZipFile("${wheels}/vak_hello-1.0-py3-none-any.whl", "w") as z:
     expect(r.stdout).toContain("extra-index-url = https://pypi.example.invalid/simple");
     expect(r.stdout + r.stderr).not.toContain("pip-secret-5678");
   }, 120_000);
+
+  it.skipIf(!python)("pip: the README's lines work as written on a pyenv machine: a virtual environment in the workspace, then its pip", async () => {
+    const wheels = wheelDir();
+    const ws = join(s.root, "pip-ws");
+    mkdirSync(ws);
+    writeFileSync(join(ws, "requirements.txt"), "vak_hello\n");
+    // pip run through pyenv's shims fails after an install ("pyenv: cannot rehash: …/shims isn't writable"): the
+    // shims are the host's, and stay read-only. A virtual environment's pip is no shim.
+    const venv = await vak(["--profile", "python", "--", "python3", "-m", "venv", ".venv"], pyEnv, ws);
+    expect(venv.code, venv.stderr).toBe(0);
+    const r = await vak(["--profile", "python", "--allow-read", wheels, "--", ".venv/bin/pip", "install", "-r", "requirements.txt"], pyEnv, ws);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).not.toMatch(/rehash/);
+    const run = await vak(["--profile", "python", "--", ".venv/bin/python", "-c", "import vak_hello; print(vak_hello.hello())"], pyEnv, ws);
+    expect(run.stdout).toContain("hello from a wheel");
+  }, 180_000);
 
   it("pip's and npm's caches, which the host's next install reads without checking again, stay the host's: a sandbox's writes land in its own", async () => {
     // pip's http cache and wheel cache, npm's _cacache (its index names the integrity a planted tarball would carry),
