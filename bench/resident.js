@@ -2,17 +2,17 @@
 // `vak exec -- /bin/true` through the client with the host warm, with no host
 // (first use: the client starts one for next time and runs this command in
 // Node), and in-process (bin/vak.cjs, no client), against `node -e 0`, a bare
-// spawn, and the peers' CLIs (installed into .cache/agent-clis from npm when
-// missing). All interleaved in one run; the targets are ratios to Codex.
+// spawn, and the peers' CLIs (installed into .cache/bench-peers from npm when
+// missing: a folder of the bench's own, never the one the real-CLI tests read). All interleaved in one run; the targets are ratios to Codex.
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadAverage, sleep, stats, time } from "./measure.js";
 
-/** The peers' CLIs: on PATH, else in ROOT/.cache/agent-clis, else installed there from npm (once). */
+/** The peers' CLIs: on PATH, else in ROOT/.cache/bench-peers, else installed there from npm (once). */
 function peerClis(root, env) {
-  const dir = join(root, ".cache", "agent-clis");
+  const dir = join(root, ".cache", "bench-peers");
   const bin = (name) => {
     try {
       return execFileSync("sh", ["-c", `command -v ${name}`], { encoding: "utf8", env }).trim();
@@ -25,7 +25,7 @@ function peerClis(root, env) {
   if (!bin("codex") || !bin("srt")) {
     try {
       mkdirSync(dir, { recursive: true });
-      if (!existsSync(join(dir, "package.json"))) writeFileSync(join(dir, "package.json"), '{"name":"agent-clis","private":true}\n');
+      if (!existsSync(join(dir, "package.json"))) writeFileSync(join(dir, "package.json"), '{"name":"bench-peers","private":true}\n');
       execFileSync("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", "@openai/codex@0.171.0", "@anthropic-ai/sandbox-runtime"], { cwd: dir, stdio: "ignore", env, timeout: 300_000 });
     } catch (e) {
       notes.push(`could not install the peers' CLIs from npm (${e.message.split("\n")[0]})`);

@@ -80,7 +80,7 @@ try {
       return execSync(`command -v ${b}`, { encoding: "utf8" }).trim();
     } catch {
       // Where bench/resident.js installs the peers from npm.
-      const local = join(ROOT, ".cache", "agent-clis", "node_modules", ".bin", b);
+      const local = join(ROOT, ".cache", "bench-peers", "node_modules", ".bin", b);
       return existsSync(local) ? local : "";
     }
   };

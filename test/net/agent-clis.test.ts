@@ -1,10 +1,10 @@
-import { existsSync, mkdirSync, realpathSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AGENT_RECIPES, type AgentRecipe, cliArgs, execArgs } from "../../src/net/agent-recipes.js";
 import { endpointUrl, parseEndpoint } from "../../src/net/endpoint.js";
+import { AGENT_CLIS, AGENT_CLIS_REAL, agentCliInstalled, requireAgentClis } from "../support/agent-clis.js";
 import { testInternet, type TestInternet } from "../support/netns.js";
-import { ROOT } from "../support/paths.js";
 import { testCa, type TestCa } from "../support/tls.js";
 
 // The real agent CLIs, from npm at the versions the recipes name, inside
@@ -12,11 +12,13 @@ import { testCa, type TestCa } from "../support/tls.js";
 // against a server in a test network namespace that speaks each provider's
 // wire shape (streamed) under the provider's own host name. .ci/run installs
 // them (npm, about 600 MB) into .cache/agent-clis; elsewhere, where they are
-// not installed, these tests are skipped and say so.
-const WHERE = process.env.VAK_AGENT_CLIS ?? join(ROOT, ".cache/agent-clis");
-const installed = existsSync(join(WHERE, "node_modules/.bin/claude"));
+// not installed, these tests are skipped and say so (under .ci/run, which sets
+// VAK_AGENT_CLIS_REQUIRED, a missing one fails instead).
+const WHERE = AGENT_CLIS;
+const installed = Object.values(AGENT_RECIPES).every((r) => agentCliInstalled(r.cli));
 // The grant is canonical: the sandbox sees the directory at its real path.
-const CLIS = installed ? realpathSync(WHERE) : WHERE;
+const CLIS = AGENT_CLIS_REAL;
+requireAgentClis(Object.values(AGENT_RECIPES).map((r) => r.cli));
 
 describe.skipIf(!installed)(`the real agent CLIs (installed in ${WHERE})`, () => {
   let net: TestInternet;

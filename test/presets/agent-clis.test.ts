@@ -1,19 +1,21 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentFake, PONG, type AgentFake } from "../support/agent-fakes.js";
+import { AGENT_CLIS, AGENT_CLIS_REAL, agentCliInstalled, requireAgentClis } from "../support/agent-clis.js";
 import { scratch, type Scratch } from "../support/fs.js";
-import { ROOT } from "../support/paths.js";
 import { baseEnv, runVak } from "../support/vak.js";
 
 // The agent CLIs' presets, with the real CLIs from npm (Codex 0.171, Claude
 // Code 2.1, Gemini CLI 0.61) against a loopback server that speaks each
 // provider's wire format. .ci/run installs them into .cache/agent-clis
 // (about 900 MB, so not as devDependencies); where they are not installed,
-// these tests are skipped, and say so.
-const WHERE = process.env.VAK_AGENT_CLIS ?? join(ROOT, ".cache/agent-clis");
-const installed = (cli: string) => existsSync(join(WHERE, "node_modules/.bin", cli));
-const CLIS = existsSync(WHERE) ? realpathSync(WHERE) : WHERE;
+// these tests are skipped, and say so (under .ci/run, which sets
+// VAK_AGENT_CLIS_REQUIRED, a missing one fails instead).
+const WHERE = AGENT_CLIS;
+const installed = agentCliInstalled;
+const CLIS = AGENT_CLIS_REAL;
+requireAgentClis(["codex", "claude", "gemini"]);
 const bin = (cli: string) => join(CLIS, "node_modules/.bin", cli);
 const KEY = "test-key-0123456789abcdef";
 
