@@ -56,6 +56,8 @@ export interface ProjectConfig {
   /** The directory holding .vak/: relative paths in it resolve here, and must stay here. */
   root: string;
   trusted: boolean;
+  /** Trusted once, and edited since: the file at this path has a trust record for other content. */
+  changed?: boolean | undefined;
 }
 
 export interface FlagGrants {
@@ -94,13 +96,14 @@ export function expandProfiles(
   names: readonly { name: string; from: string; at?: { p: Profile; key: string } | undefined }[],
   lookup: (name: string) => Profile | undefined,
   known: () => string[],
+  proposed: (name: string) => string = () => "",
 ): { profile: Profile; via: string }[] {
   const out: { profile: Profile; via: string }[] = [];
   const done = new Set<Profile>();
   const visit = (name: string, from: string, chain: string[], at?: { p: Profile; key: string }) => {
     const p = lookup(name);
     if (!p) {
-      const msg = `${name}: no such profile; the profiles are ${known().join(", ") || "(none)"}`;
+      const msg = `${name}: no such profile${proposed(name)}; the profiles are ${known().join(", ") || "(none)"}`;
       if (at) throw keyError(at.p.file, at.p.line(at.key), [...at.p.table, at.key], msg);
       throw new VakError("bad-input", `${from} ${msg}`);
     }
@@ -138,6 +141,12 @@ export function compose(input: ComposeInput): Composition {
   const projectProfiles = trustedProject?.file.profiles ?? new Map<string, Profile>();
   const lookup = (name: string): Profile | undefined => userProfiles.get(name) ?? input.preset(name) ?? projectProfiles.get(name);
   const known = () => [...new Set([...userProfiles.keys(), ...projectProfiles.keys(), ...input.presetNames()])];
+  // A profile that only an untrusted repository config has: say so, and how to trust it, rather than only "no such profile".
+  const proposed = (name: string): string => {
+    const p = project && !project.trusted ? project.file.profiles.get(name) : undefined;
+    if (!p) return "";
+    return ` you or Vak define: ${p.file}:${p.line() ?? "?"} proposes it, but that repository config is not trusted${project!.changed ? " (it changed since you trusted it)" : ""}; review it and trust it with \`vak trust\``;
+  };
 
   // A repository cannot shadow the user's profiles or Vak's presets.
   for (const [name, p] of projectProfiles)
@@ -157,11 +166,11 @@ export function compose(input: ComposeInput): Composition {
 
   // 2. Named profiles, 3. a trusted repository's [exec], 4. the user's [exec]: each with the profiles it names.
   const layers: { profiles: { profile: Profile; via: string }[] }[] = [];
-  layers.push({ profiles: expandProfiles(input.flags.profiles.map((n) => ({ name: n, from: "--profile" })), lookup, known) });
+  layers.push({ profiles: expandProfiles(input.flags.profiles.map((n) => ({ name: n, from: "--profile" })), lookup, known, proposed) });
   for (const exec of [input.execDefaults ? trustedProject?.file.exec : undefined, input.execDefaults ? input.user?.exec : undefined]) {
     if (!exec) continue;
     const named = exec.body.profiles.map((n) => ({ name: n, from: exec.name, at: { p: exec, key: "profiles" } }));
-    layers.push({ profiles: [...expandProfiles(named, lookup, known), { profile: exec, via: exec.name }] });
+    layers.push({ profiles: [...expandProfiles(named, lookup, known, proposed), { profile: exec, via: exec.name }] });
   }
   for (const layer of layers) {
     let layerMode: { mode: Mode; source: Source } | undefined;
@@ -226,7 +235,7 @@ function narrowBy(c: Composition, project: ProjectConfig, input: ComposeInput): 
   }
   for (const [n, p] of project.file.profiles) ignored.push(`[profiles.${n}] (line ${p.line() ?? "?"})`);
   for (const o of project.file.other) ignored.push(`[${o.key}] (line ${o.line ?? "?"}; only your own config can say this)`);
-  if (ignored.length) c.ignored.push(`${name} is not trusted: ignored ${ignored.join(", ")}; its deny rules, read-only mode and limits apply. Review it with \`vak trust\``);
+  if (ignored.length) c.ignored.push(`${name} is not trusted${project.changed ? " (it changed since you trusted it)" : ""}: ignored ${ignored.join(", ")}; its deny rules, read-only mode and limits apply. Review it with \`vak trust\``);
 }
 
 function add(c: Composition, key: ListKey, g: Granted, input: ComposeInput, projectRoot: string | undefined): void {

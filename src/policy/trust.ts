@@ -81,9 +81,10 @@ export function loadProject(file: string, trust: TrustFile | undefined): LoadedP
   }
   const hash = sha256(text);
   const trusted = trust ? isTrusted(trust, path, hash) : false;
+  const changed = !trusted && (trust?.trusted.some((r) => r.path === path) ?? false);
   try {
     const parsed = parseProfilesFile(path, text, "project");
-    return { path, hash, text, config: { file: parsed, root: dirname(dirname(path)), trusted } };
+    return { path, hash, text, config: { file: parsed, root: dirname(dirname(path)), trusted, changed } };
   } catch (e) {
     if (e instanceof VakError) return { path, hash, text, broken: e.message };
     throw e;

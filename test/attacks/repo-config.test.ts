@@ -118,13 +118,33 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     writeFileSync(join(s.ws, ".vak", "config.toml"), `[exec]\nallow_read = ["${s.outside}"]\nset_env = { FROM_REPO = "yes" }\n#\n`);
     const edited = await vak(["exec", "--", "sh", "-c", `cat ${s.outside}/secret.txt 2>/dev/null || echo no-outside; echo "from=$FROM_REPO"`]);
     expect(edited.stdout).toBe("no-outside\nfrom=\n");
-    expect(edited.stderr).toMatch(/is not trusted: ignored allow_read/);
+    expect(edited.stderr).toMatch(/is not trusted \(it changed since you trusted it\): ignored allow_read/);
     const again = await vak(["trust"], s.ws, "");
     expect(again.code).toBe(125);
     expect(again.stdout).toContain("   4 │ #");
     expect(again.stdout).not.toContain("already trusted");
     const revoked = await vak(["trust", "--revoke"]);
     expect(revoked.stdout).toMatch(/no longer trusted/);
+  });
+
+  it("a profile only the untrusted config proposes is not applied, and the refusal says whose it is, that it is not trusted, and how to trust it", async () => {
+    writeConfig(`[profiles.repo-tools]\nallow_read = ["${s.outside}"]\n`);
+    const r = await vak(["exec", "--profile", "repo-tools", "--", "sh", "-c", probe()]);
+    expect(r.code).toBe(125);
+    expect(r.stdout).not.toContain("OUTSIDE-SECRET");
+    expect(r.stderr).toMatch(/--profile repo-tools: no such profile you or Vak define: .*\.vak\/config\.toml:1 proposes it, but that repository config is not trusted; review it and trust it with `vak trust`/);
+    const run = await vak(["run", "--model", "ollama:x", "--profile", "repo-tools", "hello"]);
+    expect(run.stderr).toMatch(/repo-tools: no such profile you or Vak define: .*proposes it, but that repository config is not trusted/);
+    // Trusted, then edited: the refusal says it changed since.
+    expect((await vak(["trust", "--yes"])).code).toBe(0);
+    const trusted = await vak(["exec", "--profile", "repo-tools", "--", "sh", "-c", probe()]);
+    expect(trusted.stdout).toContain("OUTSIDE-SECRET");
+    writeConfig(`[profiles.repo-tools]\nallow_read = ["${s.outside}", "/"]\n`);
+    const edited = await vak(["exec", "--profile", "repo-tools", "--", "sh", "-c", probe()]);
+    expect(edited.code).toBe(125);
+    expect(edited.stdout).not.toContain("OUTSIDE-SECRET");
+    expect(edited.stderr).toMatch(/not trusted \(it changed since you trusted it\); review it and trust it with `vak trust`/);
+    await vak(["trust", "--revoke"]);
   });
 
   it("trust is bound to the file where it was found: a link to, or a copy of, a trusted config in another repository brings none", async () => {
