@@ -202,8 +202,8 @@ describe("the presets that ship with Vak", () => {
     expect(KNOWN_KEY_ENV).toEqual(expect.arrayContaining(["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CODEX_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"]));
   });
 
-  it("none makes writable what the host later runs or installs from: a toolchain's home, cache or install directory", () => {
-    const hostTools = /(^|[/{:-])(\.cargo|CARGO_HOME|\.rustup|RUSTUP_HOME|\.npm|\.nvm|NVM_DIR|\.pyenv|PYENV_ROOT|\.cache\/pip|PIP_CACHE_DIR|VIRTUAL_ENV|\.local)([/}]|$)/;
+  it("none makes writable what the host later runs or installs from: a toolchain's home, cache or install directory, a CLI's shadow git repositories", () => {
+    const hostTools = /(^|[/{:-])(\.cargo|CARGO_HOME|\.rustup|RUSTUP_HOME|\.npm|\.nvm|NVM_DIR|\.pyenv|PYENV_ROOT|\.cache\/pip|PIP_CACHE_DIR|VIRTUAL_ENV|\.local|\.gemini\/history)([/}]|$)/;
     for (const p of allPresets())
       for (const w of [...p.body.lists.allow_write, ...p.body.lists.state_dirs, ...p.body.lists.state_files]) expect(w, p.name).not.toMatch(hostTools);
   });

@@ -165,9 +165,10 @@ with zipfile.ZipFile("${wheels}/vak_hello-1.0-py3-none-any.whl", "w") as z:
     expect(run.stdout).toContain("hello from a wheel");
   }, 180_000);
 
-  it("pip's and npm's caches, which the host's next install reads without checking again, stay the host's: a sandbox's writes land in its own", async () => {
+  it("pip's and npm's caches and Gemini CLI's checkpoint repositories, which the host's tools later read without checking again, stay the host's: a sandbox's writes land in its own", async () => {
     // pip's http cache and wheel cache, npm's _cacache (its index names the integrity a planted tarball would carry),
-    // in their default places and where PIP_CACHE_DIR / npm_config_cache (passed by the presets' patterns) put them.
+    // in their default places and where PIP_CACHE_DIR / npm_config_cache (passed by the presets' patterns) put them;
+    // the system git config Gemini CLI keeps in each shadow repository (GIT_CONFIG_SYSTEM for the git it runs there).
     const elsewhere = join(s.root, "shared-caches");
     const entries = [
       join(home, ".cache", "pip", "http-v2", "a", "entry"),
@@ -175,12 +176,13 @@ with zipfile.ZipFile("${wheels}/vak_hello-1.0-py3-none-any.whl", "w") as z:
       join(home, ".npm", "_cacache", "index-v5", "aa", "entry"),
       join(elsewhere, "pip", "http-v2", "a", "entry"),
       join(elsewhere, "npm", "_cacache", "index-v5", "aa", "entry"),
+      join(home, ".gemini", "history", "0123abcd", ".gitconfig_system_empty"),
     ];
     for (const e of entries) {
       mkdirSync(dirname(e), { recursive: true });
       writeFileSync(e, "the host's entry\n");
     }
-    const r = await vak(["--profile", "python", "--profile", "npm", "--", "sh", "-c",
+    const r = await vak(["--profile", "python", "--profile", "npm", "--profile", "gemini", "--", "sh", "-c",
       entries.map((e) => `(mkdir -p "${dirname(e)}" 2>/dev/null; echo planted > "${e}" 2>/dev/null || true)`).join("; ") + `; echo "pip=$PIP_CACHE_DIR npm=$npm_config_cache"`],
     { PIP_CACHE_DIR: join(elsewhere, "pip"), npm_config_cache: join(elsewhere, "npm") });
     expect(r.code, r.stderr).toBe(0);
