@@ -113,6 +113,8 @@ export const PROTECTED_PATHS: readonly ProtectedPath[] = [
 
   // Coding agents: their settings name hooks, MCP servers and commands they start.
   tree(".claude", "agent settings and hooks that run commands"),
+  // Held even where a grant reaches inside ~/.claude (the claude preset's projects/): every later session loads it.
+  tree(".claude/projects/**/memory", "Claude Code's auto memory: every later session in that folder loads it into its prompt"),
   tree(".codex", "Codex's project config (MCP servers, commands) and its sandbox settings"),
   tree(".agents", "agent skills and instructions that Codex and others load and run"),
   tree(".gemini", "Gemini CLI settings (MCP servers, tool commands)"),

@@ -31,6 +31,7 @@ const table: [string, string | undefined][] = [
   [".husky/pre-commit", ".husky"],
   [".vak/config.toml", ".vak"],
   [".mcp.json", ".mcp.json"],
+  [".claude/projects/-work-repo/memory/MEMORY.md", ".claude"],
   [".bashrc", ".bashrc"],
   ["home/.zshrc", ".zshrc"],
   ["src/config", undefined],
@@ -86,6 +87,18 @@ describe("protected path patterns", () => {
     it(`${path} → ${pattern ?? "not protected"}`, () => {
       expect(protectedMatch(path)?.pattern).toBe(pattern);
     });
+});
+
+describe("inside a grant below a protected directory (the claude preset's ~/.claude/projects)", () => {
+  const root = "/home/u/.claude/projects";
+  const depth = root.split("/").filter(Boolean).length;
+  it("Claude Code's auto memory stays held: every later session on the host loads it", () => {
+    expect(protectedMatch(`${root}/-work-repo/memory/MEMORY.md`, { rootDepth: depth })?.pattern).toBe(".claude/projects/**/memory");
+    expect(protectedMatch(`${root}/-work-repo/memory`, { rootDepth: depth })?.pattern).toBe(".claude/projects/**/memory");
+  });
+  it("its sessions do not", () => {
+    expect(protectedMatch(`${root}/-work-repo/0b6f.jsonl`, { rootDepth: depth })).toBeUndefined();
+  });
 });
 
 // The launcher's guard (C) and protectedMatch (TypeScript) must agree: create
