@@ -210,18 +210,20 @@ with zipfile.ZipFile("${wheels}/vak_hello-1.0-py3-none-any.whl", "w") as z:
   const rustupHome = process.env.RUSTUP_HOME ?? (existsSync(join(process.env.HOME ?? "/root", ".rustup")) ? join(process.env.HOME ?? "/root", ".rustup") : undefined);
   // A host cargo home as cargo leaves it: bin/, the env script, config, credentials, and an unpacked crate whose
   // build.rs the host's next `cargo build` runs (cargo does not check again what it unpacked).
+  // The host's cargo config: where it is read, the build lands in vak-target beside its .cargo directory.
+  const CARGO_CONFIG = '[build]\ntarget-dir = "vak-target"\n';
   const hostCargoHome = (dir: string) => {
     const src = join(dir, "registry", "src", "index.crates.io-6f17d22bba15001f", "dep-1.0.0");
     mkdirSync(join(dir, "bin"), { recursive: true });
     mkdirSync(src, { recursive: true });
     writeFileSync(join(dir, "env"), "# sourced by the shell\n");
-    writeFileSync(join(dir, "config.toml"), "[term]\nverbose = false\n");
+    writeFileSync(join(dir, "config.toml"), CARGO_CONFIG);
     writeFileSync(join(dir, "credentials.toml"), '[registry]\ntoken = "cio-secret-token-9999"\n');
     writeFileSync(join(src, "build.rs"), "fn main() {}\n");
     return { buildRs: join(src, "build.rs") };
   };
-  const crate = (name: string) => {
-    const dir = join(s.root, name);
+  const crate = (name: string, base = s.root) => {
+    const dir = join(base, name);
     mkdirSync(join(dir, "src"), { recursive: true });
     mkdirSync(join(dir, "dep", "src"), { recursive: true });
     writeFileSync(join(dir, "Cargo.toml"), `[package]\nname = "${name}"\nversion = "0.1.0"\nedition = "2021"\n\n[dependencies]\ndep = { path = "dep" }\n`);
@@ -240,7 +242,7 @@ with zipfile.ZipFile("${wheels}/vak_hello-1.0-py3-none-any.whl", "w") as z:
     `(grep -q cio-secret "$HOST/credentials.toml" 2>/dev/null && echo CREDENTIALS-SEEN || echo no-credentials)`,
   ].join(" && ");
   const unchanged = (dir: string, buildRs: string) => {
-    expect(readFileSync(join(dir, "config.toml"), "utf8")).toBe("[term]\nverbose = false\n");
+    expect(readFileSync(join(dir, "config.toml"), "utf8")).toBe(CARGO_CONFIG);
     expect(readFileSync(buildRs, "utf8")).toBe("fn main() {}\n");
     expect(readFileSync(join(dir, "env"), "utf8")).toBe("# sourced by the shell\n");
     expect(existsSync(join(dir, "bin", "cargo-evil"))).toBe(false);
@@ -269,18 +271,19 @@ with zipfile.ZipFile("${wheels}/vak_hello-1.0-py3-none-any.whl", "w") as z:
     expect(existsSync(join(home, ".cache", "vak-sandbox", "cargo", "config.toml"))).toBe(false);
   }, 180_000);
 
-  it.skipIf(!cargo)("cargo: with the default ~/.cargo, its config.toml and an unpacked crate's build.rs stay unchanged, and the config is still read", async () => {
+  it.skipIf(!cargo)("cargo: with the default ~/.cargo, its config.toml and an unpacked crate's build.rs stay unchanged, and the config is still read for a project in the home directory", async () => {
     const cargoHome = join(home, ".cargo");
     const { buildRs } = hostCargoHome(cargoHome);
-    const dir = crate("hello2");
+    // cargo reads .cargo/config.toml in every parent of the project: here ~/.cargo's, though CARGO_HOME inside is another.
+    mkdirSync(join(home, "src"), { recursive: true });
+    const dir = crate("hello2", join(home, "src"));
     const r = await vak(
-      ["--profile", "rust", "--allow-read", bin, "--", "sh", "-c", `cargo build --offline -q && ./target/debug/hello2 && cat ~/.cargo/config.toml && ${ATTACKS(buildRs)}`],
+      ["--profile", "rust", "--allow-read", bin, "--", "sh", "-c", `cargo build --offline -q && ~/vak-target/debug/hello2 && ${ATTACKS(buildRs)}`],
       { HOST: cargoHome, ...(rustupHome ? { RUSTUP_HOME: rustupHome } : {}), PATH: `${bin}:/usr/bin:/bin` },
       dir,
     );
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain("hello from cargo");
-    expect(r.stdout).toContain("verbose = false");
     for (const ok of ["config-read-only", "registry-unreachable", "bin-read-only", "env-read-only", "no-credentials"]) expect(r.stdout).toContain(ok);
     unchanged(cargoHome, buildRs);
   }, 180_000);
