@@ -184,7 +184,7 @@ export function compose(input: ComposeInput): Composition {
       for (const [name, v] of Object.entries(profile.body.setEnv)) {
         if (c.setEnv.has(name)) continue;
         // A value may name the home directory and host variables, as paths do; one whose variable is not set is not set.
-        const e = expandValue(v, input.env, input.home);
+        const e = expandValue(v, input.env, input.home, vakVars(input));
         const source: Source = { kind: "profile", profile, key: "set_env", via };
         if (e.ok) c.setEnv.set(name, { value: e.value, written: e.value === v ? undefined : v, source });
         else c.skipped.push({ value: `${name}=${v}`, source, why: e.why });
@@ -238,10 +238,13 @@ function narrowBy(c: Composition, project: ProjectConfig, input: ComposeInput): 
   if (ignored.length) c.ignored.push(`${name} is not trusted${project.changed ? " (it changed since you trusted it)" : ""}: ignored ${ignored.join(", ")}; its deny rules, read-only mode and limits apply. Review it with \`vak trust\``);
 }
 
+/** The names Vak defines for a profile's paths and values (expand.ts): the run's workspace. */
+const vakVars = (input: ComposeInput): Record<string, string> => ({ VAK_WORKSPACE: input.workspace });
+
 function add(c: Composition, key: ListKey, g: Granted, input: ComposeInput, projectRoot: string | undefined): void {
   const fromProfile = g.source.kind === "profile";
   if (fromProfile && PATH_KEYS.includes(key)) {
-    const e = expandValue(g.value, input.env, input.home);
+    const e = expandValue(g.value, input.env, input.home, vakVars(input));
     if (!e.ok) return void c.skipped.push({ ...g, why: e.why });
     let value = e.value;
     if (projectRoot && !isAbsolute(value)) {

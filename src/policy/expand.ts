@@ -5,15 +5,18 @@
  * has no fallback makes the entry not apply (undefined, with the reason), so
  * that `${VIRTUAL_ENV}` grants nothing when no virtual environment is active.
  * Only profiles expand: a flag's path is taken as typed (the shell expanded it).
+ * Vak's own names (`vak`) come before the host's: `${VAK_WORKSPACE}` is the
+ * run's workspace, for a tool's state kept per workspace, never shared
+ * between repositories (the rust preset's cargo home).
  */
 export type Expanded = { ok: true; value: string } | { ok: false; why: string };
 
 const VAR = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
 
-export function expandValue(raw: string, env: NodeJS.ProcessEnv, home: string): Expanded {
+export function expandValue(raw: string, env: NodeJS.ProcessEnv, home: string, vak: Readonly<Record<string, string>> = {}): Expanded {
   let missing: string | undefined;
   const replaced = raw.replace(VAR, (_m, name: string, fallback: string | undefined) => {
-    const v = env[name];
+    const v = Object.hasOwn(vak, name) ? vak[name] : env[name];
     if (v !== undefined && v !== "") return v;
     if (fallback !== undefined) return tilde(fallback, home);
     missing ??= name;

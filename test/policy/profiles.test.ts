@@ -77,6 +77,12 @@ describe("expansions in a profile's paths", () => {
     });
 });
 
+describe("Vak's own names in a profile's paths", () => {
+  it("${VAK_WORKSPACE} is the run's workspace, whatever the host's environment says", () => {
+    expect(expandValue("~/.cache/x${VAK_WORKSPACE}", { VAK_WORKSPACE: "/elsewhere" }, "/home/u", { VAK_WORKSPACE: "/work/repo" })).toEqual({ ok: true, value: "/home/u/.cache/x/work/repo" });
+  });
+});
+
 describe("composing a run's grants", () => {
   let dir: string;
   let ws: string;

@@ -262,13 +262,22 @@ with zipfile.ZipFile("${wheels}/vak_hello-1.0-py3-none-any.whl", "w") as z:
     );
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain("hello from cargo");
-    expect(r.stdout).toContain(`inside ${join(home, ".cache", "vak-sandbox", "cargo")}`);
+    // One cache per workspace: ~/.cache/vak-sandbox/cargo and the workspace's path.
+    const own = join(home, ".cache", "vak-sandbox", "cargo", dir);
+    expect(r.stdout).toContain(`inside ${own}\n`);
     for (const ok of ["own-config-read-only", "config-read-only", "registry-unreachable", "bin-read-only", "env-read-only", "no-credentials"]) expect(r.stdout).toContain(ok);
     expect(r.stdout).not.toContain("cio-secret");
     unchanged(cargoHome, buildRs);
     // The sandbox's own cargo home is writable (cargo unpacks crates there); only later sandboxed runs read it.
-    expect(existsSync(join(home, ".cache", "vak-sandbox", "cargo", "registry-was-writable"))).toBe(true);
-    expect(existsSync(join(home, ".cache", "vak-sandbox", "cargo", "config.toml"))).toBe(false);
+    expect(existsSync(join(own, "registry-was-writable"))).toBe(true);
+    expect(existsSync(join(own, "config.toml"))).toBe(false);
+    // Another repository's runs never see it: what one plants, another's build does not run.
+    const other = crate("other");
+    const o = await vak(["--profile", "rust", "--allow-read", bin, "--", "sh", "-c", `echo "inside $CARGO_HOME"; ls "${own}" 2>/dev/null || echo not-visible; test -e "$CARGO_HOME/registry-was-writable" && echo SHARED || echo own-cache`],
+      { CARGO_HOME: cargoHome, ...(rustupHome ? { RUSTUP_HOME: rustupHome } : {}), PATH: `${bin}:/usr/bin:/bin` }, other);
+    expect(o.stdout).toContain(`inside ${join(home, ".cache", "vak-sandbox", "cargo", other)}\n`);
+    expect(o.stdout).toContain("not-visible");
+    expect(o.stdout).toContain("own-cache");
   }, 180_000);
 
   it.skipIf(!cargo)("cargo: with the default ~/.cargo, its config.toml and an unpacked crate's build.rs stay unchanged, and the config is still read for a project in the home directory", async () => {
