@@ -239,7 +239,7 @@ function narrowBy(c: Composition, project: ProjectConfig, input: ComposeInput): 
 }
 
 /** The names Vak defines for a profile's paths and values (expand.ts): the run's workspace. */
-const vakVars = (input: ComposeInput): Record<string, string> => ({ VAK_WORKSPACE: input.workspace });
+const vakVars = (input: ComposeInput): Record<string, string> => ({ VAK_WORKSPACE: isAbsolute(input.workspace) ? input.workspace : "" });
 
 function add(c: Composition, key: ListKey, g: Granted, input: ComposeInput, projectRoot: string | undefined): void {
   const fromProfile = g.source.kind === "profile";
