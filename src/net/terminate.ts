@@ -1,5 +1,6 @@
 import type { Socket } from "node:net";
 import { type SecureContext, TLSSocket } from "node:tls";
+import { setFlagsFromString } from "node:v8";
 import { canonicalHost, type Host, hostText } from "../policy/address.js";
 import type { SocketReader } from "./reader.js";
 
@@ -35,6 +36,20 @@ const ESTABLISHED = Buffer.from("HTTP/1.1 200 Connection Established\r\n\r\n");
  * for TLS sockets; its types do not list it.)
  */
 export const TLS_BUFFERS: object = { highWaterMark: 256 * 1024 };
+
+/**
+ * Has V8 free dead ArrayBuffers within the scavenge that finds them, not on a
+ * background thread afterwards. A terminated download makes one 16 KiB buffer
+ * per TLS record it decrypts (Node's TLS layer allocates each); with both
+ * cores busy (the server, the gate, the client) the background sweeping
+ * lagged, V8's count of external memory passed its limit and it ran a full
+ * mark-compact about every 40 MiB: ~0.45 ms of the gate's CPU per MiB, a fifth
+ * of its cost of terminating. Swept in the scavenge, none ran. Process-wide,
+ * and harmless elsewhere; set once this process may terminate TLS.
+ */
+export function sweepBuffersInScavenges(): void {
+  setFlagsFromString("--no-concurrent-array-buffer-sweeping");
+}
 
 /** The first bytes of a TLS ClientHello record: handshake (22), version 3.x. */
 function looksLikeTls(b: Buffer): boolean {

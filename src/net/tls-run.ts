@@ -5,6 +5,7 @@ import { delimiter, join } from "node:path";
 import type { Host } from "../policy/address.js";
 import { javaTrustStore } from "./jks.js";
 import { createRunCa, type RunCa } from "./tls-ca.js";
+import { sweepBuffersInScavenges } from "./terminate.js";
 import { trustEnv, upstreamTrust, type UpstreamTrust } from "./tls-trust.js";
 
 /**
@@ -59,6 +60,7 @@ export async function prepareRunTls(opts: {
   if (!opts.terminate && !opts.forceTrust && opts.caFiles.length === 0 && !env.NODE_EXTRA_CA_CERTS) return undefined;
   const trust = upstreamTrust({ caFiles: opts.caFiles, env });
   const ca = opts.terminate ? await createRunCa() : undefined;
+  if (ca) sweepBuffersInScavenges();
   let warmed: Promise<void> | undefined;
   const warm = (): Promise<void> =>
     (warmed ??= (async () => {
