@@ -342,15 +342,17 @@ async function runWithGate(
     else if (rep.event === "dns") refusals.dns(rep.name);
     else if (rep.event === "missing") sources.explain?.missing(rep.op, rep.path, rep.more);
   };
-  // The gate's TLS is ready before the command starts, so that its first request does not wait for it.
-  await netx?.tls?.warm();
   // stdio is vak's own: the launcher keeps the terminal out of the sandbox (a pty of its own in
   // between) and counts every byte of output against --max-output (native/terminal.c).
   const how = { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined, foreground: ctx.terminal?.foreground, spawner: ctx.spawner };
   let sb: RunningSandbox;
   let held: HeldSandbox | undefined;
-  if (plan.sandbox === "container") sb = launch(plan, ctx.stdio, gate?.link, how);
-  else {
+  // The gate's TLS (every upstream root parsed, the first leaves) is ready before the command starts, so that its
+  // first request does not wait for it; for a held command it is made while the launcher builds the sandbox.
+  if (plan.sandbox === "container") {
+    await netx?.tls?.warm();
+    sb = launch(plan, ctx.stdio, gate?.link, how);
+  } else {
     // One turn of the loop first: the journal's commit is handed to its thread before the fork blocks this one.
     await new Promise((r) => setImmediate(r));
     sb = held = launchHeld(plan, ctx.stdio, gate?.link, how);
@@ -373,9 +375,11 @@ async function runWithGate(
   try {
     if (held) {
       try {
+        await netx?.tls?.warm();
         await durable;
       } catch (e) {
-        // The start could not be recorded: the held command never runs (its word's end closed), the sandbox is taken down.
+        // The start could not be recorded (or the gate's TLS not made): the held command never runs (its word's end
+        // closed), the sandbox is taken down.
         held.never();
         held.kill("SIGKILL");
         await sb.result.catch(() => undefined);
