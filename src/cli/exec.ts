@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, mkdirSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, mkdirSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { VakError } from "../policy/errors.js";
@@ -93,6 +93,22 @@ async function configuredProviders(): Promise<{ providers: Readonly<Record<strin
     return { providers: providers as Record<string, { api_key_env?: string }> };
   const { loadUserConfig } = await import("../policy/config.js");
   return loadUserConfig(path);
+}
+
+/**
+ * The user's [egress] settings. With no config file at all, its defaults, without loading the config's schema:
+ * zod and the schemas cost ~15 ms of the start of every run whose gate terminates TLS. Any other file, or an
+ * error other than its absence, goes through loadUserConfig as before (checked whole, errors and all).
+ */
+async function userEgress(): Promise<{ ca_files: string[]; upstream_proxy?: string | undefined }> {
+  const { userConfigPath } = await import("../policy/config-paths.js");
+  try {
+    statSync(userConfigPath());
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return { ca_files: [] };
+  }
+  const { loadUserConfig } = await import("../policy/config.js");
+  return loadUserConfig().egress;
 }
 
 /** Whether the user's config has an [egress] table, looked for without loading the config's schema (zod costs ~60 ms). */
@@ -207,8 +223,7 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
   let netx: ExecNet | undefined;
   if (!dryRun && net?.allow.length && (gateHeld.length || gateTls)) {
     const { prepareExecNet } = await import("./exec-net.js");
-    const { loadUserConfig } = await import("../policy/config.js");
-    netx = await prepareExecNet({ net, secrets, endpoints: opts.endpoint ?? [], caFiles: (opts.caFile ?? []).map((f) => resolve(ctx.cwd, f)), config: loadUserConfig().egress, hostEnv: ctx.env as Record<string, string> });
+    netx = await prepareExecNet({ net, secrets, endpoints: opts.endpoint ?? [], caFiles: (opts.caFile ?? []).map((f) => resolve(ctx.cwd, f)), config: await userEgress(), hostEnv: ctx.env as Record<string, string> });
   }
   let scratch: { tmp: string; home: string } | undefined;
   if (sandbox === "reduced" && !dryRun) {

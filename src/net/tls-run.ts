@@ -58,8 +58,11 @@ export async function prepareRunTls(opts: {
 }): Promise<RunTls | undefined> {
   const env = opts.env ?? process.env;
   if (!opts.terminate && !opts.forceTrust && opts.caFiles.length === 0 && !env.NODE_EXTRA_CA_CERTS) return undefined;
+  // The CA's keys are made on libuv's threads while this one reads the roots.
+  const making = opts.terminate ? createRunCa() : undefined;
+  making?.catch(() => undefined);
   const trust = upstreamTrust({ caFiles: opts.caFiles, env });
-  const ca = opts.terminate ? await createRunCa() : undefined;
+  const ca = await making;
   if (ca) sweepBuffersInScavenges();
   let warmed: Promise<void> | undefined;
   const warm = (): Promise<void> =>
