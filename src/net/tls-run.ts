@@ -31,10 +31,12 @@ export interface RunTls {
    * when the context and the first four leaves are ready (the rest follow, a
    * few ms each); the
    * first call does the work, later ones return the same promise. `vak exec`
-   * awaits it before the command starts: made while the sandbox was set up
-   * (~50 ms, about as long as the launcher took to start curl), it held this
-   * thread when the first request came (+51 ms against +1 ms awaited, which
-   * costs the start-up ~35 ms more, in one interleaved run at a load of 1.5).
+   * calls it once the launcher is building the held sandbox and starts the
+   * command when it settles. Not awaited (made while the sandbox was set up),
+   * it held this thread when the first request came (+51 ms against +1 ms
+   * awaited, in one interleaved run at a load of 1.5); the roots loaded in
+   * slices a turn at a time instead, 35-65 of 144 were still to load when
+   * curl's first upstream connection needed them (2026-12-03, load ~4).
    */
   warm(): Promise<void>;
   close(): void;
