@@ -32,15 +32,16 @@ const ESTABLISHED = Buffer.from("HTTP/1.1 200 Connection Established\r\n\r\n");
  * The buffer size of a terminated tunnel's TLS sockets, both legs. With Node's
  * 16 KiB, each 16 KiB TLS record filled a socket's buffer: every write said
  * "full", and the source paused and resumed once per record. At 256 KiB the gate
- * spent about a fifth less CPU per MiB on a bare relay; at 1 MiB the records
- * queued while a write is out go to the client in writes of ~1 MB instead of
- * ~240 KB (a third of the write calls, a fifth of the epoll changes), which cut
- * the whole run's CPU for a 256 MiB download by another ~12% (1135 to 990 ms,
- * median of 10, at a load of 4-6). It bounds what one tunnel holds: 1 MiB read
- * ahead from the upstream and 1 MiB queued for a slow client. (Node takes the
- * option for TLS sockets; its types do not list it.)
+ * spent about a fifth less CPU per MiB on a bare relay; at 512 KiB the records
+ * queued while a write is out go to the client in writes of up to ~500 KB
+ * instead of ~240 KB, which cut the whole run's CPU for a 256 MiB download by
+ * another ~9% (1135 to 1035 ms, median of 10, load 4-6; 1 MiB saved only
+ * 2-4% more, near the noise). It bounds what one tunnel holds: 512 KiB read
+ * ahead from the upstream and 512 KiB queued for a client that does not read
+ * (a worker's 256 connections: 256 MiB at most). (Node takes the option for
+ * TLS sockets; its types do not list it.)
  */
-export const TLS_BUFFERS: object = { highWaterMark: 1024 * 1024 };
+export const TLS_BUFFERS: object = { highWaterMark: 512 * 1024 };
 
 /**
  * Has V8 free dead ArrayBuffers within the scavenge that finds them, not on a
