@@ -1,5 +1,5 @@
 import { X509Certificate } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readFileSync, readSync } from "node:fs";
 import { createSecureContext, rootCertificates, type SecureContext } from "node:tls";
 import { VakError } from "../policy/errors.js";
 import { FAST_FIRST } from "./tls-ca.js";
@@ -55,12 +55,7 @@ const identity = (block: string): string => block.slice(BEGIN.length, -END.lengt
  * again in every context and bundle made from them, on every run.
  */
 function userCaFile(path: string, what: string, seen: Set<string>): string[] {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (e) {
-    throw new VakError("bad-input", `${what} ${path}: cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
-  }
+  const text = readCaText(path, what);
   const found = blocks(text);
   if (found.length === 0) throw new VakError("bad-input", `${what} ${path}: no PEM certificate in it`);
   const fresh: string[] = [];
@@ -76,6 +71,46 @@ function userCaFile(path: string, what: string, seen: Set<string>): string[] {
     }
   }
   return fresh;
+}
+
+/** The largest CA file read: a system bundle is ~200 KB; a bigger one is not a CA file. */
+const MAX_CA_FILE = 8 * 1024 * 1024;
+
+/**
+ * A CA file's text, from a regular file only and at most MAX_CA_FILE bytes. The resident host reads the files its
+ * clients name: a FIFO would hold its one thread in open(2) or read(2) (every client's gate with it), and an
+ * endless file (a FIFO written forever, /dev/zero) would fill its memory. Opened without waiting (O_NONBLOCK),
+ * and refused unless fstat says regular (/proc's files are regular, and end).
+ */
+function readCaText(path: string, what: string): string {
+  const refuse = (why: string) => new VakError("bad-input", `${what} ${path}: ${why}`);
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  } catch (e) {
+    throw refuse(`cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  try {
+    if (!fstatSync(fd).isFile()) throw refuse("not a regular file (a CA file is read whole, from a file)");
+    const parts: Buffer[] = [];
+    let got = 0;
+    for (;;) {
+      const buf = Buffer.allocUnsafe(64 * 1024);
+      let r: number;
+      try {
+        r = readSync(fd, buf, 0, buf.length, null);
+      } catch (e) {
+        throw refuse(`cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+      }
+      if (r === 0) break;
+      parts.push(buf.subarray(0, r));
+      got += r;
+      if (got > MAX_CA_FILE) throw refuse(`over ${MAX_CA_FILE / 1024 / 1024} MiB, too large for a CA file`);
+    }
+    return Buffer.concat(parts, got).toString("utf8");
+  } finally {
+    closeSync(fd);
+  }
 }
 
 export function upstreamTrust(opts: { caFiles?: readonly string[]; env?: NodeJS.ProcessEnv; systemBundles?: readonly string[] } = {}): UpstreamTrust {
