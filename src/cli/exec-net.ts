@@ -1,3 +1,4 @@
+import { resolve } from "node:path";
 import { canonicalHost, type Host } from "../policy/address.js";
 import { VakError } from "../policy/errors.js";
 import type { UserConfig } from "../policy/config.js";
@@ -33,7 +34,11 @@ export interface ExecNet {
   close(): void;
 }
 
-export async function prepareExecNet(opts: { net: NetGrants; secrets: readonly ExecSecret[]; endpoints: readonly string[]; caFiles: readonly string[]; config: UserConfig["egress"] | undefined; hostEnv: Record<string, string> }): Promise<ExecNet> {
+/**
+ * cwd is the run's (through the resident host, the client's): a relative CA file (--ca-file, [egress] ca_files,
+ * NODE_EXTRA_CA_CERTS) is its file, as in-process, never one in the directory the host was started in.
+ */
+export async function prepareExecNet(opts: { net: NetGrants; secrets: readonly ExecSecret[]; endpoints: readonly string[]; caFiles: readonly string[]; config: UserConfig["egress"] | undefined; hostEnv: Record<string, string>; cwd: string }): Promise<ExecNet> {
   const { grantsHost, needsInspection } = await import("../policy/net-grants.js");
   const { placeholderFor } = await import("../secrets/grant.js");
   const { headerSafe } = await import("../net/placeholders.js");
@@ -64,7 +69,7 @@ export async function prepareExecNet(opts: { net: NetGrants; secrets: readonly E
     endpoints.push(e);
     env[e.variable] = endpointUrl(e);
   }
-  const caFiles = [...(opts.config?.ca_files ?? []), ...opts.caFiles];
+  const caFiles = [...(opts.config?.ca_files ?? []), ...opts.caFiles].map((f) => resolve(opts.cwd, f));
   const terminate = needsInspection(opts.net) || placeholders.length > 0;
   const needTrust = terminate || endpoints.some((e) => e.scheme === "https");
   let tls: RunTls | undefined;
@@ -73,7 +78,9 @@ export async function prepareExecNet(opts: { net: NetGrants; secrets: readonly E
     const { prepareRunTls } = await import("../net/tls-run.js");
     const warm = opts.net.allow.flatMap((r): Host[] => (r.host.kind === "name" ? [{ kind: "name", name: r.host.name }] : r.host.kind === "ip" ? [canonicalHost(r.host.ip)] : []));
     // The run's environment, not this process's: through the resident host, the client's NODE_EXTRA_CA_CERTS and PATH.
-    tls = await prepareRunTls({ terminate, caFiles, env: opts.hostEnv, existingEnv: opts.hostEnv, forceTrust: needTrust, warm });
+    const extra = opts.hostEnv.NODE_EXTRA_CA_CERTS;
+    const trustVars = extra ? { ...opts.hostEnv, NODE_EXTRA_CA_CERTS: resolve(opts.cwd, extra) } : opts.hostEnv;
+    tls = await prepareRunTls({ terminate, caFiles, env: trustVars, existingEnv: opts.hostEnv, forceTrust: needTrust, warm });
     if (tls) {
       Object.assign(env, tls.env);
       gateTls = tls.gate;

@@ -223,7 +223,7 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
   let netx: ExecNet | undefined;
   if (!dryRun && net?.allow.length && (gateHeld.length || gateTls)) {
     const { prepareExecNet } = await import("./exec-net.js");
-    netx = await prepareExecNet({ net, secrets, endpoints: opts.endpoint ?? [], caFiles: (opts.caFile ?? []).map((f) => resolve(ctx.cwd, f)), config: await userEgress(), hostEnv: ctx.env as Record<string, string> });
+    netx = await prepareExecNet({ net, secrets, endpoints: opts.endpoint ?? [], caFiles: opts.caFile ?? [], config: await userEgress(), hostEnv: ctx.env as Record<string, string>, cwd: ctx.cwd });
   }
   let scratch: { tmp: string; home: string } | undefined;
   if (sandbox === "reduced" && !dryRun) {
