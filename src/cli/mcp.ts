@@ -56,7 +56,7 @@ export async function mcpServe(command: string[], opts: McpOptions): Promise<num
   for (const name of opts.allowEnv ?? [])
     if (!ENV_NAME.test(name)) throw new VakError("bad-input", `--allow-env ${name}: not an environment variable name (letters, digits and _)`);
   if (opts.allowEnv?.length) await refuseProviderKeys(opts.allowEnv);
-  const secrets = envSecrets(opts.secret ?? []);
+  const secrets = await envSecrets(opts.secret ?? []);
   if (secrets.some((x) => x.hosts))
     throw new VakError("unsupported", "--secret NAME=REF@HOST: vak mcp gives secrets to the server's environment only; drop the @HOST");
   const grants: Grants = { read: opts.allowRead ?? [], write: opts.allowWrite ?? [], denyRead: opts.denyRead ?? [], denyWrite: opts.denyWrite ?? [], env: opts.allowEnv ?? [] };

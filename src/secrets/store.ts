@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { z } from "zod";
@@ -129,16 +129,48 @@ export function resolveRef(ref: SecretRef, opts: { store?: SecretStore; env?: No
 
 /** A cmd: reference: the output of the command the user's config names. */
 function fromCommand(ref: SecretRef, commands: SecretCommands | undefined, env?: NodeJS.ProcessEnv, cwd?: string): string {
-  const argv = commands && Object.hasOwn(commands, ref.name) ? commands[ref.name] : undefined;
-  if (!argv?.length) throw new VakError("bad-input", `${ref.text}: no command named ${ref.name} in [secret_commands] of ~/.config/vak/config.toml`);
+  const argv = commandOf(ref, commands);
   let out: string;
   try {
     // In the caller's environment and cwd: the resident host's client's, not the host's own.
-    out = execFileSync(argv[0]!, argv.slice(1), { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 30_000, maxBuffer: 64 * 1024, env: env ?? process.env, cwd });
+    out = execFileSync(argv[0]!, argv.slice(1), { ...commandOptions(env, cwd), stdio: ["ignore", "pipe", "pipe"] });
   } catch (e) {
-    // Not the command's output: it might hold the value.
-    throw new VakError("bad-input", `${ref.text}: the command ${argv[0]} failed (${(e as NodeJS.ErrnoException).code ?? `exit ${(e as { status?: number }).status}`})`);
+    throw commandFailed(ref, argv, (e as NodeJS.ErrnoException).code ?? `exit ${(e as { status?: number }).status}`);
   }
+  return commandValue(ref, argv, out);
+}
+
+/**
+ * resolveRef without holding the thread while a cmd: reference's command runs (a password manager may take
+ * seconds): the resident host serves every client on one thread, and `vak exec` resolves its secrets this way.
+ */
+export async function resolveRefAsync(ref: SecretRef, opts: { store?: SecretStore; env?: NodeJS.ProcessEnv; commands?: SecretCommands; cwd?: string } = {}): Promise<string> {
+  if (ref.kind !== "cmd") return resolveRef(ref, opts);
+  const argv = commandOf(ref, opts.commands);
+  const out = await new Promise<string>((resolve, reject) => {
+    const child = execFile(argv[0]!, argv.slice(1), commandOptions(opts.env, opts.cwd), (e, stdout) => {
+      if (!e) return resolve(stdout);
+      const x = e as NodeJS.ErrnoException & { killed?: boolean };
+      // As execFileSync says them: an errno name, ETIMEDOUT for the timeout, else the exit status.
+      reject(commandFailed(ref, argv, typeof x.code === "string" ? x.code : x.killed ? "ETIMEDOUT" : `exit ${x.code}`));
+    });
+    child.stdin?.end();
+  });
+  return commandValue(ref, argv, out);
+}
+
+const commandOptions = (env: NodeJS.ProcessEnv | undefined, cwd: string | undefined) => ({ encoding: "utf8" as const, timeout: 30_000, maxBuffer: 64 * 1024, env: env ?? process.env, cwd });
+
+function commandOf(ref: SecretRef, commands: SecretCommands | undefined): readonly string[] {
+  const argv = commands && Object.hasOwn(commands, ref.name) ? commands[ref.name] : undefined;
+  if (!argv?.length) throw new VakError("bad-input", `${ref.text}: no command named ${ref.name} in [secret_commands] of ~/.config/vak/config.toml`);
+  return argv;
+}
+
+/** Not the command's output: it might hold the value. */
+const commandFailed = (ref: SecretRef, argv: readonly string[], why: string) => new VakError("bad-input", `${ref.text}: the command ${argv[0]} failed (${why})`);
+
+function commandValue(ref: SecretRef, argv: readonly string[], out: string): string {
   const v = out.replace(/\r?\n$/, "");
   if (!v) throw new VakError("bad-input", `${ref.text}: the command ${argv[0]} printed nothing`);
   return v;
