@@ -390,4 +390,22 @@ describe("red team: gate-held secrets and TLS termination in the resident host, 
     expect(rc.stdout).toBe("served\n");
     expect(rc.ms, "another client's secret command held the host").toBeLessThan(2500);
   });
+  it("a client gone while its cmd: secret is still being resolved: its command never runs, and its record is closed", async () => {
+    const tag = `${process.pid}${++n}`;
+    const cfg = join(base, `cfg${tag}`);
+    mkdirSync(join(cfg, "vak"), { recursive: true });
+    writeFileSync(join(cfg, "vak", "config.toml"), `[secret_commands]\nslow${tag} = ["/bin/sh", "-c", "sleep 2; echo slow-value"]\n`);
+    const h = await startHost({ XDG_CONFIG_HOME: cfg });
+    const ws = workspace();
+    const a = client(h, ["exec", "--allow-net", "127.0.0.1:9", "--secret", `T=cmd:slow${tag}@127.0.0.1`, "--", "/bin/sh", "-c", `: gone-${tag}; touch ran`], { cwd: ws, env: { XDG_CONFIG_HOME: cfg } });
+    await sleep(500);
+    a.child.kill("SIGKILL");
+    await a.done;
+    await sleep(3500);
+    expect(existsSync(join(ws, "ran")), "the command of a client that had gone ran").toBe(false);
+    // If it was recorded as started, it is recorded as ended.
+    for (const s of journaled(`gone-${tag}`)) expect(s.ended).not.toBeNull();
+    const ok = await client(h, ["exec", "--", "/bin/sh", "-c", "echo still"], { cwd: workspace(), env: { XDG_CONFIG_HOME: cfg } }).done;
+    expect(ok.stdout).toBe("still\n");
+  });
 });
