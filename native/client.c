@@ -206,6 +206,22 @@ static int send_request(int s, int argc, char **argv) {
 
 #define in_process(argc, argv) in_process_because(argc, argv, strerror(errno))
 
+/**
+ * A host that refuses at once (another uid, a request it will not take) writes its line and closes, and
+ * the request still being sent then fails (EPIPE): its line is read here, so that the refusal is what
+ * the user sees, not the broken pipe. Waits at most 200 ms for it; 0 when there is none.
+ */
+static int refusal(int s, char *line, size_t size) {
+  struct pollfd p = {.fd = s, .events = POLLIN};
+  if (poll(&p, 1, 200) <= 0) return 0;
+  ssize_t n = read(s, line, size - 1);
+  if (n <= 0) return 0;
+  line[n] = 0;
+  char *nl = memchr(line, '\n', (size_t)n);
+  if (nl) *nl = 0;
+  return strncmp(line, "refused ", 8) == 0;
+}
+
 int main(int argc, char **argv) {
   const char *mode = getenv("VAK_RESIDENT");
   int off = mode && strcmp(mode, "off") == 0;
@@ -231,7 +247,13 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   modes_saved = isatty(0) && tcgetattr(0, &saved_modes) == 0;
   // Nothing has run yet: a host that cannot take the request leaves the command to Node.
-  if (send_request(host_fd, argc, argv) != 0) in_process(argc, argv);
+  if (send_request(host_fd, argc, argv) != 0) {
+    int err = errno;
+    char said[MAX_LINE + 1];
+    if (refusal(host_fd, said, sizeof said)) die("the resident host refused: %s", said + 8);
+    errno = err;
+    in_process(argc, argv);
+  }
   sent = 1;
   if (pending) forward(pending);
 
