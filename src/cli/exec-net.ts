@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { resolve } from "node:path";
 import { canonicalHost, type Host } from "../policy/address.js";
 import { VakError } from "../policy/errors.js";
@@ -44,13 +45,15 @@ export async function prepareExecNet(opts: { net: NetGrants; secrets: readonly E
   const { headerSafe } = await import("../net/placeholders.js");
   const { endpointUrl, parseEndpoint, EndpointError } = await import("../net/endpoint.js");
   const placeholders: PlaceholderSecret[] = [];
+  // This run's own placeholders (through the resident host, other runs share the process).
+  const runSalt = randomBytes(16).toString("hex");
   const env: Record<string, string> = {};
   for (const s of opts.secrets) {
     if (!s.hosts) continue;
     for (const h of s.hosts)
       if (!grantsHost(opts.net, h)) throw new VakError("bad-input", `--secret ${s.name}=${s.ref}@${s.hosts.join(",")}: no --allow-net grants ${h}, so the secret could go nowhere; grant it with --allow-net ${h}`);
     if (!headerSafe(s.value)) throw new VakError("bad-input", `--secret ${s.name}=${s.ref}: its value cannot go in an HTTP header (control characters, surrounding spaces, or over 8 KiB)`);
-    const placeholder = placeholderFor(s.ref);
+    const placeholder = placeholderFor(s.ref, runSalt);
     placeholders.push({ ref: s.ref, placeholder, value: s.value, hosts: s.hosts });
     env[s.name] = placeholder;
   }

@@ -42,9 +42,13 @@ export function describeRecipient(r: SecretRecipient): string {
   }
 }
 
-/** What a command sees instead of a header secret: stable per reference and process, never the value. */
-export function placeholderFor(ref: string): string {
-  return `vak-placeholder-${createHash("sha256").update(`${PLACEHOLDER_SALT}\0${ref}`).digest("hex").slice(0, 24)}`;
+/**
+ * What a command sees instead of a header secret: stable per reference and salt (by default the process's),
+ * never the value. A resident host serves many runs in one process: each `vak exec` run passes its own salt,
+ * so that a placeholder lives no longer than its run, as in-process.
+ */
+export function placeholderFor(ref: string, salt: string = PLACEHOLDER_SALT): string {
+  return `vak-placeholder-${createHash("sha256").update(`${salt}\0${ref}`).digest("hex").slice(0, 24)}`;
 }
 
 const PLACEHOLDER_SALT = randomBytes(16).toString("hex");

@@ -169,6 +169,10 @@ describe("red team: gate-held secrets and TLS termination in the resident host, 
       expect(byUrl("/a2").map((s) => s.auth)).toEqual([`Bearer ${va}`]);
       expect(byUrl("/b1").map((s) => s.auth)).toEqual([`Bearer ${vb}`]);
       expect(byUrl("/c1").map((s) => [s.auth, s.other])).toEqual([[`Bearer ${vc}`, aPlaceholder]]);
+      // B's placeholder for the same reference is its own: a placeholder lives no longer than its run, as in-process.
+      const bPlaceholder = /ph=(vak-placeholder-[0-9a-f]{24})/.exec(rb.stdout)?.[1];
+      expect(bPlaceholder).toBeDefined();
+      expect(bPlaceholder).not.toBe(aPlaceholder);
       // A's placeholder sent by C goes out as it is: C's gate does not know it, and never puts A's value in.
       expect(byUrl("/c2").map((s) => s.auth)).toEqual([`Bearer ${aPlaceholder}`]);
       expect(JSON.stringify(seen.filter((s) => !s.url.startsWith("/a")))).not.toContain(va);
