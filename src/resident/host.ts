@@ -57,9 +57,15 @@ const reply = {
   refused: (why: string) => `refused ${oneLine(why)}\n`,
 };
 
+/** A path naming the resolving process's own files: in the host they would be the host's, not the client's. */
+const SELF_PATH = /(^|[=,:@\s])\/(proc\/(self|thread-self)(\/|$)|dev\/(fd(\/|$)|std(in|out|err)\b))/;
+
 /** Why a request is served by the client's own CLI instead (never a weaker run: the same code, in-process). */
 function notServed(opts: ExecOptions): string | undefined {
   if (opts.fullAccess || opts.mode === "full-access") return "--full-access";
+  // --ca-file /dev/stdin, --allow-read /proc/self/fd/3, a secret file: ref of /dev/fd/N: the client's, in-process.
+  if (Object.values(opts).some((v) => (Array.isArray(v) ? v : [v]).some((x) => typeof x === "string" && SELF_PATH.test(x))))
+    return "a path naming the process's own files (/proc/self, /dev/fd, /dev/stdin): they are the client's";
   if (opts.sandbox !== undefined && opts.sandbox !== "namespaces") return `--sandbox ${opts.sandbox}`;
   if (opts.printPlan || opts.dryRun || opts.explain) return "--dry-run, --print-plan or --explain (they print to stdout)";
   return undefined;

@@ -1,5 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { closeSync, constants, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, constants, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync, writeSync } from "node:fs";
 import type { IncomingMessage } from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -260,8 +260,17 @@ describe("red team: gate-held secrets and TLS termination in the resident host, 
     const files = new Set(["/proc/self/environ", "/proc/self/cmdline", "/proc/self/maps", "/proc/self/status", "/proc/self/mem", "/dev/stdin", "/dev/fd/0"]);
     // The host's regular files (the journal among them) by its descriptors.
     for (const [fd, what] of hostFds(h)) if (what.startsWith("/") && !what.startsWith("/dev/")) files.add(`/proc/self/fd/${fd}`);
+    let i = 0;
     for (const f of files) {
-      const r = await client(h, ["exec", "--ca-file", f, "--allow-net", "127.0.0.1:9", "--", "/bin/sh", "-c", "echo ran"], { cwd: ws }).done;
+      // Named so, the host sends it back to the client (in-process they are the client's own files)...
+      const direct = await client(h, ["exec", "--ca-file", f, "--allow-net", "127.0.0.1:9", "--", "/bin/sh", "-c", "echo ran"], { cwd: ws }).done;
+      expect(direct.stdout, f).toBe("");
+      expect(direct.code, `${f}: ${direct.stderr}`).toBe(125);
+      expect(direct.stderr, f).toContain("no resident host served this (fallback a path naming the process's own files");
+      // ...and through a link in the client's cwd, which the host cannot tell from a file, its own checks refuse it.
+      const link = `link${++i}.pem`;
+      symlinkSync(f, join(ws, link));
+      const r = await client(h, ["exec", "--ca-file", link, "--allow-net", "127.0.0.1:9", "--", "/bin/sh", "-c", "echo ran"], { cwd: ws }).done;
       expect(r.stdout, f).toBe("");
       expect(r.code, `${f}: ${r.stderr}`).toBe(125);
       expect(r.stderr, f).not.toContain(secret);
@@ -289,7 +298,10 @@ describe("red team: gate-held secrets and TLS termination in the resident host, 
       }
     const fd = [...hostFds(h)].find(([, what]) => pipes.has(what))?.[0];
     expect(fd, `the host holds A's stdin (${[...pipes].join(", ")})`).toBeDefined();
-    const b = client(h, ["exec", "--ca-file", `/proc/self/fd/${fd}`, "--allow-net", "127.0.0.1:9", "--", "/bin/true"], { cwd: workspace() });
+    // By a link in B's cwd: named directly, /proc/self goes back to the client to run in-process.
+    const wsB = workspace();
+    symlinkSync(`/proc/self/fd/${fd}`, join(wsB, "ca.pem"));
+    const b = client(h, ["exec", "--ca-file", "ca.pem", "--allow-net", "127.0.0.1:9", "--", "/bin/true"], { cwd: wsB });
     await sleep(500);
     // While B's request is in the host, another client is served.
     const c = client(h, ["exec", "--", "/bin/sh", "-c", "echo served"], { cwd: workspace() });
