@@ -106,7 +106,9 @@ void apply_landlock(const struct plan *p, int with_proc);
 void restrict_relay_landlock(void);
 
 /* relay.c */
-void relay_run(const struct plan *p, int gate_dirfd, const char *token) __attribute__((noreturn));
+/* Bound and listening in init, before the command starts: a command that connects at once finds the relay there. */
+void relay_sockets(const struct plan *p, int fds[2]);
+void relay_run(const struct plan *p, int gate_dirfd, const char *token, int fds[2]) __attribute__((noreturn));
 
 /* resolver.c: the sandbox's own DNS server on 127.0.0.1:53, which answers every name at once */
 void resolver_sockets(int fds[2]);

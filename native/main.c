@@ -210,14 +210,18 @@ static int init_main(const struct plan *p, int sync_rd, const struct streams *st
     if (dns[1] >= 0) close(dns[1]);
   }
   if (gate_dir >= 0) {
+    int listening[2];
+    relay_sockets(p, listening);
     pid_t relay = fork();
     if (relay < 0) die_step("network", "fork relay: %s", strerror(errno));
     if (relay == 0) {
       if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) _exit(EXIT_SETUP);
       prctl(PR_SET_NAME, "vak-relay", 0, 0, 0);
-      relay_run(p, gate_dir, p->net_token);
+      relay_run(p, gate_dir, p->net_token, listening);
     }
     close(gate_dir);
+    close(listening[0]);
+    if (listening[1] >= 0) close(listening[1]);
   }
 
   if (pipe2(guard_pid_pipe, O_CLOEXEC | O_NONBLOCK) != 0) die_step("init", "pipe: %s", strerror(errno));

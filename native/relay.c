@@ -75,11 +75,17 @@ static int hand_over(int gate, const char *line, size_t len, int client) {
   return n == (ssize_t)len ? 0 : -1;
 }
 
-void relay_run(const struct plan *p, int dirfd, const char *token) {
+/* In init, before the relay and the command are forked: had the relay listened itself, a command that
+ * connected at once (curl, as it starts) could find nothing there yet and fail (connection refused). */
+void relay_sockets(const struct plan *p, int fds[2]) {
+  fds[0] = listen_on(AF_INET, p->net_port);
+  if (fds[0] < 0) die_step("network", "relay: listen on 127.0.0.1:%d: %s", p->net_port, strerror(errno));
+  fds[1] = listen_on(AF_INET6, p->net_port);
+}
+
+void relay_run(const struct plan *p, int dirfd, const char *token, int fds[2]) {
   signal(SIGPIPE, SIG_IGN);
-  int l4 = listen_on(AF_INET, p->net_port);
-  int l6 = listen_on(AF_INET6, p->net_port);
-  if (l4 < 0) die_step("network", "relay: listen on 127.0.0.1:%d: %s", p->net_port, strerror(errno));
+  int l4 = fds[0], l6 = fds[1];
   /* Nothing more to open: no capabilities, no files, no new TCP, our own seccomp. */
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) die_step("network", "relay: PR_SET_DUMPABLE: %s", strerror(errno));
   drop_privileges();
