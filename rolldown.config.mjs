@@ -1,5 +1,20 @@
 import { defineConfig } from "rolldown";
 
+/**
+ * commander requires child_process at its top for executable subcommands, which Vak does not define; with it come
+ * net and the streams, ~3 ms of `vak exec`'s start-up. It is required when a subcommand would spawn, never before.
+ * The build fails if commander no longer reads as expected.
+ */
+const lazyCommanderSpawn = {
+  name: "lazy-commander-spawn",
+  transform(code, id) {
+    if (!/[\\/]commander[\\/]lib[\\/]command\.js$/.test(id)) return null;
+    const eager = "const childProcess = require('node:child_process');";
+    if (!code.includes(eager)) throw new Error(`${id}: no \`${eager}\` to make lazy; look at lazyCommanderSpawn in rolldown.config.mjs`);
+    return code.replace(eager, "const childProcess = { spawn: (...a) => require('node:child_process').spawn(...a) };");
+  },
+};
+
 export default defineConfig([
   // The CLI as one CommonJS file: Node resolves and compiles one module instead
   // of dozens, and skips the ES module loader, which together are most of
@@ -10,6 +25,7 @@ export default defineConfig([
   {
     input: { vak: "src/cli/main.ts" },
     platform: "node",
+    plugins: [lazyCommanderSpawn],
     // Native addons find their binary relative to their own package; ws requires its optional addons itself;
     // pg is loaded only for a PostgreSQL journal.
     external: [/^node:/, "better-sqlite3", "node-pty", "ws", "pg"],

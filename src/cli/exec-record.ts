@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { userInfo } from "node:os";
 import type { Actor, EventKind, Payload } from "../journal/events.js";
 import type { Journal } from "../journal/journal.js";
@@ -51,7 +50,7 @@ class SpoolLog implements RunLog {
     this.spool.close();
     if (pendingSpools().length >= INGEST_AT) {
       // Take the spool into the hash chain in the background; nothing waits for it.
-      spawn(process.execPath, [installation().cli, "journal", "ingest"], { detached: true, stdio: "ignore", env: process.env }).unref();
+      process.getBuiltinModule("node:child_process").spawn(process.execPath, [installation().cli, "journal", "ingest"], { detached: true, stdio: "ignore", env: process.env }).unref();
     }
   }
 }

@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, mkdirSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
@@ -9,6 +8,7 @@ import { decide, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { vakDirs } from "../policy/state.js";
 import { containerPreflight } from "../sandbox/container.js";
+import { nativeSpawner } from "../sandbox/native-spawn.js";
 import { launch, launchHeld, type GateLink, type HeldSandbox, type LaunchResult, type RunningSandbox, type Spawner } from "../sandbox/launcher.js";
 import type { Report } from "../sandbox/report.js";
 import type { NetGrants } from "../policy/net-grants.js";
@@ -176,6 +176,7 @@ export function processContext(): ExecContext {
     env: process.env,
     stdio: ["inherit", "inherit", "inherit"],
     errFd: 2,
+    spawner: nativeSpawner(),
     err: processOutput().err,
     onStop(stop) {
       for (const s of STOP_SIGNALS) process.on(s, stop);
@@ -289,7 +290,7 @@ async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secr
   const record = await ExecRecord.start(plan, secrets, redactor, ctx.journal, ctx.servedBy);
   ctx.err.line(own("vak: --full-access: running WITHOUT a sandbox, by your explicit decision"));
   const [cmd, ...args] = plan.command;
-  const child = spawn(cmd!, args, { stdio: ctx.stdio, cwd: plan.cwd, env: plan.env });
+  const child = process.getBuiltinModule("node:child_process").spawn(cmd!, args, { stdio: ctx.stdio, cwd: plan.cwd, env: plan.env });
   const code = await new Promise<number>((resolve) => {
     child.on("error", (e) => {
       ctx.err.line(fmt`vak: ${cmd}: ${e.message}`);

@@ -1,5 +1,4 @@
 import { fstatSync } from "node:fs";
-import { Socket } from "node:net";
 import type { Writable } from "node:stream";
 import { cutBefore, cutsAcrossLines, type KnowsSpellings, withCuts } from "../secrets/across-lines.js";
 import { Redactor } from "../secrets/redact.js";
@@ -328,5 +327,5 @@ export function exitWhenFlushed(code: number): void {
  */
 export function protocolStdout(): Writable {
   const st = fstatSync(1);
-  return st.isFIFO() || st.isSocket() ? new Socket({ fd: 1, readable: false, writable: true }) : ownStream(process.stdout);
+  return st.isFIFO() || st.isSocket() ? new (process.getBuiltinModule("node:net").Socket)({ fd: 1, readable: false, writable: true }) : ownStream(process.stdout);
 }

@@ -10,9 +10,9 @@
  * container outlives its attached client). Nothing here falls back to another
  * backend: a missing image, engine or launcher build refuses with what to do.
  */
-import { spawn, type StdioOptions } from "node:child_process";
+import type { StdioOptions } from "node:child_process";
 import { closeSync, existsSync, lstatSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { createServer, type Socket } from "node:net";
+import type { Socket } from "node:net";
 import { availableParallelism, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { VakError } from "../policy/errors.js";
@@ -101,6 +101,9 @@ export function launchInContainer(
 ): RunningSandbox {
   const image = containerPreflight();
   const dir = runDir();
+  // net and child_process load only for a container run: the CLI's start-up (vak exec) does without them.
+  const { createServer } = process.getBuiltinModule("node:net");
+  const { spawn } = process.getBuiltinModule("node:child_process");
   const lifelines: Socket[] = [];
   const server = createServer((s) => {
     s.on("error", () => {});

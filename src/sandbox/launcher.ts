@@ -1,4 +1,4 @@
-import { spawn, type StdioOptions } from "node:child_process";
+import type { StdioOptions } from "node:child_process";
 import type { Writable } from "node:stream";
 import { closeSync, fstatSync, readSync, writeSync } from "node:fs";
 import { constants } from "node:os";
@@ -95,8 +95,11 @@ export function launchHeld(plan: LaunchPlan, stdio: [StdioSlot, StdioSlot, Stdio
 }
 
 function spawnLauncher(plan: LaunchPlan, stdio: [StdioSlot, StdioSlot, StdioSlot], gate: GateLink | undefined, opts: LaunchOptions, held: boolean): HeldSandbox {
-  const own = stdio.every((x): x is number => typeof x === "number");
-  if (opts.spawner && own && !opts.detached) return spawnWith(opts.spawner, plan, stdio as [number, number, number], gate, opts, held);
+  // "inherit" is this process's own descriptor of that number; "pipe" and "ignore" need Node's spawn.
+  const own = stdio.map((x, i) => (x === "inherit" ? i : x));
+  if (opts.spawner && own.every((x) => typeof x === "number") && !opts.detached) return spawnWith(opts.spawner, plan, own as [number, number, number], gate, opts, held);
+  // child_process (and with it net and the streams) loads only here, for a caller without a spawner.
+  const { spawn } = process.getBuiltinModule("node:child_process");
   const fd = reportFile();
   // The token travels in a file too, read and closed by the launcher at once: argv would be readable from inside.
   const tokenFd = plan.network.kind === "gate" && gate ? reportFile(gate.token) : undefined;

@@ -9,8 +9,10 @@ import { baseEnv } from "../support/vak.js";
 
 // What `vak exec` loads on its way to the command is most of its cost: zod
 // (~60 ms) and SQLite (~10 ms) stay off that path (the schemas are only types
-// there, the record goes through the spool). A module moved or an import added
-// that pulls either in shows here, whatever the machine's speed.
+// there, the record goes through the spool), and so do child_process and net
+// (~3 ms with the streams they load: the launcher starts by posix_spawn). A
+// module moved or an import added that pulls one in shows here, whatever the
+// machine's speed.
 describe("vak exec's start-up", () => {
   let s: Scratch;
   let dir: string;
@@ -19,21 +21,24 @@ describe("vak exec's start-up", () => {
     s = scratch();
     dir = mkdtempSync(join(tmpdir(), "vak-startup-"));
     hook = join(dir, "hook.cjs");
-    writeFileSync(hook, `process.on("exit", () => process.stderr.write("\\nloaded " + JSON.stringify({
+    // What was loaded is read before process.stderr is touched: a pipe's stream loads net.
+    writeFileSync(hook, `process.on("exit", () => { const loaded = JSON.stringify({
       zod: "__zod_globalConfig" in globalThis,
       sqlite: Object.keys(require.cache).some((k) => k.includes("better-sqlite3")),
-    }) + "\\n"));\n`);
+      childProcess: process.moduleLoadList.includes("NativeModule child_process"),
+      net: process.moduleLoadList.includes("NativeModule net"),
+    }); process.stderr.write("\\nloaded " + loaded + "\\n"); });\n`);
   });
   afterAll(() => {
     s.cleanup();
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("loads neither zod nor SQLite", () => {
+  it("loads neither zod, SQLite, child_process nor net", () => {
     const r = spawnSync(process.execPath, ["--require", hook, VAK_BIN, "exec", "--", "/bin/true"], { cwd: s.ws, env: baseEnv(), encoding: "utf8" });
     expect(r.status).toBe(0);
     const line = /loaded (\{.*\})/.exec(r.stderr)?.[1];
-    expect(JSON.parse(line ?? "null")).toEqual({ zod: false, sqlite: false });
+    expect(JSON.parse(line ?? "null")).toEqual({ zod: false, sqlite: false, childProcess: false, net: false });
   });
 
   it("the probe sees both when a command does load them (vak check reads a spec with zod; the journal is SQLite)", () => {
@@ -42,5 +47,11 @@ describe("vak exec's start-up", () => {
     expect(JSON.parse(/loaded (\{.*\})/.exec(check.stderr)?.[1] ?? "null")).toMatchObject({ zod: true });
     const list = spawnSync(process.execPath, ["--require", hook, VAK_BIN, "journal", "list", "--json"], { cwd: s.ws, env: baseEnv(), encoding: "utf8" });
     expect(JSON.parse(/loaded (\{.*\})/.exec(list.stderr)?.[1] ?? "null")).toMatchObject({ sqlite: true });
+  });
+
+  it("the probe sees child_process when a run does spawn through it (--full-access: no launcher)", () => {
+    const r = spawnSync(process.execPath, ["--require", hook, VAK_BIN, "exec", "--full-access", "--", "/bin/true"], { cwd: s.ws, env: baseEnv(), encoding: "utf8" });
+    expect(r.status).toBe(0);
+    expect(JSON.parse(/loaded (\{.*\})/.exec(r.stderr)?.[1] ?? "null")).toMatchObject({ childProcess: true });
   });
 });
