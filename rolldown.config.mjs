@@ -15,6 +15,21 @@ const lazyCommanderSpawn = {
   },
 };
 
+/**
+ * What charset "ascii" leaves (comments, tagged templates' raw text) as \u escapes: one character past Latin-1
+ * makes V8 hold the whole file as UTF-16, twice the bytes to decode and keep. A tagged template's cooked strings
+ * (fmt`…` reads those) are the same; only String.raw would tell, and the bundle holds none with such text.
+ */
+const asciiOnly = {
+  name: "ascii-only",
+  renderChunk(code) {
+    return code.replace(/[^\0-\x7f]/gu, (c) => {
+      const n = c.codePointAt(0);
+      return n > 0xffff ? `\\u{${n.toString(16)}}` : `\\u${n.toString(16).padStart(4, "0")}`;
+    });
+  },
+};
+
 export default defineConfig([
   // The CLI as one CommonJS file: Node resolves and compiles one module instead
   // of dozens, and skips the ES module loader, which together are most of
@@ -25,13 +40,15 @@ export default defineConfig([
   {
     input: { vak: "src/cli/main.ts" },
     platform: "node",
-    plugins: [lazyCommanderSpawn],
+    plugins: [lazyCommanderSpawn, asciiOnly],
     // Native addons find their binary relative to their own package; ws requires its optional addons itself;
     // pg is loaded only for a PostgreSQL journal.
     external: [/^node:/, "better-sqlite3", "node-pty", "ws", "pg"],
     output: {
       dir: "dist/bin",
       format: "cjs",
+      // One character past Latin-1 makes V8 hold the whole file as UTF-16: twice the bytes to decode and keep.
+      charset: "ascii",
       entryFileNames: "[name].cjs",
       chunkFileNames: "[name]-[hash].cjs",
       codeSplitting: {
