@@ -1,5 +1,4 @@
 import { existsSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
 import { installation } from "../policy/install.js";
 import type { Spawner } from "./launcher.js";
@@ -15,7 +14,10 @@ let loaded: Spawner | null | undefined;
 export function nativeSpawner(): Spawner | undefined {
   if (loaded === undefined) {
     const p = join(installation().root, "build", "Release", "vak-resident.node");
-    loaded = existsSync(p) ? (createRequire(import.meta.url)(p) as Spawner) : null;
+    // process.dlopen, not require: the resolver's realpath walk and stats cost more than loading the addon.
+    const m = { exports: {} };
+    if (existsSync(p)) process.dlopen(m, p);
+    loaded = existsSync(p) ? (m.exports as Spawner) : null;
   }
   return loaded ?? undefined;
 }
