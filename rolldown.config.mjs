@@ -54,9 +54,9 @@ export default defineConfig([
       codeSplitting: {
         groups: [
           { name: "start", tags: ["$initial"] },
-          // What a run with a profile or a config loads on demand (the configs, the TOML parser, the presets,
-          // trust) and the provider-key check of a preset that passes variables: one file, not six.
-          { name: "configs", test: /src\/cli\/exec-config\.ts|src\/model\/provider-keys\.ts/ },
+          // What a run with a config, or a preset changed since the build, loads on demand (the configs, the TOML
+          // parser, the presets' files, trust): one file, not six.
+          { name: "configs", test: /src\/cli\/exec-config\.ts/ },
         ],
       },
     },

@@ -7,6 +7,7 @@ import { VakError } from "../policy/errors.js";
 import type { Grants, Mode } from "../policy/grants.js";
 import type { Limits } from "../policy/limits.js";
 import { canonicalDir, exists } from "../policy/paths.js";
+import { BuiltPresets } from "../policy/presets-built.js";
 import type { LimitKey } from "../policy/profile.js";
 import type { ProfilesFile } from "../policy/profiles-file.js";
 import type { LoadedProject } from "../policy/trust.js";
@@ -62,22 +63,27 @@ const LIMIT_FLAGS: Record<LimitKey, keyof GrantOptions> = {
  * for an agent session, which takes named profiles only.
  */
 export async function resolveGrants(opts: GrantOptions, ctx: GrantContext): Promise<ResolvedGrants> {
-  const needed = configNeeded(opts, ctx);
-  return resolveGrantsWith(needed ? await import("./exec-config.js") : undefined, opts, ctx);
+  const built = BuiltPresets.load();
+  const needed = configNeeded(opts, ctx, built);
+  return resolveGrantsWith(needed ? await import("./exec-config.js") : undefined, opts, ctx, built);
 }
 
 type GrantContext = { execDefaults: boolean; env?: NodeJS.ProcessEnv; home?: string };
 type ConfigFiles = typeof import("./exec-config.js");
 
-/** Whether a config file or a profile is there to read (the TOML parser and the presets load only then). */
-function configNeeded(opts: GrantOptions, ctx: GrantContext): boolean {
+/**
+ * Whether a config file is there to read, or a profile that the compiled presets cannot give alone (the TOML
+ * parser, the presets' files and the credential stripper load only then).
+ */
+function configNeeded(opts: GrantOptions, ctx: GrantContext, built: BuiltPresets | undefined): boolean {
   const env = ctx.env ?? process.env;
   const workspace = canonicalDir(opts.workspace ?? process.cwd(), "--workspace");
-  return exists(userConfigPath(env)) || findProjectConfig(workspace, ctx.home ?? homedir()) !== undefined || (opts.profile ?? []).length > 0;
+  if (exists(userConfigPath(env)) || findProjectConfig(workspace, ctx.home ?? homedir()) !== undefined) return true;
+  return (opts.profile ?? []).some((p) => !built?.plain(p));
 }
 
 /** resolveGrants with the config module given (an agent session loads it statically: its start-up is not exec's). */
-export function resolveGrantsWith(loaded: ConfigFiles | undefined, opts: GrantOptions, ctx: GrantContext): ResolvedGrants {
+export function resolveGrantsWith(loaded: ConfigFiles | undefined, opts: GrantOptions, ctx: GrantContext, built?: BuiltPresets): ResolvedGrants {
   const env = ctx.env ?? process.env;
   const home = ctx.home ?? homedir();
   const workspace = canonicalDir(opts.workspace ?? process.cwd(), "--workspace");
@@ -98,6 +104,8 @@ export function resolveGrantsWith(loaded: ConfigFiles | undefined, opts: GrantOp
   const found = findProjectConfig(workspace, home);
   const needed = exists(userPath) || found !== undefined || flags.profiles.length > 0;
   const files = needed ? loaded : undefined;
+  // A preset from the build's compiled copy while its file still says the same; else from its TOML.
+  const preset = (n: string) => built?.preset(n) ?? files?.loadPreset(n);
   const user = files?.loadUserProfiles(userPath);
   const notes: string[] = [];
   let project: LoadedProject | undefined;
@@ -107,7 +115,7 @@ export function resolveGrantsWith(loaded: ConfigFiles | undefined, opts: GrantOp
   }
   const composition = compose({
     flags, user, project: project?.config as ProjectConfig | undefined, execDefaults: ctx.execDefaults, workspace, env, home,
-    preset: (n) => files?.loadPreset(n), presetNames: () => files?.presetNames() ?? [],
+    preset, presetNames: () => files?.presetNames() ?? built?.names() ?? [],
   });
   notes.push(...composition.ignored);
   const L = composition.lists;

@@ -3,6 +3,9 @@ import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { VakError } from "../policy/errors.js";
 import { ENV_NAME } from "../policy/env.js";
+import { userConfigPath } from "../policy/config-paths.js";
+import { exists } from "../policy/paths.js";
+import { providerKeyProblem, providerKeys } from "../model/provider-keys.js";
 import type { Mode } from "../policy/grants.js";
 import { decide, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
@@ -82,9 +85,10 @@ async function secretsOf(specs: readonly string[], ctx: ExecContext): Promise<Ex
  * every `vak exec --profile git` (its preset passes variables) tens of ms.
  */
 async function configuredProviders(): Promise<{ providers: Readonly<Record<string, { api_key_env?: string | undefined }>> }> {
-  const { userConfigPath } = await import("../policy/config-paths.js");
-  const { parseToml, readConfigText } = await import("../policy/profiles-file.js");
   const path = userConfigPath(process.env);
+  // No config (what a preset passing variables usually meets): no TOML parser to load.
+  if (!exists(path)) return { providers: {} };
+  const { parseToml, readConfigText } = await import("../policy/profiles-file.js");
   const text = readConfigText(path);
   const providers = text === undefined ? undefined : parseToml(text, path).providers;
   if (providers === undefined) return { providers: {} };
@@ -124,10 +128,9 @@ function egressConfigured(): boolean {
  * --allow-env does not pass a model provider's key (by its variable, or by a
  * variable that holds its value): a key goes to a command only as a declared
  * secret, which is recorded by reference and redacted (--secret NAME=env:NAME).
- * Loaded only when --allow-env is given (the user's config needs zod).
+ * The user's config is read for its providers only when there is one.
  */
 export async function refuseProviderKeys(names: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<void> {
-  const { providerKeyProblem, providerKeys } = await import("../model/provider-keys.js");
   const keys = providerKeys(await configuredProviders(), env);
   for (const name of names) {
     const problem = providerKeyProblem(name, env[name], keys);

@@ -42,6 +42,11 @@ function assignedKey(line: string): string | undefined {
 
 /** Lines (1-based) of every table and key, by their full dotted path. */
 export function tomlWhere(text: string): Where {
+  return whereIn(tomlLines(text));
+}
+
+/** The lines tomlWhere finds, keyed by the path's parts joined with NUL (the build keeps the presets' as JSON). */
+export function tomlLines(text: string): Map<string, number> {
   const lines = new Map<string, number>();
   let table: string[] = [];
   let inString: string | undefined;
@@ -72,6 +77,11 @@ export function tomlWhere(text: string): Where {
     }
     for (const q of ['"""', "'''"]) if (line.split(q).length % 2 === 0) inString = q;
   }
+  return lines;
+}
+
+/** A Where over lines found by tomlLines: a path's line, or its nearest enclosing table's. */
+export function whereIn(lines: ReadonlyMap<string, number>): Where {
   return (path) => {
     // The key itself, else the nearest enclosing table or key that was found.
     for (let n = path.length; n > 0; n--) {

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -27,6 +27,7 @@ describe("vak exec's start-up", () => {
       sqlite: Object.keys(require.cache).some((k) => k.includes("better-sqlite3")),
       childProcess: process.moduleLoadList.includes("NativeModule child_process"),
       net: process.moduleLoadList.includes("NativeModule net"),
+      configs: Object.keys(require.cache).some((k) => /[\\/]configs-[^\\/]*\\.cjs$/.test(k)),
     }); process.stderr.write("\\nloaded " + loaded + "\\n"); });\n`);
   });
   afterAll(() => {
@@ -38,7 +39,22 @@ describe("vak exec's start-up", () => {
     const r = spawnSync(process.execPath, ["--require", hook, VAK_BIN, "exec", "--", "/bin/true"], { cwd: s.ws, env: baseEnv(), encoding: "utf8" });
     expect(r.status).toBe(0);
     const line = /loaded (\{.*\})/.exec(r.stderr)?.[1];
-    expect(JSON.parse(line ?? "null")).toEqual({ zod: false, sqlite: false, childProcess: false, net: false });
+    expect(JSON.parse(line ?? "null")).toEqual({ zod: false, sqlite: false, childProcess: false, net: false, configs: false });
+  });
+
+  it("with the typical presets (git, node) loads no TOML parser either: the build compiled them (src/policy/presets-built.ts)", () => {
+    const r = spawnSync(process.execPath, ["--require", hook, VAK_BIN, "exec", "--profile", "git", "--profile", "node", "--", "/bin/true"], { cwd: s.ws, env: baseEnv(), encoding: "utf8" });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(/loaded (\{.*\})/.exec(r.stderr)?.[1] ?? "null")).toMatchObject({ zod: false, childProcess: false, configs: false });
+  });
+
+  it("the probe sees the TOML parser when there is a config of the user's to read", () => {
+    const xdg = join(dir, "xdg");
+    mkdirSync(join(xdg, "vak"), { recursive: true });
+    writeFileSync(join(xdg, "vak", "config.toml"), "[exec]\ntimeout = 600\n");
+    const r = spawnSync(process.execPath, ["--require", hook, VAK_BIN, "exec", "--profile", "git", "--", "/bin/true"], { cwd: s.ws, env: baseEnv({ XDG_CONFIG_HOME: xdg }), encoding: "utf8" });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(/loaded (\{.*\})/.exec(r.stderr)?.[1] ?? "null")).toMatchObject({ configs: true });
   });
 
   it("the probe sees both when a command does load them (vak check reads a spec with zod; the journal is SQLite)", () => {
