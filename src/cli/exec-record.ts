@@ -32,7 +32,8 @@ const INGEST_AT = 16;
  */
 interface RunLog {
   append(kind: EventKind, actor: Actor, generation: number, payload: Payload): void;
-  sync(): Promise<void>;
+  /** `now`: nothing more is appended this turn; the spool syncs at once instead of at the end of the turn. */
+  sync(now?: boolean): Promise<void>;
   /** Everything durable, the record closed. */
   close(): Promise<void>;
 }
@@ -42,8 +43,8 @@ class SpoolLog implements RunLog {
   append(kind: EventKind, actor: Actor, generation: number, payload: Payload): void {
     this.spool.append(kind, actor, generation, payload, false);
   }
-  sync(): Promise<void> {
-    return this.spool.sync();
+  sync(now = false): Promise<void> {
+    return this.spool.sync(now);
   }
   async close(): Promise<void> {
     await this.spool.sync();
@@ -145,7 +146,7 @@ export class ExecRecord {
       sandbox: plan.sandbox, command: plan.command, cwd: plan.cwd,
       mounts: plan.mounts.map((m) => `${m.kind} ${m.path}`), protect: plan.protect.length, env: Object.keys(plan.env).sort(),
     });
-    const durable = log.sync();
+    const durable = log.sync(true);
     durable.catch(() => undefined);
     return { record: new ExecRecord(log, actor), durable };
   }

@@ -372,8 +372,8 @@ async function runWithGate(
     await netx?.tls?.warm();
     sb = launch(plan, ctx.stdio, gate?.link, how);
   } else {
-    // One turn of the loop first: the journal's commit is handed to its thread before the fork blocks this one.
-    await new Promise((r) => setImmediate(r));
+    // The start's fdatasync (or the journal's commit) is on its thread already (ExecRecord.open), and the launcher
+    // starts by posix_spawn, which blocks this thread for its exec only.
     sb = held = launchHeld(plan, ctx.stdio, gate?.link, how);
   }
   record.onFailure = () => sb.kill("SIGKILL");

@@ -117,9 +117,23 @@ export class Spool {
    * Makes every line written so far durable. Callers in one turn of the event
    * loop share one fdatasync: concurrent requests wait for one sync, not one each.
    * It runs off the main thread, so the event loop (the egress gate) goes on meanwhile.
+   * `now`: the caller has written all it will this turn (a run's start), so the
+   * fdatasync goes to the thread pool at once when none is in flight.
    */
-  sync(): Promise<void> {
+  sync(now = false): Promise<void> {
     if (this.queued) return this.queued;
+    if (now && !this.running && !this.closed && this.unsynced) {
+      this.unsynced = false;
+      const p = new Promise<void>((resolve, reject) =>
+        fdatasync(this.fd, (e) => {
+          if (this.running === p) this.running = undefined;
+          if (e) reject(this.writeError(e));
+          else resolve();
+        }),
+      );
+      this.running = p;
+      return p;
+    }
     const after = this.running ?? Promise.resolve();
     const p: Promise<void> = after.catch(() => undefined).then(
       () =>
