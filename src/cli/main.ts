@@ -1,17 +1,19 @@
 import { Argument, Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { isVakError, VakError } from "../policy/errors.js";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, writeFileSync } from "node:fs";
 import { decide } from "../policy/plan.js";
 import { resolveGrants } from "./exec-grants.js";
 import { hostFacts } from "../sandbox/host.js";
-import { execCommand, type ExecOptions } from "./exec.js";
+import { execCommand, type ExecContext, type ExecOptions } from "./exec.js";
+import { nativeSpawner } from "../sandbox/native-spawn.js";
+import { Redactor } from "../secrets/redact.js";
 import { EXIT_REFUSED } from "./exit.js";
 import { parseDuration, parseSeconds, parseSize, UnitError } from "../policy/units.js";
 import { likelyCommand, routeArgv } from "./argv.js";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { packageRoot } from "../policy/install.js";
-import { exitWhenFlushed, fmt, own, processOutput } from "./output.js";
+import { exitWhenFlushed, fmt, Output, own, processOutput } from "./output.js";
 
 export { exitWhenFlushed };
 
@@ -346,7 +348,9 @@ export function program(onlyExec = false, escaped: { message?: string[] | undefi
 /**
  * For the build's code cache only (scripts/code-cache.cjs): plans a sandbox for
  * a scratch repository, so that the cache holds the code `vak exec`'s planning
- * runs (the held-path walk, the git config reader). Nothing is launched.
+ * runs (the held-path walk, the git config reader), and runs /bin/true in one
+ * the way `vak exec --profile git --profile node` does (recorded in a scratch
+ * state directory), so that it holds what launching and recording run too.
  */
 export async function warmUp(dir: string): Promise<void> {
   decide({ mode: "workspace-write", sandbox: "namespaces", workspace: dir, grants: { read: [], write: [], denyRead: [], denyWrite: [], env: [] }, limits: {}, command: ["/bin/true"] }, hostFacts());
@@ -355,6 +359,22 @@ export async function warmUp(dir: string): Promise<void> {
   mkdirSync(config, { recursive: true });
   writeFileSync(join(config, "config.toml"), `[exec]\nprofiles = ["git"]\ntimeout = 600\ndeny_read = ["~/.ssh"]\n\n[profiles.warm]\nextends = ["npm"]\nallow_env = ["LANG", "LC_*"]\nset_env = { WARM = "1" }\n`);
   await resolveGrants({ workspace: dir, profile: ["warm", "python"], allowRead: [dir] }, { execDefaults: true, env: { ...process.env, XDG_CONFIG_HOME: join(dir, "xdg-config") }, home: dir });
+  // And one whole run of the typical command line, so that the cache also holds what recording, launching and
+  // reading the report run (lazily compiled, they were ~8 ms of a short command): its record goes to a scratch
+  // state directory, its output nowhere. Where no sandbox can start here, what ran up to that point is cached.
+  const state = process.env.XDG_STATE_HOME;
+  process.env.XDG_STATE_HOME = join(dir, "xdg-state");
+  const nul = openSync("/dev/null", "r+");
+  try {
+    const env = { ...process.env, XDG_CONFIG_HOME: join(dir, "no-config") };
+    const quiet = new Output({ write: () => true }, new Redactor());
+    const ctx: ExecContext = { cwd: dir, env, stdio: [nul, nul, nul], errFd: nul, err: quiet, onStop: () => () => undefined, spawner: nativeSpawner() };
+    await execCommand(["/bin/true"], { profile: ["git", "node"], sandbox: "namespaces" }, ctx).catch(() => undefined);
+  } finally {
+    closeSync(nul);
+    if (state === undefined) delete process.env.XDG_STATE_HOME;
+    else process.env.XDG_STATE_HOME = state;
+  }
 }
 
 /**
