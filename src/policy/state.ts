@@ -1,4 +1,4 @@
-import { mkdirSync, realpathSync } from "node:fs";
+import { lstatSync, mkdirSync, realpathSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 
@@ -34,14 +34,26 @@ export function resolveExisting(path: string): string {
   const rest: string[] = [];
   let cur = path;
   for (;;) {
-    try {
-      return join(realpathSync(cur), ...rest.reverse());
-    } catch {
-      const up = dirname(cur);
-      if (up === cur) return path;
-      rest.push(basename(cur));
-      cur = up;
-    }
+    // A missing prefix is passed over without an exception (one costs more than the lstat): Vak's state
+    // directories are mostly absent, and this runs for each on every `vak exec`.
+    if (present(cur))
+      try {
+        return join(realpathSync.native(cur), ...rest.reverse());
+      } catch {
+        // a dangling link, or a directory that cannot be searched: go up, as for a missing one
+      }
+    const up = dirname(cur);
+    if (up === cur) return path;
+    rest.push(basename(cur));
+    cur = up;
+  }
+}
+
+function present(path: string): boolean {
+  try {
+    return lstatSync(path, { throwIfNoEntry: false }) !== undefined;
+  } catch {
+    return false;
   }
 }
 
