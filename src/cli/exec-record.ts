@@ -47,7 +47,8 @@ class SpoolLog implements RunLog {
     return this.spool.sync(now);
   }
   async close(): Promise<void> {
-    await this.spool.sync();
+    // The last lines are written: their sync goes to the thread pool at once.
+    await this.spool.sync(true);
     this.spool.close();
     if (pendingSpools().length >= INGEST_AT) {
       // Take the spool into the hash chain in the background; nothing waits for it.
