@@ -105,7 +105,6 @@ async function configuredProviders(): Promise<{ providers: Readonly<Record<strin
  * error other than its absence, goes through loadUserConfig as before (checked whole, errors and all).
  */
 async function userEgress(): Promise<{ ca_files: string[]; upstream_proxy?: string | undefined }> {
-  const { userConfigPath } = await import("../policy/config-paths.js");
   try {
     statSync(userConfigPath());
   } catch (e) {
