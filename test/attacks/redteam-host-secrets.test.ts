@@ -1,11 +1,11 @@
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { closeSync, constants, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync, writeSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { closeSync, constants, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync, writeSync } from "node:fs";
 import type { IncomingMessage } from "node:http";
-import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ROOT, VAK_BIN } from "../support/paths.js";
+import { VAK_BIN } from "../support/paths.js";
 import { httpsUpstream, testCa } from "../support/tls.js";
+import { CLIENT, client, type Client, type Host, type Ran, residentHosts, sleep, until } from "../support/resident.js";
 import { baseEnv } from "../support/vak.js";
 
 /**
@@ -16,73 +16,10 @@ import { baseEnv } from "../support/vak.js";
  * host, or exit 125: nothing quietly runs in-process instead).
  */
 
-const CLIENT = join(ROOT, "build/Release/vak-client");
-const base = mkdtempSync(join(tmpdir(), "vak-redhost-"));
-const hosts: Host[] = [];
-
-interface Host {
-  child: ChildProcess;
-  rt: string;
-  pid: number;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what: string, ok: () => boolean, ms = 15000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!ok()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
+const resident = residentHosts("vak-redhost-");
+const { base, workspace } = resident;
+const startHost = (env: Record<string, string> = {}, cwd?: string) => resident.start({ env, cwd });
 let n = 0;
-async function startHost(env: Record<string, string> = {}, cwd?: string): Promise<Host> {
-  const rt = join(base, `rt${++n}`);
-  mkdirSync(rt, { mode: 0o700 });
-  const child = spawn(process.execPath, [VAK_BIN, "host", "--idle-seconds", "120"], { env: baseEnv({ XDG_RUNTIME_DIR: rt, ...env }), stdio: "ignore", cwd });
-  const pidFile = join(rt, "vak", "host.pid");
-  await until("the host's pid file", () => existsSync(pidFile));
-  const pid = Number(readFileSync(pidFile, "utf8"));
-  if (!Number.isInteger(pid) || pid <= 1) throw new Error(`${pidFile} holds no pid`);
-  const h = { child, rt, pid };
-  hosts.push(h);
-  return h;
-}
-
-function workspace(): string {
-  const d = join(base, `ws${++n}`);
-  mkdirSync(d);
-  return d;
-}
-
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  ms: number;
-}
-
-interface Client {
-  child: ChildProcess;
-  /** What it printed so far. */
-  out(): string;
-  done: Promise<Ran>;
-}
-
-/** A vak-client of host h; stdin is left open when keepStdin (the test writes it), else given input and ended. */
-function client(h: Host, args: string[], opts: { cwd: string; env?: Record<string, string>; input?: string; keepStdin?: boolean }): Client {
-  const t0 = Date.now();
-  const child = spawn(CLIENT, args, { cwd: opts.cwd, env: { ...baseEnv({ XDG_RUNTIME_DIR: h.rt, VAK_RESIDENT: "only" }), ...opts.env }, stdio: ["pipe", "pipe", "pipe"] });
-  let stdout = "";
-  let stderr = "";
-  child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
-  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-  child.stdin!.on("error", () => undefined);
-  if (!opts.keepStdin) child.stdin!.end(opts.input ?? "");
-  const done = new Promise<Ran>((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr, ms: Date.now() - t0 })));
-  return { child, out: () => stdout, done };
-}
 
 /** Resolves to the run, or to undefined if it has not ended within ms. */
 const within = (c: Client, ms: number): Promise<Ran | undefined> => Promise.race([c.done, sleep(ms).then(() => undefined)]);
@@ -112,16 +49,7 @@ function exportedText(id: string): string {
 /** The first certificate of a PEM text (the run's own CA is the first of its bundle: src/net/tls-run.ts). */
 const firstCert = (text: string): string => /-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/.exec(text)?.[0] ?? "";
 
-afterAll(() => {
-  for (const h of hosts) {
-    try {
-      process.kill(h.pid, "SIGKILL");
-    } catch {
-      // gone
-    }
-  }
-  rmSync(base, { recursive: true, force: true });
-});
+afterAll(() => resident.stopAll());
 
 describe("red team: gate-held secrets and TLS termination in the resident host, across its clients", () => {
   it("three runs at once on one host: a run given the same reference gets its own value, a run holding another's placeholder gets it sent as is, and no CA or upstream connection is shared", async () => {

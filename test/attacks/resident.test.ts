@@ -1,12 +1,12 @@
-import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { execFileSync, spawnSync, type ChildProcess } from "node:child_process";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmdirSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ROOT, VAK_BIN } from "../support/paths.js";
 import { httpsUpstream, testCa } from "../support/tls.js";
+import { CLIENT, client, hostPid, residentHosts, sleep, until } from "../support/resident.js";
 import { baseEnv, TEST_STATE } from "../support/vak.js";
 
 /**
@@ -16,72 +16,11 @@ import { baseEnv, TEST_STATE } from "../support/vak.js";
  * quietly runs in-process instead: the host serves it or it exits 125.
  */
 
-const CLIENT = join(ROOT, "build/Release/vak-client");
-const base = mkdtempSync(join(tmpdir(), "vak-resident-"));
+const resident = residentHosts("vak-resident-");
+const { base, hosts, workspace } = resident;
+const startHost = (idle = 120, env: Record<string, string> = {}) => resident.start({ idle, env });
 let liar = "";
-const hosts: Host[] = [];
-
-interface Host {
-  child: ChildProcess;
-  rt: string;
-  sock: string;
-  pid: number;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what: string, ok: () => boolean, ms = 15000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!ok()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
-/** The pid a host wrote, never 0 or less (process.kill(0) would hit this test's own process group). */
-function hostPid(pidFile: string): number {
-  const pid = Number(readFileSync(pidFile, "utf8"));
-  if (!Number.isInteger(pid) || pid <= 1) throw new Error(`${pidFile} holds no pid`);
-  return pid;
-}
-
 let n = 0;
-async function startHost(idle = 120, env: Record<string, string> = {}): Promise<Host> {
-  const rt = join(base, `rt${++n}`);
-  mkdirSync(rt, { mode: 0o700 });
-  const child = spawn(process.execPath, [VAK_BIN, "host", "--idle-seconds", String(idle)], { env: baseEnv({ XDG_RUNTIME_DIR: rt, ...env }), stdio: "ignore" });
-  const pidFile = join(rt, "vak", "host.pid");
-  await until("the host's pid file", () => existsSync(pidFile));
-  const h = { child, rt, sock: join(rt, "vak", "host.sock"), pid: hostPid(pidFile) };
-  hosts.push(h);
-  return h;
-}
-
-function workspace(): string {
-  const d = join(base, `ws${++n}`);
-  mkdirSync(d);
-  return d;
-}
-
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function client(h: Host, args: string[], opts: { cwd: string; env?: Record<string, string>; input?: string; wrapper?: string[] }): { child: ChildProcess; done: Promise<Ran> } {
-  const argv = [...(opts.wrapper ?? []), CLIENT, ...args];
-  const child = spawn(argv[0]!, argv.slice(1), { cwd: opts.cwd, env: { ...baseEnv({ XDG_RUNTIME_DIR: h.rt, VAK_RESIDENT: "only" }), ...opts.env }, stdio: ["pipe", "pipe", "pipe"] });
-  let stdout = "";
-  let stderr = "";
-  child.stdout!.on("data", (d: Buffer) => (stdout += d.toString()));
-  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-  // A client refused at once may be gone before its stdin is written: that EPIPE is not the test's finding.
-  child.stdin!.on("error", () => undefined);
-  child.stdin!.end(opts.input ?? "");
-  const done = new Promise<Ran>((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr })));
-  return { child, done };
-}
 
 /**
  * Processes anywhere on the machine whose command line holds marker (a number
@@ -136,16 +75,7 @@ beforeAll(() => {
   execFileSync("cc", ["-O2", "-Wall", "-o", liar, join(ROOT, "test/support/resident-liar.c")]);
 });
 
-afterAll(() => {
-  for (const h of hosts) {
-    try {
-      process.kill(h.pid, "SIGKILL");
-    } catch {
-      // gone
-    }
-  }
-  rmSync(base, { recursive: true, force: true });
-});
+afterAll(() => resident.stopAll());
 
 describe("the resident host serves its own user's vak exec", () => {
   it("runs the command sandboxed with the client's cwd, stdio and exit status, on the record", async () => {
@@ -295,8 +225,7 @@ describe("the resident host serves its own user's vak exec", () => {
   });
 
   it("starts on demand from bin/vak (this command in-process), serves the next, and exits when idle", async () => {
-    const rt = join(base, `rt${++n}`);
-    mkdirSync(rt, { mode: 0o700 });
+    const rt = resident.runtimeDir();
     const ws = workspace();
     const env = baseEnv({ XDG_RUNTIME_DIR: rt, VAK_HOST_IDLE_SECONDS: "3" });
     const first = spawnSync(join(ROOT, "bin/vak"), ["exec", "--", "/bin/sh", "-c", "echo first"], { cwd: ws, env, encoding: "utf8", input: "" });
@@ -608,10 +537,9 @@ describe("attacks on the resident host", () => {
   it("fail closed: a journal that cannot take a run's start (its disk full) runs nothing, says so, and the host stops serving", () => {
     // A state directory on a 2 MiB tmpfs of a mount namespace of its own; the host and its clients share it.
     const state = join(base, `full${++n}`);
-    const rt = join(base, `rt${++n}`);
+    const rt = resident.runtimeDir();
     const ws = workspace();
     mkdirSync(state);
-    mkdirSync(rt, { mode: 0o700 });
     const script = [
       `mount -t tmpfs -o size=2m tmpfs ${state}`,
       `${process.execPath} ${VAK_BIN} host --idle-seconds 60 & hp=$!`,
