@@ -122,18 +122,7 @@ export class Spool {
    */
   sync(now = false): Promise<void> {
     if (this.queued) return this.queued;
-    if (now && !this.running && !this.closed && this.unsynced) {
-      this.unsynced = false;
-      const p = new Promise<void>((resolve, reject) =>
-        fdatasync(this.fd, (e) => {
-          if (this.running === p) this.running = undefined;
-          if (e) reject(this.writeError(e));
-          else resolve();
-        }),
-      );
-      this.running = p;
-      return p;
-    }
+    if (now && !this.running && !this.closed && this.unsynced) return this.datasync();
     const after = this.running ?? Promise.resolve();
     const p: Promise<void> = after.catch(() => undefined).then(
       () =>
@@ -142,17 +131,25 @@ export class Spool {
             this.queued = undefined; // lines written from here need the next sync
             // A closed spool was synced as it closed.
             if (this.closed || !this.unsynced) return resolve();
-            this.unsynced = false;
-            this.running = p;
-            fdatasync(this.fd, (e) => {
-              if (this.running === p) this.running = undefined;
-              if (e) reject(this.writeError(e));
-              else resolve();
-            });
+            this.datasync().then(resolve, reject);
           }),
         ),
     );
     this.queued = p;
+    return p;
+  }
+
+  /** One fdatasync on libuv's thread pool of what is written so far; `running` until it settles. */
+  private datasync(): Promise<void> {
+    this.unsynced = false;
+    const p: Promise<void> = new Promise<void>((resolve, reject) =>
+      fdatasync(this.fd, (e) => {
+        if (this.running === p) this.running = undefined;
+        if (e) reject(this.writeError(e));
+        else resolve();
+      }),
+    );
+    this.running = p;
     return p;
   }
 
