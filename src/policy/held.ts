@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { type Dirent, lstatSync, readdirSync, realpathSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { holdChain, type HeldPath, linkChain } from "./chain.js";
@@ -7,6 +8,7 @@ import { heldByHooks, heldByRunners, namesWhatRuns, protectedRoot } from "./hook
 import { dedupe } from "./install-held.js";
 import { isWithin } from "./paths.js";
 import { HOME_PROTECTED, PROTECTED_PATHS, protectedMatch } from "./protected.js";
+import type { DirShare, Unlisted, WalkCache } from "./walk-cache.js";
 
 /**
  * Paths held read-only because of what is on disk, not because of their name:
@@ -72,57 +74,93 @@ class Budget {
   }
 }
 
-function walk(root: string, found: Found, budget: Budget, skip: readonly string[]): void {
+/**
+ * Bumped when what a directory's share holds, or how it is worked out, changes
+ * in a way readShare's own text does not show (a helper it calls): a share
+ * saved by another build is then not used (heldShareVersion).
+ */
+const SHARE_FORMAT = 1;
+
+/** What a saved share depends on besides the directory: the code that worked it out and the protected patterns. */
+export function heldShareVersion(): string {
+  const patterns = PROTECTED_PATHS.map((p) => `${p.kind} ${p.pattern}`).join("\n");
+  return createHash("sha256").update(`${SHARE_FORMAT}\n${readShare.toString()}\n${protectedMatch.toString()}\n${patterns}`).digest("hex");
+}
+
+/** What dir's listing adds to the walk (walk-cache.ts keeps it while the directory is unchanged). */
+function readShare(dir: string, inProtected: string | undefined, rootDepth: number): DirShare | Unlisted {
+  let entries: Dirent[];
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    return code === "ENOENT" || code === "ENOTDIR" ? "absent" : "unreadable";
+  }
+  const share = { entries: entries.length, subdirs: [] as [string, string | null][], links: [] as [string, string][], files: [] as [string, string][], git: [] as string[], bare: false };
+  const inDotGit = dir.endsWith("/.git");
+  let head = false;
+  let objects = false;
+  let refs = false;
+  for (const e of entries) {
+    const name = e.name;
+    if (name === "HEAD") head = true;
+    else if (name === "objects") objects = true;
+    else if (name === "refs") refs = true;
+    // Only an entry with the last name of some pattern can complete a match; below a protected tree, all do.
+    let pattern = inProtected;
+    if (!pattern && LAST.has(name.toLowerCase())) pattern = protectedMatch(`${dir}/${name}`, { rootDepth })?.pattern;
+    if (name === ".git" && !inProtected) share.git.push(name);
+    if (e.isDirectory()) {
+      // Git's object store and logs hold nothing git runs; they are most of a large .git.
+      if (inDotGit && (name === "objects" || name === "logs" || name === "lfs")) continue;
+      const isTree = pattern !== undefined && (pattern === inProtected || PROTECTED_PATHS.find((p) => p.pattern === pattern)?.kind === "tree");
+      share.subdirs.push([name, isTree ? pattern! : null]);
+    } else if (pattern) {
+      if (e.isSymbolicLink()) share.links.push([name, pattern]);
+      else if (e.isFile()) share.files.push([name, pattern]);
+    }
+  }
+  share.bare = head && objects && refs && !inDotGit;
+  return share;
+}
+
+function walk(root: string, found: Found, budget: Budget, skip: readonly string[], cache: WalkCache | undefined): void {
   const rootDepth = root.split("/").filter(Boolean).length;
+  cache?.beginRoot(root);
   const stack: { dir: string; inProtected: string | undefined }[] = [{ dir: root, inProtected: undefined }];
   while (stack.length > 0) {
     const { dir, inProtected } = stack.pop()!;
-    let entries: Dirent[];
-    try {
-      entries = readdirSync(dir, { withFileTypes: true });
-    } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
-      if (code !== "ENOENT" && code !== "ENOTDIR") found.unreadable.push(dir);
+    const read = () => readShare(dir, inProtected, rootDepth);
+    const share = cache ? cache.share(dir, `${rootDepth}:${inProtected ?? ""}`, read) : read();
+    if (share === "absent") continue;
+    if (share === "unreadable") {
+      found.unreadable.push(dir);
       continue;
     }
-    budget.spend(entries.length, dir);
-    const inDotGit = dir.endsWith("/.git");
-    let head = false;
-    for (const e of entries) {
-      const name = e.name;
-      if (name === "HEAD") head = true;
-      // Only an entry with the last name of some pattern can complete a match; below a protected tree, all do.
-      let pattern = inProtected;
-      if (!pattern && LAST.has(name.toLowerCase())) pattern = protectedMatch(`${dir}/${name}`, { rootDepth })?.pattern;
-      if (e.isDirectory()) {
-        // Git's object store and logs hold nothing git runs; they are most of a large .git.
-        if (inDotGit && (name === "objects" || name === "logs" || name === "lfs")) continue;
-        const path = `${dir}/${name}`;
-        if (name === ".git" && !inProtected) found.git.push({ entry: path, bare: false });
-        if (skip.some((x) => isWithin(path, x))) continue;
-        const isTree = pattern !== undefined && (pattern === inProtected || PROTECTED_PATHS.find((p) => p.pattern === pattern)?.kind === "tree");
-        stack.push({ dir: path, inProtected: isTree ? pattern : undefined });
-        continue;
-      }
-      if (name === ".git" && !inProtected) found.git.push({ entry: `${dir}/${name}`, bare: false });
-      if (!pattern) continue;
+    budget.spend(share.entries, dir);
+    for (const name of share.git) found.git.push({ entry: `${dir}/${name}`, bare: false });
+    for (const [name, pattern] of share.links) found.links.push({ path: `${dir}/${name}`, pattern });
+    // A protected file's link count is looked at on every walk: a hard link made elsewhere changes no directory here.
+    for (const [name, pattern] of share.files) {
       const path = `${dir}/${name}`;
-      if (e.isSymbolicLink()) found.links.push({ path, pattern });
-      else if (e.isFile()) {
-        try {
-          const st = lstatSync(path);
-          if (st.nlink > 1) found.multiLinked.push({ path, dev: st.dev, ino: st.ino, nlink: st.nlink });
-        } catch {
-          // gone since the listing
-        }
-        if (namesWhatRuns(pattern)) {
-          if (found.runners.length >= MAX_RUNNERS)
-            throw new VakError("unsupported", `the writable paths hold more than ${MAX_RUNNERS} protected files whose commands the host runs (stopped at ${path}); Vak reads each for the scripts it names before a sandbox may write. Grant narrower writable paths`);
-          found.runners.push({ path, root: protectedRoot(path, pattern) });
-        }
+      try {
+        const st = lstatSync(path);
+        if (st.nlink > 1) found.multiLinked.push({ path, dev: st.dev, ino: st.ino, nlink: st.nlink });
+      } catch {
+        // gone since the listing
+      }
+      if (namesWhatRuns(pattern)) {
+        if (found.runners.length >= MAX_RUNNERS)
+          throw new VakError("unsupported", `the writable paths hold more than ${MAX_RUNNERS} protected files whose commands the host runs (stopped at ${path}); Vak reads each for the scripts it names before a sandbox may write. Grant narrower writable paths`);
+        found.runners.push({ path, root: protectedRoot(path, pattern) });
       }
     }
-    if (head && !inDotGit && entries.some((e) => e.name === "objects") && entries.some((e) => e.name === "refs")) found.git.push({ entry: dir, bare: true });
+    if (share.bare) found.git.push({ entry: dir, bare: true });
+    for (const [name, tree] of share.subdirs) {
+      const path = `${dir}/${name}`;
+      if (skip.some((x) => isWithin(path, x))) continue;
+      stack.push({ dir: path, inProtected: tree ?? undefined });
+    }
   }
 }
 
@@ -210,6 +248,8 @@ export interface HeldFacts {
   env: NodeJS.ProcessEnv;
   /** Vak's own state: never walked (it is masked anyway). */
   stateDirs: readonly string[];
+  /** Directories listed by earlier walks, reused while unchanged (walk-cache.ts). */
+  walkCache?: WalkCache | undefined;
 }
 
 /**
@@ -223,7 +263,7 @@ export function scanHeld(workspace: string, writable: readonly string[], host: H
   const budget = new Budget();
   const found: Found = { links: [], multiLinked: [], git: [], unreadable: [], runners: [], entries: 0 };
   const roots = outermost([workspace, ...writable]);
-  for (const r of roots) walk(r, found, budget, host.stateDirs);
+  for (const r of roots) walk(r, found, budget, host.stateDirs, host.walkCache);
   const held: HeldPath[] = [];
   for (const l of found.links) held.push(...holdChain(l.path, `where the protected name ${l.path} (${l.pattern}) leads`));
   for (const u of found.unreadable) held.push({ path: u, why: "a directory Vak could not read to check it for protected links" });

@@ -10,6 +10,7 @@ import { refuseCommittedDenied } from "./deny-read-git.js";
 import { scanHeld } from "./held.js";
 import { dedupe, type InstallFacts, installHeld, OWN_INSTALL } from "./install-held.js";
 import { PROTECTED_PATHS, protectedMatch } from "./protected.js";
+import type { WalkCache } from "./walk-cache.js";
 import { proxyEnv, RELAY_PORT } from "./proxy-env.js";
 import type { NetGrants } from "./net-grants.js";
 import {
@@ -55,6 +56,8 @@ export interface HostFacts {
   preloadDir?: string | undefined;
   /** Vak's own installation: held read-only wherever a writable grant could reach it. */
   install?: InstallFacts | undefined;
+  /** The held-path walk's directories from earlier walks, reused while unchanged (walk-cache.ts). */
+  walkCache?: WalkCache | undefined;
 }
 
 export interface PlanInput {

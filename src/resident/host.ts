@@ -12,6 +12,7 @@ import type { Journal } from "../journal/journal.js";
 import { openJournal } from "../journal/open.js";
 import { isVakError, VakError } from "../policy/errors.js";
 import { vakDirs } from "../policy/state.js";
+import { WalkCache } from "../policy/walk-cache.js";
 import { visible } from "../text/visible.js";
 import { loadResident, socketFd } from "./native.js";
 import type { Spawner } from "../sandbox/launcher.js";
@@ -106,6 +107,9 @@ export function startHost(idleMs: number, onExit: () => void): ResidentHost {
     },
     (e: unknown) => (e instanceof Error ? e : new Error(String(e))),
   );
+  // The held-path walk's directories, for every run this host serves (all of one uid): a tree walked before costs
+  // an lstat per directory.
+  const walk = { cache: new WalkCache(), save() {} };
   let down = false;
 
   const shutdown = () => {
@@ -167,7 +171,7 @@ export function startHost(idleMs: number, onExit: () => void): ResidentHost {
         finish(socket, reply.refused(`${d.message} (${d.code})`));
         return;
       }
-      serve(socket, d.request, who.pid, journal, journalFailed, addon).finally(() => {
+      serve(socket, d.request, who.pid, journal, journalFailed, addon, walk).finally(() => {
         for (const x of d.request.fds) closeQuietly(x);
       });
     });
@@ -240,7 +244,7 @@ async function refusePeer(journal: HostJournal, path: string, who: { pid: number
 const me = servedBy();
 
 /** Checks what the kernel says against what the request says, then runs it as the in-process CLI would. */
-async function serve(socket: Socket, req: Request, peerPid: number, journal: HostJournal, journalFailed: () => void, spawner: Spawner): Promise<void> {
+async function serve(socket: Socket, req: Request, peerPid: number, journal: HostJournal, journalFailed: () => void, spawner: Spawner, walk: ExecContext["walk"]): Promise<void> {
   const cwdFd = req.fds[3];
   let where: string;
   try {
@@ -321,6 +325,7 @@ async function serve(socket: Socket, req: Request, peerPid: number, journal: Hos
     journal: j,
     // The launcher by posix_spawn: a fork of this process (its heap, its page tables) stops the loop for milliseconds.
     spawner,
+    walk,
     servedBy: { ...me },
     terminal: term.tty.some(Boolean)
       ? {
