@@ -22,7 +22,6 @@ import type { GrantFlags } from "./agent-options.js";
 import type { ExecNet, ExecSecret } from "./exec-net.js";
 import { createStatePaths, resolveGrants } from "./exec-grants.js";
 import { ExecRecord, type SecretUse } from "./exec-record.js";
-import { WalkCacheFile } from "./walk-cache-file.js";
 import type { WalkCache } from "../policy/walk-cache.js";
 import { EXIT_REFUSED, EXIT_TIMEOUT } from "./exit.js";
 import { droppedPathHint, outsidePathHints, type PresetEntry, programHints } from "./exec-hints.js";
@@ -170,10 +169,11 @@ export interface ExecContext {
   /** The resident host that serves the run, as the run's session.started names it (src/resident/orphans.ts). */
   servedBy?: Payload | undefined;
   /**
-   * The held-path walk's directories from earlier runs (src/policy/walk-cache.ts): a file between in-process
-   * runs, saved after the plan; the resident host's memory.
+   * The held-path walk's directories from the runs before (src/policy/walk-cache.ts): the resident host's, kept
+   * in its memory. In-process there is none: every directory is read (a file of them cost as much to read and
+   * check as the listings it saved, measured).
    */
-  walk?: { cache: WalkCache; save(): void } | undefined;
+  walkCache?: WalkCache | undefined;
 }
 
 type StdioSlot = "inherit" | number;
@@ -186,7 +186,6 @@ export function processContext(): ExecContext {
     stdio: ["inherit", "inherit", "inherit"],
     errFd: 2,
     spawner: nativeSpawner(),
-    walk: new WalkCacheFile(process.env),
     err: processOutput().err,
     onStop(stop) {
       for (const s of STOP_SIGNALS) process.on(s, stop);
@@ -253,7 +252,7 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
         scratch: scratch ?? (sandbox === "reduced" ? { tmp: "/nonexistent/tmp", home: "/nonexistent/home" } : undefined), net,
         files: r.files, setEnv: r.setEnv, runtime: netx?.runtime,
       },
-      { ...hostFacts(ctx.env), walkCache: ctx.walk?.cache },
+      { ...hostFacts(ctx.env), walkCache: ctx.walkCache },
     );
     if (dryRun) {
       const { planView, printPlan } = await import("./exec-plan.js");
@@ -262,8 +261,6 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
       else printPlan(view, processOutput().out);
       return 0;
     }
-    // Written while the run's start is made durable and the sandbox is built, not before.
-    if (ctx.walk) setImmediate(() => ctx.walk?.save());
     for (const n of r.notes) ctx.err.line(fmt`vak: ${n}`);
     const hints = await import("./exec-hints.js");
     let index: PresetEntry[] | undefined;

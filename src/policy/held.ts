@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { type Dirent, lstatSync, readdirSync, realpathSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { holdChain, type HeldPath, linkChain } from "./chain.js";
@@ -74,19 +73,6 @@ class Budget {
   }
 }
 
-/**
- * Bumped when what a directory's share holds, or how it is worked out, changes
- * in a way readShare's own text does not show (a helper it calls): a share
- * saved by another build is then not used (heldShareVersion).
- */
-const SHARE_FORMAT = 1;
-
-/** What a saved share depends on besides the directory: the code that worked it out and the protected patterns. */
-export function heldShareVersion(): string {
-  const patterns = PROTECTED_PATHS.map((p) => `${p.kind} ${p.pattern}`).join("\n");
-  return createHash("sha256").update(`${SHARE_FORMAT}\n${readShare.toString()}\n${protectedMatch.toString()}\n${patterns}`).digest("hex");
-}
-
 /** What dir's listing adds to the walk (walk-cache.ts keeps it while the directory is unchanged). */
 function readShare(dir: string, inProtected: string | undefined, rootDepth: number): DirShare | Unlisted {
   let entries: Dirent[];
@@ -126,7 +112,9 @@ function readShare(dir: string, inProtected: string | undefined, rootDepth: numb
 
 function walk(root: string, found: Found, budget: Budget, skip: readonly string[], cache: WalkCache | undefined): void {
   const rootDepth = root.split("/").filter(Boolean).length;
-  cache?.beginRoot(root);
+  // Only a skipped directory below this root, or one holding it, can skip anything in it (usually none does).
+  const skipHere = skip.filter((x) => isWithin(x, root) || isWithin(root, x));
+  cache?.beginRoot();
   const stack: { dir: string; inProtected: string | undefined }[] = [{ dir: root, inProtected: undefined }];
   while (stack.length > 0) {
     const { dir, inProtected } = stack.pop()!;
@@ -158,7 +146,7 @@ function walk(root: string, found: Found, budget: Budget, skip: readonly string[
     if (share.bare) found.git.push({ entry: dir, bare: true });
     for (const [name, tree] of share.subdirs) {
       const path = `${dir}/${name}`;
-      if (skip.some((x) => isWithin(path, x))) continue;
+      if (skipHere.length > 0 && skipHere.some((x) => isWithin(path, x))) continue;
       stack.push({ dir: path, inProtected: tree ?? undefined });
     }
   }

