@@ -36,23 +36,24 @@ export interface ChunkedCopy {
   idleMs: number;
   /** The data alone, unframed: for an HTTP/1.0 client, whose body ends with the connection. */
   unframed?: boolean;
+  /** Counts data bytes as they move: a body that fails part way is on the record with what it moved. */
+  moved(n: number): void;
 }
 
-/** Moves one chunked body from `from` (read through r) to `to`; returns the data bytes moved. */
-export async function copyChunked(r: SocketReader, from: Socket, to: Socket, c: ChunkedCopy): Promise<number> {
-  let moved = 0;
+/** Moves one chunked body from `from` (read through r) to `to`, counting its data bytes (c.moved) as they go. */
+export async function copyChunked(r: SocketReader, from: Socket, to: Socket, c: ChunkedCopy): Promise<void> {
   for (;;) {
     const size = chunkSize(await chunkLine(r));
     if (size === 0) {
       await dropTrailers(r);
       if (!c.unframed) await queued(to, LAST);
-      return moved;
+      return;
     }
     const line = c.unframed ? Buffer.alloc(0) : Buffer.from(`${size.toString(16)}\r\n`);
     const had = r.takeBuffered();
     const part = had.subarray(0, size);
     r.unread(had.subarray(part.length));
-    moved += part.length;
+    c.moved(part.length);
     let left = size - part.length;
     if (left >= KERNEL_CHUNK) {
       holdReads(from);
@@ -63,21 +64,21 @@ export async function copyChunked(r: SocketReader, from: Socket, to: Socket, c: 
       c.running(t);
       const end = await t.done;
       c.running(undefined);
-      moved += end.data ?? end.up;
+      c.moved(end.data ?? end.up);
       if (end.outcome.startsWith("malformed: ")) throw new HttpError(400, "bad-request", end.outcome.slice(11));
       if (end.outcome === "short") throw new HttpError(400, "incomplete", "the connection closed in the middle of a chunked body");
       if (end.outcome !== "completed") throw c.failed(end);
       from.setTimeout(c.idleMs);
       to.setTimeout(c.idleMs);
       resumeReads(from);
-      return moved; // the engine read the body to its end, trailers and all, and wrote its last chunk
+      return; // the engine read the body to its end, trailers and all, and wrote its last chunk
     }
     await queued(to, Buffer.concat([line, part]));
     while (left > 0) {
       const b = await r.read(left);
       if (!b) throw new HttpError(400, "incomplete", "the connection closed in the middle of a chunk");
       left -= b.length;
-      moved += b.length;
+      c.moved(b.length);
       await queued(to, b);
     }
     await chunkEnd(r);

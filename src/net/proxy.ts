@@ -20,6 +20,7 @@ import { NodeForwarder } from "./node-forward.js";
 import { TlsForwarder } from "./tls-forward.js";
 import { hostHeaderProblem } from "./proxy-head.js";
 import { UpstreamPool } from "./upstream-pool.js";
+import { resetSocket } from "./engine.js";
 import type { Connection, EgressFields, Origin, ProxyContext } from "./proxy-context.js";
 
 export type { Checked, Connection, EgressFields, Origin, ProxyContext } from "./proxy-context.js";
@@ -282,7 +283,9 @@ export class ProxyConnection implements Connection {
     } catch (e) {
       st.keep = false;
       st.outcome = outcomeOf(e);
-      if (st.status !== undefined || e instanceof ClosedError || e instanceof RecordError || e instanceof TransferError || (e instanceof LimitError && !e.status)) this.socket.destroy();
+      // An answer the client frames by the connection's end, cut: a reset, or the client takes the part for the whole.
+      if (st.untilClose) resetSocket(this.socket);
+      else if (st.status !== undefined || e instanceof ClosedError || e instanceof RecordError || e instanceof TransferError || (e instanceof LimitError && !e.status)) this.socket.destroy();
       else {
         st.status = e instanceof HttpError || e instanceof LimitError ? (e.status ?? 502) : 502;
         this.reply(st.status, `vak egress gate: ${st.outcome}\n`);

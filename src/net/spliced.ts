@@ -69,6 +69,8 @@ export interface PlainState {
   reused?: boolean;
   /** A searched answer: how many secrets' values it held, replaced. */
   reflected?: number;
+  /** The answer went to the client without a length (an HTTP/1.0 client): its end is the connection's. */
+  untilClose?: boolean;
 }
 
 /** Why a transfer that did not complete ended, as the error that ends the request. */
@@ -182,8 +184,8 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
         failed: (end) => transferError(end, ctx.limits, "request"),
         running: (t) => (chunkT = t),
         idleMs,
-      }).then((n) => {
-        st.bytesUp += n;
+        moved: (n) => (st.bytesUp += n),
+      }).then(() => {
         sent = t0;
         return t0;
       });
@@ -222,6 +224,7 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
     const { framing, listed, mode, keep, head: out } = clientHead(res, req.method, { ...req, reframe: Boolean(r) });
     st.keep = keep;
     st.status = res.status;
+    st.untilClose = mode === "close";
 
     if (r) {
       // An answer to a request carrying a secret: through the replacer, never the engine.
@@ -257,7 +260,7 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
     } else if (framing.kind === "chunked") {
       await written(socket, out);
       try {
-        st.bytesDown += await copyChunked(upReader, s, socket, {
+        await copyChunked(upReader, s, socket, {
           transfer: (from, dst, prefix, n, chunked) => {
             const t = ctx.transfer(from, dst, prefix, n, chunked);
             transfers.push(t);
@@ -268,6 +271,7 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
           idleMs,
           // An HTTP/1.0 client gets the data alone; the connection's end is the body's end.
           unframed: mode === "close",
+          moved: (n) => (st.bytesDown += n),
         });
       } catch (e) {
         if (e instanceof HttpError) throw new UpstreamError(`its response body: ${e.message}`);
