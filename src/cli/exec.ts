@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, mkdirSync, statSync } from "node:fs"
 import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { VakError } from "../policy/errors.js";
+import { describeSource, type Granted } from "../policy/compose.js";
 import { ENV_NAME } from "../policy/env.js";
 import { userConfigPath } from "../policy/config-paths.js";
 import { exists } from "../policy/paths.js";
@@ -138,6 +139,19 @@ export async function refuseProviderKeys(names: readonly string[], env: NodeJS.P
 }
 
 /**
+ * Nor does a set_env (a profile's, a trusted repository config's) whose value holds one: `${OPENAI_API_KEY}`
+ * there copies the key as surely as --allow-env would. A literal value under a key's name (a local server's
+ * dummy key) is the config's own and passes.
+ */
+async function refuseProviderKeysSet(set: ReadonlyMap<string, Granted>, env: NodeJS.ProcessEnv): Promise<void> {
+  const keys = providerKeys(await configuredProviders(), env);
+  for (const [name, g] of set) {
+    const problem = providerKeyProblem(name, g.value, { vars: [], values: keys.values });
+    if (problem) throw new VakError("bad-input", `set_env ${name} (${describeSource(g.source)}) is refused, since ${problem}; a key goes to a command only as a secret, on the record and redacted: --secret ${name}=env:VARIABLE`);
+  }
+}
+
+/**
  * Where one `vak exec` comes from: this process (its cwd, environment, stdio
  * and signals), or a client of the resident host (src/resident/), whose
  * descriptors the host received. The plan and the record are the same either way.
@@ -200,6 +214,7 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
   for (const name of r.grants.env)
     if (!ENV_NAME.test(name)) throw new VakError("bad-input", `--allow-env ${name}: not an environment variable name (letters, digits and _)`);
   if (r.grants.env.length) await refuseProviderKeys(r.grants.env, ctx.env);
+  if (r.composition.setEnv.size) await refuseProviderKeysSet(r.composition.setEnv, ctx.env);
   const sandbox: SandboxKind = mode === "full-access" ? "none" : (opts.sandbox as SandboxKind);
   let net: NetGrants | undefined;
   if (r.allowNet.length || r.denyNet.length) {
