@@ -295,7 +295,7 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
     // Refused before anything is recorded: root, no image, a stale one (the run would not start anyway).
     if (plan.sandbox === "container") containerPreflight();
     // --explain's collector loads only when asked for.
-    const explainer = opts.explain ? new (await import("./exec-explain.js")).Explain(plan) : undefined;
+    const explainer = opts.explain ? new (await import("./exec-explain.js")).Explain(plan, ctx.env.HOME || undefined) : undefined;
     return await runSandboxed(plan, opts, used, run, { r, presets, explain: explainer, envLines, env: ctx.env, redactor }, netx);
   } finally {
     if (scratch) rmSync(dirname(scratch.tmp), { recursive: true, force: true });
