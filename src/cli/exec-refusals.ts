@@ -102,7 +102,14 @@ export class Refusals {
     if (network) return plan.network.kind === "gate" ? own("") : fmt`; --allow-net ${d.path} would reach it through the egress gate`;
     const readOnly = /^(.*) is granted read-only$/.exec(d.reason)?.[1];
     if (readOnly !== undefined) {
-      if (plan.mode === "read-only" && readOnly === plan.workspace) return own("; use --mode workspace-write to allow writes");
+      if (plan.mode === "read-only" && readOnly === plan.workspace) {
+        // Where the mode came from: an untrusted repository config's read-only holds against every flag, so
+        // "use --mode workspace-write" would send the user in a circle.
+        const src = this.grants?.composition.modeSource;
+        if (src?.kind === "profile" && src.via === "untrusted") return fmt`; read-only by the ${describeSource(src)}, which no flag undoes`;
+        if (src?.kind === "profile") return fmt`; read-only by ${describeSource(src)}; --mode workspace-write overrides it`;
+        return own("; use --mode workspace-write to allow writes");
+      }
       const p = presetFor(dir, this.presetsNow().map((x) => ({ ...x, read: [] })));
       return fmt`; grant the directory with --allow-write ${dir}${p ? fmt`, or --profile ${p}` : own("")}`;
     }

@@ -92,6 +92,11 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     expect(r.stdout).toContain("ro");
     expect(r.code).toBe(124);
     expect(existsSync(join(s.ws, "new"))).toBe(false);
+    // The refusal names where read-only came from, not a flag that cannot undo it.
+    const w = await vak(["exec", "--mode", "workspace-write", "--", "sh", "-c", "touch new 2>/dev/null || echo ro"]);
+    expect(w.stdout).toContain("ro");
+    expect(w.stderr).toMatch(/refused .*new: .* is granted read-only; read-only by the untrusted repository config \(narrows only\) .*config\.toml:3, which no flag undoes/);
+    expect(w.stderr).not.toContain("use --mode workspace-write");
   });
 
   it("headless, vak trust never trusts implicitly, and vak exec never asks", async () => {
