@@ -2,7 +2,8 @@ import { mkdtempSync, readFileSync, rmSync, mkdirSync, statSync } from "node:fs"
 import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { VakError } from "../policy/errors.js";
-import { describeSource, type Granted } from "../policy/compose.js";
+import { type Composition, describeSource, type Granted } from "../policy/compose.js";
+import { keyError } from "../policy/profile.js";
 import { ENV_NAME } from "../policy/env.js";
 import { userConfigPath } from "../policy/config-paths.js";
 import { exists } from "../policy/paths.js";
@@ -151,6 +152,17 @@ async function refuseProviderKeysSet(set: ReadonlyMap<string, Granted>, env: Nod
   }
 }
 
+/** A network rule that does not parse, said where it was written: a profile's file, line and key rather than a flag the user never gave. */
+function netRuleError(message: string, c: Composition): VakError {
+  for (const [key, flag] of [["allow_net", "--allow-net"], ["deny_net", "--deny-net"]] as const)
+    for (const g of c.lists[key]) {
+      if (g.source.kind !== "profile" || !(message.startsWith(`${flag} ${g.value}:`) || message.startsWith(`${g.value}:`))) continue;
+      const p = g.source.profile;
+      return keyError(p.file, p.line(key), [...p.table, key], message.replace(`${flag} `, ""));
+    }
+  return new VakError("bad-input", message);
+}
+
 /**
  * Where one `vak exec` comes from: this process (its cwd, environment, stdio
  * and signals), or a client of the resident host (src/resident/), whose
@@ -223,7 +235,7 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
     try {
       net = parseNetGrants(r.allowNet, r.denyNet);
     } catch (e) {
-      if (e instanceof RuleError) throw new VakError("bad-input", e.message);
+      if (e instanceof RuleError) throw netRuleError(e.message, r.composition);
       throw e;
     }
   }
