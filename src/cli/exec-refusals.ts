@@ -76,7 +76,14 @@ export class Refusals {
     if (this.groups.has(key) || this.groups.size >= MAX_GROUPS) return;
     this.groups.set(key, { count: 0, place: e.asked });
     this.egressShown += 1;
-    this.out(fmt`refused ${e.method === "-" ? own("a connection") : fmt`${e.method} ${e.asked}`}: ${e.reason}`);
+    this.out(fmt`refused ${e.method === "-" ? own("a connection") : fmt`${e.method} ${e.asked}`}: ${this.denySource(e.reason)}`);
+  }
+
+  /** The gate names a deny rule as its flag; one a profile or a config wrote is said as that, with its file and line. */
+  private denySource(reason: string): string {
+    const m = /^(.*) is denied by --deny-net (\S+)$/.exec(reason);
+    const g = m ? this.grants?.composition.lists.deny_net.find((x) => x.value === m[2]) : undefined;
+    return m && g && g.source.kind !== "flag" ? `${m[1]} is denied by deny_net ${m[2]}, from ${describeSource(g.source)}` : reason;
   }
 
   /** A name the sandbox's resolver was asked for: names resolve only at the egress gate. */

@@ -66,6 +66,12 @@ describe("profiles in the user's config", () => {
     expect(d.stderr.trim()).toMatch(/config\.toml:2: exec\.deny_net: \*: would grant every host/);
   });
 
+  it("a request a profile's deny_net refuses is said with that profile's line, not as a --deny-net flag", async () => {
+    write(`[profiles.web]\nallow_net = ["127.0.0.1:9"]\ndeny_net = ["127.0.0.1:9"]\n`);
+    const r = await vak(["exec", "--profile", "web", "--", "curl", "-s", "http://127.0.0.1:9/"]);
+    expect(r.stderr).toMatch(/vak: refused GET http:\/\/127\.0\.0\.1:9\/: 127\.0\.0\.1:9 is denied by deny_net 127\.0\.0\.1:9, from profile web \(.*config\.toml:3\)/);
+  });
+
   it("--print-plan shows every grant with where it came from, runs nothing, records nothing, creates nothing", async () => {
     write(`[exec]\ntimeout = 600\nallow_read = ["${s.outside}"]\n\n[profiles.tool]\nstate_dirs = ["~/.tool/state"]\nallow_env = ["TOOL_*"]\n`);
     const before = existsSync(join(state, "vak")) ? readdirSync(join(state, "vak"), { recursive: true }).length : 0;
