@@ -99,6 +99,16 @@ void parse_args(struct plan *p, int argc, char **argv) {
     else if (!strcmp(a, "--cpu-seconds")) { NEED(1); p->cpu_seconds = number(a, argv[++i]); }
     else if (!strcmp(a, "--timeout-ms")) { NEED(1); p->timeout_ms = number(a, argv[++i]); }
     else if (!strcmp(a, "--max-output")) { NEED(1); p->max_output = number(a, argv[++i]); }
+    else if (!strcmp(a, "--setenv")) {
+      /* A variable the dynamic loader reads (LD_PRELOAD, …) for the command: vak keeps it out of the launcher's own
+       * environment, where it would act on the launcher, on the host; set now, after the loader is done, it reaches
+       * only the command (the launcher execs nothing else). */
+      NEED(1);
+      char *e = argv[++i];
+      const char *eq = strchr(e, '=');
+      if (!eq || eq == e) die_step("args", "--setenv needs NAME=VALUE, got '%s'", e);
+      if (putenv(e) != 0) die_step("args", "putenv: %s", strerror(errno));
+    }
     else if (!strcmp(a, "--host-dir")) {
       NEED(1);
       if (p->report_fd >= 0) die_step("args", "--host-dir and --report-fd exclude each other");

@@ -1,5 +1,7 @@
 import { lstatSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { homedir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { isWithin } from "../policy/paths.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { inView, type PresetEntry, presetFor } from "./exec-hints.js";
 import { fmt, own, type Text } from "./output.js";
@@ -20,6 +22,8 @@ interface Place {
   ops: Set<string>;
   names: Set<string>;
   more: boolean;
+  /** The directory itself was looked up (listed, opened): granting it is what would help. */
+  self: boolean;
 }
 
 export class Explain {
@@ -30,7 +34,10 @@ export class Explain {
   /** Lines already said during the run (refusals), repeated in the summary. */
   private readonly said: Text[] = [];
 
-  constructor(private readonly plan: LaunchPlan) {}
+  constructor(
+    private readonly plan: LaunchPlan,
+    private readonly home: string = homedir(),
+  ) {}
 
   /** A lookup that missed inside: kept when the path is on the host and outside the view. */
   missing(op: string, path: string, more?: boolean): void {
@@ -46,11 +53,11 @@ export class Explain {
     let p = this.dirs.get(dir);
     if (!p) {
       if (this.dirs.size >= MAX_EXPLAIN_DIRS) return void (this.overflow += 1);
-      p = { ops: new Set(), names: new Set(), more: false };
+      p = { ops: new Set(), names: new Set(), more: false, self: false };
       this.dirs.set(dir, p);
     }
     p.ops.add(op);
-    if (abs === dir) return;
+    if (abs === dir) return void (p.self = true);
     const name = abs.slice(dir.length + 1);
     if (p.names.size < MAX_NAMES_PER_DIR) p.names.add(name);
     else if (!p.names.has(name)) p.more = true;
@@ -70,7 +77,13 @@ export class Explain {
     const orProfile = (p: string | undefined) => (p ? fmt`, or --profile ${p}` : own(""));
     for (const [dir, p] of this.dirs) {
       const names = p.names.size ? fmt` (${[...p.names].join(", ")}${p.more ? ", …" : ""})` : own("");
-      out.push(fmt`  not in the view: ${dir}${names}, by ${[...p.ops].sort().join(", ")}: --allow-read ${dir}${orProfile(presetFor(dir, presets))}`);
+      // A file looked up in the home directory, a top-level one (/etc) or above: grant that file, not the whole
+      // directory (~/.gitconfig is not a reason to show ~/.ssh), and name the preset that shows it.
+      const files = [...p.names].map((n) => join(dir, n));
+      const narrow = files.length > 0 && !p.more && !p.self && (dirname(dir) === dir || dirname(dir) === "/" || isWithin(this.home, dir));
+      const grant = narrow ? files.join(",") : dir;
+      const profile = narrow ? files.map((f) => presetFor(f, presets)).find(Boolean) : presetFor(dir, presets);
+      out.push(fmt`  not in the view: ${dir}${names}, by ${[...p.ops].sort().join(", ")}: --allow-read ${grant}${orProfile(profile)}`);
     }
     if (this.overflow) out.push(fmt`  … and ${this.overflow} more paths outside the view in other directories`);
     if (this.truncated) out.push(own("  … and the sandbox stopped reporting lookups that missed after its bound: there may be more"));

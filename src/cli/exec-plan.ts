@@ -1,6 +1,6 @@
 import { realpathSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
-import { describeSource, type Granted, type Source } from "../policy/compose.js";
+import { describeSource, fromHostEnv, type Granted, type Source } from "../policy/compose.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { shownPath } from "../policy/profiles-file.js";
 import { Redactor } from "../secrets/redact.js";
@@ -83,7 +83,8 @@ export function planView(plan: LaunchPlan, r: ResolvedGrants): PlanView {
       : null,
     env: {
       passed: L.allow_env.map((g) => ({ name: g.value, from: `${from(g.source)}${g.written ? ` (${g.written})` : ""}${plan.env[g.value] === undefined ? "; not set on the host" : ""}` })),
-      set: [...c.setEnv].map(([name, g]) => ({ name, value: g.value, from: from(g.source) })),
+      // A value read from a host variable is shown as written: the plan is pasted into issues and logs, and the variable may hold a secret.
+      set: [...c.setEnv].map(([name, g]) => (fromHostEnv(g) ? { name, value: g.written!, from: `${from(g.source)}; its value is the host's, not shown` } : { name, value: g.value, from: from(g.source) })),
       path: plan.env.PATH ?? "",
       pathDropped: plan.pathDropped,
     },

@@ -76,7 +76,14 @@ export class Refusals {
     if (this.groups.has(key) || this.groups.size >= MAX_GROUPS) return;
     this.groups.set(key, { count: 0, place: e.asked });
     this.egressShown += 1;
-    this.out(fmt`refused ${e.method === "-" ? own("a connection") : fmt`${e.method} ${e.asked}`}: ${e.reason}`);
+    this.out(fmt`refused ${e.method === "-" ? own("a connection") : fmt`${e.method} ${e.asked}`}: ${this.denySource(e.reason)}`);
+  }
+
+  /** The gate names a deny rule as its flag; one a profile or a config wrote is said as that, with its file and line. */
+  private denySource(reason: string): string {
+    const m = /^(.*) is denied by --deny-net (\S+)$/.exec(reason);
+    const g = m ? this.grants?.composition.lists.deny_net.find((x) => x.value === m[2]) : undefined;
+    return m && g && g.source.kind !== "flag" ? `${m[1]} is denied by deny_net ${m[2]}, from ${describeSource(g.source)}` : reason;
   }
 
   /** A name the sandbox's resolver was asked for: names resolve only at the egress gate. */
@@ -102,7 +109,14 @@ export class Refusals {
     if (network) return plan.network.kind === "gate" ? own("") : fmt`; --allow-net ${d.path} would reach it through the egress gate`;
     const readOnly = /^(.*) is granted read-only$/.exec(d.reason)?.[1];
     if (readOnly !== undefined) {
-      if (plan.mode === "read-only" && readOnly === plan.workspace) return own("; use --mode workspace-write to allow writes");
+      if (plan.mode === "read-only" && readOnly === plan.workspace) {
+        // Where the mode came from: an untrusted repository config's read-only holds against every flag, so
+        // "use --mode workspace-write" would send the user in a circle.
+        const src = this.grants?.composition.modeSource;
+        if (src?.kind === "profile" && src.via === "untrusted") return fmt`; read-only by the ${describeSource(src)}, which no flag undoes`;
+        if (src?.kind === "profile") return fmt`; read-only by ${describeSource(src)}; --mode workspace-write overrides it`;
+        return own("; use --mode workspace-write to allow writes");
+      }
       const p = presetFor(dir, this.presetsNow().map((x) => ({ ...x, read: [] })));
       return fmt`; grant the directory with --allow-write ${dir}${p ? fmt`, or --profile ${p}` : own("")}`;
     }

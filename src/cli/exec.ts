@@ -2,6 +2,8 @@ import { mkdtempSync, readFileSync, rmSync, mkdirSync, statSync } from "node:fs"
 import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { VakError } from "../policy/errors.js";
+import { type Composition, describeSource, type Granted } from "../policy/compose.js";
+import { keyError } from "../policy/profile.js";
 import { ENV_NAME } from "../policy/env.js";
 import { userConfigPath } from "../policy/config-paths.js";
 import { exists } from "../policy/paths.js";
@@ -139,6 +141,30 @@ export async function refuseProviderKeys(names: readonly string[], env: NodeJS.P
 }
 
 /**
+ * Nor does a set_env (a profile's, a trusted repository config's) whose value holds one: `${OPENAI_API_KEY}`
+ * there copies the key as surely as --allow-env would. A literal value under a key's name (a local server's
+ * dummy key) is the config's own and passes.
+ */
+async function refuseProviderKeysSet(set: ReadonlyMap<string, Granted>, env: NodeJS.ProcessEnv): Promise<void> {
+  const keys = providerKeys(await configuredProviders(), env);
+  for (const [name, g] of set) {
+    const problem = providerKeyProblem(name, g.value, { vars: [], values: keys.values });
+    if (problem) throw new VakError("bad-input", `set_env ${name} (${describeSource(g.source)}) is refused, since ${problem}; a key goes to a command only as a secret, on the record and redacted: --secret ${name}=env:VARIABLE`);
+  }
+}
+
+/** A network rule that does not parse, said where it was written: a profile's file, line and key rather than a flag the user never gave. */
+function netRuleError(message: string, c: Composition): VakError {
+  for (const [key, flag] of [["allow_net", "--allow-net"], ["deny_net", "--deny-net"]] as const)
+    for (const g of c.lists[key]) {
+      if (g.source.kind !== "profile" || !(message.startsWith(`${flag} ${g.value}:`) || message.startsWith(`${g.value}:`))) continue;
+      const p = g.source.profile;
+      return keyError(p.file, p.line(key), [...p.table, key], message.replace(`${flag} `, ""));
+    }
+  return new VakError("bad-input", message);
+}
+
+/**
  * Where one `vak exec` comes from: this process (its cwd, environment, stdio
  * and signals), or a client of the resident host (src/resident/), whose
  * descriptors the host received. The plan and the record are the same either way.
@@ -207,6 +233,7 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
   for (const name of r.grants.env)
     if (!ENV_NAME.test(name)) throw new VakError("bad-input", `--allow-env ${name}: not an environment variable name (letters, digits and _)`);
   if (r.grants.env.length) await refuseProviderKeys(r.grants.env, ctx.env);
+  if (r.composition.setEnv.size) await refuseProviderKeysSet(r.composition.setEnv, ctx.env);
   const sandbox: SandboxKind = mode === "full-access" ? "none" : (opts.sandbox as SandboxKind);
   let net: NetGrants | undefined;
   if (r.allowNet.length || r.denyNet.length) {
@@ -215,7 +242,7 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
     try {
       net = parseNetGrants(r.allowNet, r.denyNet);
     } catch (e) {
-      if (e instanceof RuleError) throw new VakError("bad-input", e.message);
+      if (e instanceof RuleError) throw netRuleError(e.message, r.composition);
       throw e;
     }
   }
@@ -287,7 +314,7 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
     // Refused before anything is recorded: root, no image, a stale one (the run would not start anyway).
     if (plan.sandbox === "container") containerPreflight();
     // --explain's collector loads only when asked for.
-    const explainer = opts.explain ? new (await import("./exec-explain.js")).Explain(plan) : undefined;
+    const explainer = opts.explain ? new (await import("./exec-explain.js")).Explain(plan, ctx.env.HOME || undefined) : undefined;
     return await runSandboxed(plan, opts, used, run, { r, presets, explain: explainer, envLines, env: ctx.env, redactor }, netx);
   } finally {
     if (scratch) rmSync(dirname(scratch.tmp), { recursive: true, force: true });

@@ -86,7 +86,8 @@ Durations: seconds, or with ms, s, m, h, d: 90s, 10m, 1h30m.
 A limit that ends the command says so on stderr (which one, its value, how to raise it).
 
 Exit status: the command's own; 124 when --timeout ended it; 125 when Vak refused (a bad
-flag or grant, --max-output exceeded) or could not set up the sandbox; 126/127 as a shell.`;
+flag or grant, --max-output exceeded) or could not set up the sandbox; 126/127 as a shell;
+152/153 when --max-cpu or --max-file-size killed it (128 + SIGXCPU/SIGXFSZ).`;
 
 /** The grant flags `vak exec`, `vak run` and `vak` share. */
 function grantFlags(c: Command): Command {

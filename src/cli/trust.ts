@@ -2,7 +2,7 @@ import { closeSync, constants, fsyncSync, mkdirSync, openSync, renameSync, unlin
 import { homedir } from "node:os";
 import { dirname } from "node:path";
 import { createInterface } from "node:readline";
-import { compose, describeSource, type Granted } from "../policy/compose.js";
+import { compose, describeSource, fromHostEnv, type Granted } from "../policy/compose.js";
 import { VakError } from "../policy/errors.js";
 import { canonicalDir } from "../policy/paths.js";
 import { loadPreset, presetNames } from "../policy/presets.js";
@@ -60,7 +60,8 @@ function wouldGrant(project: NonNullable<ReturnType<typeof loadProject>["config"
     list("deny network", L.deny_net);
     list("pass variable", L.allow_env);
     list("secret", L.secrets);
-    for (const [k, g] of c.setEnv) rows.push(`    set ${k}=${g.value}`);
+    // What it reads from your environment is shown as written (`${OPENAI_API_KEY}`), never the value: this goes to terminals and CI logs.
+    for (const [k, g] of c.setEnv) rows.push(fromHostEnv(g) ? `    set ${k}=${g.written}  (from your environment: this hands the sandbox that variable's value)` : `    set ${k}=${g.value}`);
     for (const [p] of c.files) rows.push(`    write into the view ${p}`);
     for (const x of c.create) rows.push(`    create on the host (${x.kind}) ${shownPath(x.path)}`);
     if (c.modeSource.kind !== "default") rows.push(`    mode ${c.mode}`);

@@ -291,6 +291,9 @@ function push(c: Composition, key: ListKey, g: Granted): void {
   if (!c.lists[key].some((x) => x.value === g.value)) c.lists[key].push(g);
 }
 
+/** A set_env value that names a host variable (`${NAME}`, beyond the workspace Vak defines): its value is the host's, and may be a secret. */
+export const fromHostEnv = (g: Granted): boolean => Boolean(g.written && /\$\{(?!VAK_WORKSPACE\})/.test(g.written));
+
 /** How a person reads a source: the flag, or the profile and its file:line. */
 export function describeSource(s: Source): string {
   switch (s.kind) {

@@ -47,6 +47,35 @@ function stripJson(value: unknown, path: string, removed: string[], depth: numbe
   return out;
 }
 
+/**
+ * The key as the program reading the file may take it, besides as written: npm's ini reader ends a line at a
+ * bare `\r` too, takes a key to the first `=`, reads a quoted key as JSON (`"//r/:_auth\u0054oken"` is
+ * `_authToken`), and expands `${VAR?}` in a key to what the file does not show.
+ */
+function keyForms(segment: string): string[] {
+  const forms: string[] = [];
+  const key = keyOf(segment);
+  if (key !== undefined) forms.push(key);
+  const eq = segment.indexOf("=");
+  if (eq > 0 && key !== undefined) {
+    let k = segment.slice(0, eq).trim();
+    const quote = /^(["'])(.*)\1$/.exec(k);
+    if (quote) {
+      k = quote[2]!;
+      try {
+        const v: unknown = JSON.parse(quote[1] === '"' ? `"${k}"` : k);
+        if (typeof v === "string") k = v;
+      } catch {
+        // not JSON: the reader keeps the text between the quotes
+      }
+    }
+    forms.push(k);
+  }
+  return forms.map((k) => k.replace(/\$\{[^${}]*\}/g, ""));
+}
+
+const namesCredential = (line: string): boolean => line.split("\r").some((seg) => keyForms(seg).some((k) => CREDENTIAL_KEY.test(k)));
+
 export function stripCredentials(text: string): Stripped {
   if (/^\s*\{/.test(text)) {
     try {
@@ -58,8 +87,7 @@ export function stripCredentials(text: string): Stripped {
   }
   const removed: string[] = [];
   const lines = text.split("\n").map((line, i) => {
-    const key = keyOf(line);
-    if (key !== undefined && CREDENTIAL_KEY.test(key)) {
+    if (namesCredential(line)) {
       removed.push(`line ${i + 1}`);
       return "# (a credential was here; vak removed it: the sandbox never sees it)";
     }

@@ -13,6 +13,23 @@ export function launcherPath(): string {
   return p;
 }
 
+/**
+ * Variables the dynamic loader and glibc read as a program starts (`LD_PRELOAD`, `LD_LIBRARY_PATH`, `LD_AUDIT`,
+ * `GCONV_PATH`, …: glibc's own list of what it ignores for set-id programs, and every `LD_*`). In the launcher's
+ * environment they would act on the launcher itself, which starts on the host, unconfined, before any sandbox
+ * exists: a `set_env` of `LD_PRELOAD` naming a library in the workspace, which a sandbox can rewrite, would run
+ * that library on the host at the next run. The launcher never gets them in its environment; they reach the
+ * command as `--setenv` arguments, set by the launcher once it runs (native/args.c).
+ */
+const LOADER_ENV = new Set(["GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "MALLOC_TRACE", "NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR"]);
+
+export const loaderVariable = (name: string): boolean => name.startsWith("LD_") || LOADER_ENV.has(name);
+
+/** The launcher's own environment: the command's, less what the dynamic loader would read for the launcher (launcherArgs passes those). */
+export function launcherEnv(plan: LaunchPlan): Record<string, string> {
+  return Object.fromEntries(Object.entries(plan.env).filter(([k]) => !loaderVariable(k)));
+}
+
 /** How the launcher handles the command's output. */
 export interface OutputOptions {
   /**
@@ -64,6 +81,8 @@ export function launcherArgs(plan: LaunchPlan, io: number | { hostDir: string },
   if (output.maxOutput) a.push("--max-output", String(output.maxOutput));
   if (output.explain) a.push("--explain");
   if (output.foreground) a.push("--foreground");
+  // With --host-dir the environment arrives in a file, read after the launcher started (container backend).
+  if (typeof io === "number") for (const [k, v] of Object.entries(plan.env)) if (loaderVariable(k)) a.push("--setenv", `${k}=${v}`);
   a.push("--", ...plan.command);
   return a;
 }

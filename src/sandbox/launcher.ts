@@ -5,11 +5,11 @@ import { constants } from "node:os";
 import { VakError } from "../policy/errors.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { launchInContainer } from "./container.js";
-import { launcherArgs, launcherPath, type GateLink, type OutputOptions } from "./launcher-args.js";
+import { launcherArgs, launcherEnv, launcherPath, type GateLink, type OutputOptions } from "./launcher-args.js";
 import { MAX_REPORT_BYTES, MAX_REPORT_LINES, readReport, reportFile, resultOf, type LaunchResult, type RunningSandbox, type StdioSlot } from "./launch-result.js";
 import { parseReport, type Report } from "./report.js";
 
-export { launcherArgs, launcherPath, type GateLink, type OutputOptions } from "./launcher-args.js";
+export { launcherArgs, launcherEnv, launcherPath, type GateLink, type OutputOptions } from "./launcher-args.js";
 export { type LaunchResult, type RunningSandbox } from "./launch-result.js";
 
 /** How often a running sandbox's report is looked at for lines to show at once (refusals while it runs). */
@@ -109,7 +109,7 @@ function spawnLauncher(plan: LaunchPlan, stdio: [StdioSlot, StdioSlot, StdioSlot
     // The word to start: a socket of the child's, the next descriptor after the report (and the token).
     const goFd = held ? 3 + fds.length : undefined;
     if (held) fds.push("pipe");
-    child = spawn(launcherPath(), launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput, explain: opts.explain, foreground: opts.foreground, goFd }), { stdio: [...stdio, ...fds] as StdioOptions, env: plan.env, cwd: "/", detached: opts.detached ?? false });
+    child = spawn(launcherPath(), launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput, explain: opts.explain, foreground: opts.foreground, goFd }), { stdio: [...stdio, ...fds] as StdioOptions, env: launcherEnv(plan), cwd: "/", detached: opts.detached ?? false });
   } catch (e) {
     closeSync(fd);
     throw e;
@@ -189,7 +189,7 @@ function spawnWith(sp: Spawner, plan: LaunchPlan, stdio: [number, number, number
       if (held) fds.push(goRead);
       const path = launcherPath();
       const args = launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput, explain: opts.explain, foreground: opts.foreground, goFd });
-      child = sp.spawn(path, [path, ...args], Object.entries(plan.env).map(([k, v]) => `${k}=${v}`), fds);
+      child = sp.spawn(path, [path, ...args], Object.entries(launcherEnv(plan)).map(([k, v]) => `${k}=${v}`), fds);
     } finally {
       if (goRead >= 0) closeSync(goRead);
     }

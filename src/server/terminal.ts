@@ -5,7 +5,7 @@ import { type IPty, spawn } from "node-pty";
 import type { WebSocket } from "ws";
 import type { InteractiveSandbox } from "../broker/broker.js";
 import { vakDirs } from "../policy/state.js";
-import { launcherArgs, launcherPath } from "../sandbox/launcher.js";
+import { launcherArgs, launcherEnv, launcherPath } from "../sandbox/launcher.js";
 import { parseReport } from "../sandbox/report.js";
 import type { TextFilter } from "./browser-text.js";
 import type { LiveSession } from "./live-session.js";
@@ -107,7 +107,7 @@ export class Terminals {
     const report = privateFile("");
     const token = sb.gate ? privateFile(sb.gate.token) : undefined;
     const script = token ? 'r=$1; t=$2; shift 2; exec "$@" 3>>"$r" 4<"$t"' : 'r=$1; shift 1; exec "$@" 3>>"$r"';
-    const env: Record<string, string> = { ...sb.plan.env, TERM: "xterm-256color" };
+    const env: Record<string, string> = { ...launcherEnv(sb.plan), TERM: "xterm-256color" };
     let pty: IPty;
     try {
       pty = spawn("/bin/sh", ["-c", script, "sh", report, ...(token ? [token] : []), launcherPath(), ...launcherArgs(sb.plan, 3, sb.gate)], { name: "xterm-256color", cols: 80, rows: 24, cwd: "/", env });

@@ -55,11 +55,13 @@ function perform(req: Request): OpResult {
   }
 }
 
-function errorResult(e: unknown): OpResult {
+function errorResult(e: unknown, path?: string): OpResult {
   if (e instanceof ChangedError || e instanceof NotAsShownError) return { error: { code: "changed", message: e.message } };
   const err = e as NodeJS.ErrnoException;
   const code = err.code === "ENOENT" ? "not-found" : err.code === "EACCES" || err.code === "EPERM" || err.code === "EROFS" ? "denied" : "io";
-  return { error: { code, message: err.code ? `${err.code}: ${err.message.replace(/^[A-Z]+: /, "")}` : String(err.message ?? e) } };
+  // The worker opens names through directory descriptors (fsx.ts): say the path the op named, not /proc/self/fd/N/NAME.
+  const message = path === undefined ? err.message : err.message.replace(/'\/proc\/self\/fd\/\d+(\/[^']*)?'/g, `'${path}'`);
+  return { error: { code, message: err.code ? `${err.code}: ${message.replace(/^[A-Z]+: /, "")}` : String(message ?? e) } };
 }
 
 function respondText(r: Response): Buffer {
@@ -82,7 +84,7 @@ export function handle(text: string): Response {
     try {
       result = perform(req);
     } catch (e) {
-      result = errorResult(e);
+      result = errorResult(e, "path" in req.op && typeof req.op.path === "string" ? req.op.path : undefined);
     }
     return "error" in result ? { v: PROTOCOL_VERSION, id, ok: false, error: result.error } : { v: PROTOCOL_VERSION, id, ok: true, ...result };
   } catch (e) {

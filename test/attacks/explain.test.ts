@@ -22,6 +22,15 @@ describe("vak exec --explain", () => {
   afterAll(() => s.cleanup());
   const vak = (args: string[]) => runVak(args, { cwd: s.ws, env });
 
+  it("a file looked up in the home directory is granted as that file (with the preset that shows it), never the whole home", async () => {
+    const home = join(s.root, "home");
+    writeFileSync(join(home, ".gitconfig"), "[user]\n\tname = Someone\n");
+    const r = await vak(["exec", "--explain", "--", "sh", "-c", "git config --global user.name; true"]);
+    expect(r.stderr).toContain(`vak:   not in the view: ${home} (.gitconfig), by `);
+    expect(r.stderr).toContain(`: --allow-read ${join(home, ".gitconfig")}, or --profile git`);
+    expect(r.stderr).not.toContain(`--allow-read ${home}\n`);
+  });
+
   it("names the paths outside the view the command looked for, by the call, with the grant; grants nothing and shows no content", async () => {
     const r = await vak(["exec", "--explain", "--", "sh", "-c", `cat ${s.outside}/conf/tool.json; test -e ${s.outside}/conf || echo no-conf; python3 -c "import os; os.access('${s.outside}', os.R_OK)"; true`]);
     expect(r.code, r.stderr).toBe(0);

@@ -92,6 +92,11 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     expect(r.stdout).toContain("ro");
     expect(r.code).toBe(124);
     expect(existsSync(join(s.ws, "new"))).toBe(false);
+    // The refusal names where read-only came from, not a flag that cannot undo it.
+    const w = await vak(["exec", "--mode", "workspace-write", "--", "sh", "-c", "touch new 2>/dev/null || echo ro"]);
+    expect(w.stdout).toContain("ro");
+    expect(w.stderr).toMatch(/refused .*new: .* is granted read-only; read-only by the untrusted repository config \(narrows only\) .*config\.toml:3, which no flag undoes/);
+    expect(w.stderr).not.toContain("use --mode workspace-write");
   });
 
   it("headless, vak trust never trusts implicitly, and vak exec never asks", async () => {
@@ -176,6 +181,27 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     const c = await vak(read, copied);
     expect(c.stdout).toBe("no-outside\n");
     expect(c.stderr).toMatch(/is not trusted: ignored allow_read/);
+  });
+
+  it("a set_env that reads a host variable: vak trust and --print-plan show its name, never its value, and a provider key is refused", async () => {
+    const keyed = { ...env, OPENAI_API_KEY: "sk-proj-QAKEY0123456789abcdef", HOST_TOKEN: "tok-should-stay-out" };
+    const run = (args: string[]) => runVak(args, { cwd: s.ws, env: keyed });
+    writeConfig(`[exec]\nset_env = { COPY = "\${HOST_TOKEN}" }\n`);
+    const t = await run(["trust", "--yes"]);
+    expect(t.code, t.stderr).toBe(0);
+    expect(t.stdout).toContain("set COPY=${HOST_TOKEN}  (from your environment");
+    expect(t.stdout + t.stderr).not.toContain("tok-should-stay-out");
+    const plan = await run(["exec", "--print-plan", "--", "true"]);
+    expect(plan.stdout).toMatch(/COPY=\$\{HOST_TOKEN\} .*its value is the host's, not shown/);
+    expect(plan.stdout).not.toContain("tok-should-stay-out");
+    writeConfig(`[exec]\nset_env = { COPY = "\${OPENAI_API_KEY}" }\n`);
+    const k = await run(["trust", "--yes"]);
+    expect(k.stdout + k.stderr).not.toContain("sk-proj-QAKEY");
+    const r = await run(["exec", "--", "sh", "-c", "echo copy=$COPY"]);
+    expect(r.code).toBe(125);
+    expect(r.stdout).not.toContain("sk-proj-QAKEY");
+    expect(r.stderr).toMatch(/set_env COPY \(repository config \(trusted\) .*config\.toml:2\) is refused, since COPY holds the value of a model provider's key/);
+    await run(["trust", "--revoke"]);
   });
 
   it("a command in the sandbox cannot trust a config for itself: Vak's state is held even inside a writable home", async () => {

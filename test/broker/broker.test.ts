@@ -31,7 +31,8 @@ describe("broker ops", () => {
   });
 
   it("read: a missing file and a directory are named errors", async () => {
-    expect(await t.broker.run({ kind: "read", path: "nope.txt" })).toMatchObject({ ok: false, code: "not-found" });
+    // Named by its path in the workspace, not the worker's /proc/self/fd/N/nope.txt.
+    expect(await t.broker.run({ kind: "read", path: "nope.txt" })).toMatchObject({ ok: false, code: "not-found", message: `ENOENT: no such file or directory, open '${join(s.ws, "nope.txt")}'` });
     expect(await t.broker.run({ kind: "read", path: "src" })).toMatchObject({ ok: false, code: "bad-request", message: expect.stringContaining("use list") });
   });
 

@@ -53,7 +53,7 @@ describe("version and help", () => {
     expect(r.stdout).toContain("--full-access");
     expect(r.stdout).toMatch(/--max-output <size>.*K, M, G = KiB, MiB, GiB/s);
     expect(r.stdout).toMatch(/--timeout <duration>.*10m/s);
-    expect(r.stdout).toMatch(/Exit status:[\s\S]*124[\s\S]*125/);
+    expect(r.stdout).toMatch(/Exit status:[\s\S]*124[\s\S]*125[\s\S]*152\/153 when --max-cpu or --max-file-size killed it/);
   });
 
   it("vak run --help documents its exit statuses", async () => {

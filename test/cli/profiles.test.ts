@@ -55,6 +55,23 @@ describe("profiles in the user's config", () => {
     expect(f.stderr).toMatch(/--profile nope: no such profile; the profiles are .*cargo.*npm.*rust/);
   });
 
+  it("a network rule in a profile that does not parse is refused with the file, line and key, not as a flag", async () => {
+    write(`[profiles.web]\ndescription = "x"\nallow_net = ["api.example.com", "exa mple.com"]\n`);
+    const r = await vak(["exec", "--profile", "web", "--", "sh", "-c", "echo RAN"]);
+    expect(r.code).toBe(125);
+    expect(r.stdout).not.toContain("RAN");
+    expect(r.stderr.trim()).toMatch(/^vak: .*xdg-config\/vak\/config\.toml:3: profiles\.web\.allow_net: exa mple\.com: control characters or spaces in host$/);
+    write(`[exec]\ndeny_net = ["*"]\n`);
+    const d = await vak(["exec", "--", "true"]);
+    expect(d.stderr.trim()).toMatch(/config\.toml:2: exec\.deny_net: \*: would grant every host/);
+  });
+
+  it("a request a profile's deny_net refuses is said with that profile's line, not as a --deny-net flag", async () => {
+    write(`[profiles.web]\nallow_net = ["127.0.0.1:9"]\ndeny_net = ["127.0.0.1:9"]\n`);
+    const r = await vak(["exec", "--profile", "web", "--", "curl", "-s", "http://127.0.0.1:9/"]);
+    expect(r.stderr).toMatch(/vak: refused GET http:\/\/127\.0\.0\.1:9\/: 127\.0\.0\.1:9 is denied by deny_net 127\.0\.0\.1:9, from profile web \(.*config\.toml:3\)/);
+  });
+
   it("--print-plan shows every grant with where it came from, runs nothing, records nothing, creates nothing", async () => {
     write(`[exec]\ntimeout = 600\nallow_read = ["${s.outside}"]\n\n[profiles.tool]\nstate_dirs = ["~/.tool/state"]\nallow_env = ["TOOL_*"]\n`);
     const before = existsSync(join(state, "vak")) ? readdirSync(join(state, "vak"), { recursive: true }).length : 0;

@@ -173,6 +173,11 @@ describe("credentials are stripped from the files a profile shows that way", () 
     ["userinfo in an index URL", "[global]\nindex-url = https://user:s3cret@pypi.example/simple\n", "[global]\nindex-url = https://pypi.example/simple\n"],
     ["a token in a URL", "extra-index-url=https://ghp_token@pkgs.example/x\n", "extra-index-url=https://pkgs.example/x\n"],
     ["a password key", "password: hunter2\nusername: me\n", "# (a credential was here; vak removed it: the sandbox never sees it)\nusername: me\n"],
+    // npm's ini reader unquotes a key (as JSON), ends a line at a bare \r, and expands ${VAR?} in a key: each still names a token there.
+    ["an npm token under a quoted key", `registry=https://r.example/\n"//r.example/:_authToken"=npm_abc\n'//r.example/:_password'=cGFzcw==\n`, "registry=https://r.example/\n# (a credential was here; vak removed it: the sandbox never sees it)\n# (a credential was here; vak removed it: the sandbox never sees it)\n"],
+    ["an npm token under a key with JSON escapes", `"//r.example/:_a\\u0075th\\u0054oken"=npm_abc\n`, "# (a credential was here; vak removed it: the sandbox never sees it)\n"],
+    ["an npm token after a bare carriage return", "fund=false\r//r.example/:_authToken=npm_abc\n", "# (a credential was here; vak removed it: the sandbox never sees it)\n"],
+    ["an npm token under a key split by an empty variable", "//r.example/:_a${X?}u${Y?}th${X?}To${Y?}ken=npm_abc\n", "# (a credential was here; vak removed it: the sandbox never sees it)\n"],
   ];
   for (const [title, input, want] of cases) it(title, () => expect(stripCredentials(input).text).toBe(want));
   it("keeps lines numbered as on the host", () => expect(stripCredentials("a=1\n_authToken=x\nb=2").removed).toEqual(["line 2"]));
