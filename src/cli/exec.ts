@@ -24,6 +24,7 @@ import type { GrantFlags } from "./agent-options.js";
 import type { ExecNet, ExecSecret } from "./exec-net.js";
 import { createStatePaths, resolveGrants } from "./exec-grants.js";
 import { ExecRecord, type SecretUse } from "./exec-record.js";
+import { upgradeError } from "./upgraded.js";
 import type { WalkCache } from "../policy/walk-cache.js";
 import { EXIT_REFUSED, EXIT_TIMEOUT } from "./exit.js";
 import { droppedPathHint, outsidePathHints, type PresetEntry, programHints } from "./exec-hints.js";
@@ -366,16 +367,25 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secret
   });
   let gate: { link: GateLink; close(): Promise<void> } | undefined;
   try {
-    if (plan.network.kind === "gate")
-      gate = await (await import("./exec-egress.js")).startGate(plan.network.grants, (e) => {
-        if (egress.kept.length < MAX_EGRESS_KEPT) egress.kept.push(e);
-        else egress.omitted += 1;
-        if (e.decision === "denied") egress.refused += e.count ?? 1;
-        refusals.egress(e);
-        record.egress(e);
-        // Fail closed: a request whose decision cannot be recorded is not sent (the gate drops it).
-        if (record.failed) throw record.failed;
-      }, () => record.sync(), netx?.gate);
+    if (plan.network.kind === "gate") {
+      try {
+        gate = await (await import("./exec-egress.js")).startGate(plan.network.grants, (e) => {
+          if (egress.kept.length < MAX_EGRESS_KEPT) egress.kept.push(e);
+          else egress.omitted += 1;
+          if (e.decision === "denied") egress.refused += e.count ?? 1;
+          refusals.egress(e);
+          record.egress(e);
+          // Fail closed: a request whose decision cannot be recorded is not sent (the gate drops it).
+          if (record.failed) throw record.failed;
+        }, () => record.sync(), netx?.gate);
+      } catch (caught) {
+        // The run's start is on the record, so its end is too: nothing ran (its engine missing, or its code gone
+        // with an upgrade under this process).
+        const e = upgradeError(caught) ?? caught;
+        await record.finish(undefined, EXIT_REFUSED, { error: (e as Error).message }).catch(() => undefined);
+        throw e;
+      }
+    }
     return await runWithGate(plan, opts, egress, gate, record, durable, refusals, sources, ctx, netx);
   } finally {
     await gate?.close();

@@ -8,6 +8,7 @@ import { execCommand, type ExecContext, type ExecOptions } from "./exec.js";
 import { nativeSpawner } from "../sandbox/native-spawn.js";
 import { Redactor } from "../secrets/redact.js";
 import { EXIT_REFUSED } from "./exit.js";
+import { upgradeError } from "./upgraded.js";
 import { parseDuration, parseSeconds, parseSize, UnitError } from "../policy/units.js";
 import { likelyCommand, routeArgv } from "./argv.js";
 import { readFileSync } from "node:fs";
@@ -417,6 +418,8 @@ export async function main(argv: string[]): Promise<number> {
       if (e.code === "commander.helpDisplayed" || e.code === "commander.version" || e.code === "commander.help") return 0;
       return EXIT_REFUSED;
     }
+    // Vak upgraded or rebuilt under this process: a chunk of its bundle it asked for is gone.
+    e = upgradeError(e) ?? e;
     // Errors may quote what a model, a file or a server chose: they are shown neutralised and redacted, like everything else.
     if (isVakError(e)) processOutput().err.line(fmt`vak: ${e.message}`);
     else processOutput().err.line(fmt`vak: internal error: ${e instanceof Error ? e.stack : String(e)}`);

@@ -8,6 +8,7 @@ export type ErrorCode =
   | "sandbox-setup"
   | "limit-unenforceable"
   | "journal"
+  | "upgraded"
   | "internal";
 
 export class VakError extends Error {

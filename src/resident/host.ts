@@ -11,13 +11,16 @@ import { Redactor } from "../secrets/redact.js";
 import type { Journal } from "../journal/journal.js";
 import { openJournal } from "../journal/open.js";
 import { isVakError, VakError } from "../policy/errors.js";
+import { installation } from "../policy/install.js";
 import { vakDirs } from "../policy/state.js";
+import { upgradeError } from "../cli/upgraded.js";
 import { WalkCache } from "../policy/walk-cache.js";
 import { visible } from "../text/visible.js";
 import { loadResident, socketFd } from "./native.js";
 import type { Spawner } from "../sandbox/launcher.js";
 import { clientTerminal, terminalNotServed } from "./terminal.js";
 import { confinedClient } from "./confinement.js";
+import { Installed } from "./installed.js";
 import { closeOrphans, servedBy } from "./orphans.js";
 import { decodeRequest, MAX_BODY, sameSettings, type Request } from "./request.js";
 
@@ -25,6 +28,8 @@ import { decodeRequest, MAX_BODY, sameSettings, type Request } from "./request.j
 const REQUEST_TIMEOUT_MS = 2000;
 /** How often the host checks that its socket is still its own (another host may have taken the name). */
 const WATCH_MS = 2000;
+/** How long a host that stopped serving (Vak was upgraded) keeps answering `fallback` once idle, before it exits. */
+const RETIRE_GRACE_MS = 500;
 /** The stop signals a client may forward, by number (native/client.c sends "signal N"). */
 const FORWARDED = new Map<number, NodeJS.Signals>((["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"] as const).map((s) => [constants.signals[s], s]));
 const MAX_CLIENT_LINE = 64;
@@ -56,6 +61,8 @@ const reply = {
   exit: (code: number) => `exit ${code}\n`,
   fallback: (why: string) => `fallback ${oneLine(why)}\n`,
   refused: (why: string) => `refused ${oneLine(why)}\n`,
+  /** Vak's installation is no longer this host's code: the client runs the command in-process, with the installed code. */
+  outdated: (why: string) => `fallback ${oneLine(`Vak's installation changed since this host started (${why}): the installed code runs it`)}\n`,
 };
 
 /** A path naming the resolving process's own files: in the host they would be the host's, not the client's. */
@@ -86,9 +93,15 @@ type HostJournal = Promise<Journal | Error>;
  * client with the same code as the in-process CLI (the plan, the launcher, the
  * record). Only a peer of this uid is served (SO_PEERCRED, besides the 0700
  * directory); a peer of another is refused, and that is recorded. It exits
- * after idleMs without sessions, or when its socket is no longer its own.
+ * after idleMs without sessions, or when its socket is no longer its own. Once
+ * Vak's installation is no longer the one it started from (an upgrade, a
+ * rebuild), it serves nothing more: each request goes back to its client, which
+ * runs it in-process with the installed code, and the host exits once the runs
+ * it still serves have ended.
  */
 export function startHost(idleMs: number, onExit: () => void): ResidentHost {
+  // What the installation is, with what changed since this process started and read its code (a build then).
+  const installed = Installed.at(installation().root);
   const addon = loadResident();
   const path = hostSocketPath();
   if (Buffer.byteLength(path) >= 108) throw new VakError("unsupported", `the host's socket path is too long for a unix socket (${path})`);
@@ -111,35 +124,65 @@ export function startHost(idleMs: number, onExit: () => void): ResidentHost {
   // an lstat per directory.
   const walkCache = new WalkCache();
   let down = false;
+  /** Why this host serves nothing more (Vak's installation changed since it started), once it does not. */
+  let retired: string | undefined;
 
+  /** The socket's name goes, if it is still this host's: the next client starts another host. */
+  const unlinkSocket = () => {
+    try {
+      if (statSync(path).ino === ino) unlinkSync(path);
+    } catch {
+      // gone already
+    }
+  };
+  /** ...and the pid file, which names the host that serves the socket. */
+  const unlinkOwn = () => {
+    unlinkSocket();
+    try {
+      if (readFileSync(pidFile, "utf8") === String(process.pid)) unlinkSync(pidFile);
+    } catch {
+      // gone already
+    }
+  };
   const shutdown = () => {
     if (down) return;
     down = true;
     clearInterval(watch);
     if (idle) clearTimeout(idle);
     server.close();
-    try {
-      if (statSync(path).ino === ino) unlinkSync(path);
-      if (readFileSync(pidFile, "utf8") === String(process.pid)) unlinkSync(pidFile);
-    } catch {
-      // gone already
-    }
+    unlinkOwn();
     // Every commit queued is written before the host exits.
     void journal.then((j) => (j instanceof Error ? undefined : j.close())).catch(() => undefined).finally(onExit);
   };
   /** The journal failed: this host serves nothing more (the next command runs in-process, through the spool). */
   const journalFailed = () => {
     server.close();
-    try {
-      if (statSync(path).ino === ino) unlinkSync(path);
-    } catch {
-      // gone already
-    }
+    unlinkSocket();
     arm();
+  };
+  /**
+   * This host serves nothing more: its name goes at once (the next client starts a new host), the runs it serves
+   * go on undisturbed, and it exits once they have ended. It keeps listening meanwhile, and for RETIRE_GRACE_MS
+   * after, to answer `fallback` to a client that connected before the name went (closed, the listening socket
+   * would reset it, and that client would say the host went away).
+   */
+  const retire = (why: string) => {
+    if (retired) return;
+    retired = why;
+    unlinkOwn();
+    arm();
+  };
+  /** Why this host must not serve (Vak's installation is no longer the one it started from), or undefined. */
+  const outdated = (): string | undefined => {
+    if (!retired) {
+      const why = installed.changed();
+      if (why) retire(why);
+    }
+    return retired;
   };
   const arm = () => {
     if (idle) clearTimeout(idle);
-    idle = sessions === 0 ? setTimeout(shutdown, idleMs) : undefined;
+    idle = sessions === 0 ? setTimeout(shutdown, retired ? RETIRE_GRACE_MS : idleMs) : undefined;
   };
 
   const server = createServer({ pauseOnConnect: true }, (socket) => {
@@ -165,13 +208,20 @@ export function startHost(idleMs: number, onExit: () => void): ResidentHost {
       return;
     }
     addon.receive(fd, MAX_BODY, REQUEST_TIMEOUT_MS, (r) => {
+      // Checked before this host's code decides anything of the request (a newer client's may be another format).
+      const old = outdated();
+      if (old) {
+        for (const x of r.fds) closeQuietly(x);
+        finish(socket, reply.outdated(old));
+        return;
+      }
       const d = decodeRequest(r);
       if (!d.ok) {
         for (const x of r.fds) closeQuietly(x);
         finish(socket, reply.refused(`${d.message} (${d.code})`));
         return;
       }
-      serve(socket, d.request, who.pid, journal, journalFailed, addon, walkCache).finally(() => {
+      serve(socket, d.request, who.pid, { journal, journalFailed, outdated, retire }, addon, walkCache).finally(() => {
         for (const x of d.request.fds) closeQuietly(x);
       });
     });
@@ -243,8 +293,20 @@ async function refusePeer(journal: HostJournal, path: string, who: { pid: number
 /** This host, as the records of the runs it serves name it. */
 const me = servedBy();
 
+/** What of the host a run it serves needs: its journal, and its two ways to stop serving. */
+interface HostState {
+  journal: HostJournal;
+  /** A commit failed: nothing more is served. */
+  journalFailed: () => void;
+  /** Why this host's code is no longer the installation's (and it stops serving), or undefined. */
+  outdated: () => string | undefined;
+  /** This host's code is not the installation's: it serves nothing more. */
+  retire: (why: string) => void;
+}
+
 /** Checks what the kernel says against what the request says, then runs it as the in-process CLI would. */
-async function serve(socket: Socket, req: Request, peerPid: number, journal: HostJournal, journalFailed: () => void, spawner: Spawner, walkCache: WalkCache): Promise<void> {
+async function serve(socket: Socket, req: Request, peerPid: number, host: HostState, spawner: Spawner, walkCache: WalkCache): Promise<void> {
+  const { journal, journalFailed } = host;
   const cwdFd = req.fds[3];
   let where: string;
   try {
@@ -285,6 +347,14 @@ async function serve(socket: Socket, req: Request, peerPid: number, journal: Hos
   if (j instanceof Error) {
     // In-process the run records itself through the spool; the journal's trouble is said there, if it is the spool's too.
     finish(socket, reply.fallback(`the host could not open the journal (${j.message.slice(0, 300)})`));
+    return;
+  }
+
+  // Again as late as can be (parsing and the checks above took turns of the loop): nothing is awaited between this
+  // and execCommand. A change after it is one during the run (the catch below says what it did).
+  const old = host.outdated();
+  if (old) {
+    finish(socket, reply.outdated(old));
     return;
   }
 
@@ -350,7 +420,12 @@ async function serve(socket: Socket, req: Request, peerPid: number, journal: Hos
   let code: number;
   try {
     code = await execCommand(parsed.command, parsed.opts, ctx);
-  } catch (e) {
+  } catch (caught) {
+    // Vak upgraded or rebuilt while this ran: a chunk of the host's bundle it asked for is gone, or anything else
+    // of old code against a new installation. Said as that; this host serves nothing more.
+    const changed = host.outdated();
+    const e = upgradeError(caught, changed) ?? caught;
+    if (isVakError(e) && e.code === "upgraded" && !changed) host.retire("a file of its code is gone");
     ctx.err.line(fmt`vak: ${isVakError(e) ? e.message : `internal error: ${(e as Error).message}`}`);
     code = EXIT_REFUSED;
     // A journal that failed a commit fails every one after: nothing more is served here (fail closed).

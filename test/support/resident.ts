@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT, VAK_BIN } from "./paths.js";
@@ -66,9 +66,10 @@ export function residentHosts(prefix: string) {
     base,
     hosts,
     runtimeDir,
-    async start(opts: { idle?: number; env?: Record<string, string>; cwd?: string } = {}): Promise<Host> {
+    /** A host of this checkout's, or (bin) of another installation's bin/vak.cjs. */
+    async start(opts: { idle?: number; env?: Record<string, string>; cwd?: string; bin?: string } = {}): Promise<Host> {
       const rt = runtimeDir();
-      const child = spawn(process.execPath, [VAK_BIN, "host", "--idle-seconds", String(opts.idle ?? 120)], { env: baseEnv({ XDG_RUNTIME_DIR: rt, ...opts.env }), stdio: "ignore", cwd: opts.cwd });
+      const child = spawn(process.execPath, [opts.bin ?? VAK_BIN, "host", "--idle-seconds", String(opts.idle ?? 120)], { env: baseEnv({ XDG_RUNTIME_DIR: rt, ...opts.env }), stdio: "ignore", cwd: opts.cwd });
       const pidFile = join(rt, "vak", "host.pid");
       await until("the host's pid file", () => existsSync(pidFile));
       const h = { child, rt, sock: join(rt, "vak", "host.sock"), pid: hostPid(pidFile) };
@@ -93,10 +94,13 @@ export function residentHosts(prefix: string) {
   };
 }
 
-/** A vak-client of host h; stdin is left open when keepStdin (the test writes it), else given input and ended. */
-export function client(h: Host, args: string[], opts: { cwd: string; env?: Record<string, string>; input?: string; keepStdin?: boolean; wrapper?: string[] }): Client {
+/**
+ * A vak-client of host h (this checkout's, or the one at clientPath); stdin is left open when keepStdin (the
+ * test writes it), else given input and ended.
+ */
+export function client(h: Host, args: string[], opts: { cwd: string; env?: Record<string, string>; input?: string; keepStdin?: boolean; wrapper?: string[]; clientPath?: string }): Client {
   const t0 = Date.now();
-  const argv = [...(opts.wrapper ?? []), CLIENT, ...args];
+  const argv = [...(opts.wrapper ?? []), opts.clientPath ?? CLIENT, ...args];
   const child = spawn(argv[0]!, argv.slice(1), { cwd: opts.cwd, env: { ...baseEnv({ XDG_RUNTIME_DIR: h.rt, VAK_RESIDENT: "only" }), ...opts.env }, stdio: ["pipe", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
@@ -107,4 +111,17 @@ export function client(h: Host, args: string[], opts: { cwd: string; env?: Recor
   if (!opts.keepStdin) child.stdin!.end(opts.input ?? "");
   const done = new Promise<Ran>((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr, ms: Date.now() - t0 })));
   return { child, out: () => stdout, done };
+}
+
+/**
+ * A copy of this checkout's installation at dir, as npm lays one out (package.json, bin/, dist/, presets/, the
+ * binaries of build/Release/), its node_modules a link to this checkout's: its files can be changed, replaced or
+ * removed without touching ROOT. Returns dir.
+ */
+export function copyInstallation(dir: string): string {
+  mkdirSync(join(dir, "build", "Release"), { recursive: true });
+  for (const p of ["package.json", "bin", "dist", "presets"]) cpSync(join(ROOT, p), join(dir, p), { recursive: true, filter: (src) => src !== join(ROOT, "dist", "web") });
+  for (const f of ["vak-launcher", "vak-client", "vak-resident.node", "vak-engine.node"]) copyFileSync(join(ROOT, "build", "Release", f), join(dir, "build", "Release", f));
+  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"));
+  return dir;
 }
