@@ -118,6 +118,8 @@ export const PROTECTED_PATHS: readonly ProtectedPath[] = [
   tree(".codex", "Codex's project config (MCP servers, commands) and its sandbox settings"),
   tree(".agents", "agent skills and instructions that Codex and others load and run"),
   tree(".gemini", "Gemini CLI settings (MCP servers, tool commands)"),
+  // Held even where a grant reaches inside ~/.gemini (the gemini preset's tmp/): every later session loads it.
+  tree(".gemini/tmp/**/memory", "Gemini CLI's project memory (MEMORY.md, GEMINI.md, inbox patches to ~/.gemini/GEMINI.md): every later session in that project loads it into its prompt"),
   tree(".cursor", "editor agent rules, MCP servers and settings"),
   tree(".windsurf", "Windsurf agent workflows and rules"),
   tree(".continue", "Continue's config (MCP servers, commands)"),
