@@ -212,6 +212,22 @@ export const HOME_PROTECTED: readonly ProtectedPath[] = [
   file(".gradle/gradle.properties", "Gradle's JVM options for every build (org.gradle.jvmargs: -javaagent)"),
 ];
 
+/**
+ * Where the host's tools look instead of a HOME_PROTECTED name when their environment says so: `.config/fish`
+ * is `$XDG_CONFIG_HOME/fish` for fish, `.aws/config` is `$AWS_CONFIG_FILE` for the AWS tools. A variable that
+ * moves a name moves everything below it. `list`: the variable holds paths separated by colons (KUBECONFIG).
+ */
+export const HOME_RELOCATED: readonly { name: string; env: string; list?: boolean }[] = [
+  { name: ".config", env: "XDG_CONFIG_HOME" },
+  { name: ".local/share", env: "XDG_DATA_HOME" },
+  { name: ".aws/config", env: "AWS_CONFIG_FILE" },
+  { name: ".kube/config", env: "KUBECONFIG", list: true },
+  { name: ".docker", env: "DOCKER_CONFIG" },
+  { name: ".gradle", env: "GRADLE_USER_HOME" },
+  { name: ".ipython", env: "IPYTHONDIR" },
+  { name: ".jupyter", env: "JUPYTER_CONFIG_DIR" },
+];
+
 const same = (a: string, b: string): boolean => a.toLowerCase() === b.toLowerCase();
 
 /** Does pattern[j..] match comps[i..] (to the end of comps when wholeRest)? */
