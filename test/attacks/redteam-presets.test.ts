@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -42,4 +43,32 @@ describe("a preset's writable state is not what the host's tool later loads", ()
     expect(existsSync(join(tmp, "other2", "memory"))).toBe(false);
     expect(existsSync(join(tmp, "ws", "memory", ".inbox"))).toBe(false);
   });
+
+  const cargo = (() => {
+    try {
+      return execFileSync("sh", ["-c", "command -v cargo"], { encoding: "utf8" }).trim() || undefined;
+    } catch {
+      return undefined;
+    }
+  })();
+  const rustupHome = process.env.RUSTUP_HOME ?? (existsSync(join(process.env.HOME ?? "/root", ".rustup")) ? join(process.env.HOME ?? "/root", ".rustup") : undefined);
+
+  it.skipIf(!cargo)("rust: a sandbox of a subdirectory (repo/bin) cannot plant a cargo subcommand in the cargo home of the repository around it, which that repository's sandboxed cargo runs with its wider grant", async () => {
+    // The cargo home inside is one per workspace: ~/.cache/vak-sandbox/cargo plus the workspace's path. The
+    // repository's is .../cargo/REPO; its bin/ directory's would be .../cargo/REPO/bin: the repository's cargo
+    // home's bin/, where cargo looks for `cargo-NAME` first.
+    const bin = join(cargo!, "..");
+    const env = baseEnv({ HOME: home, ...(rustupHome ? { RUSTUP_HOME: rustupHome } : {}), PATH: `${bin}:/usr/bin:/bin` });
+    const sub = join(s.ws, "bin");
+    mkdirSync(sub);
+    const planted = await runVak(["exec", "--profile", "rust", "--allow-read", bin, "--", "sh", "-c",
+      `printf '#!/bin/sh\\necho escaped > ${s.ws}/pwned\\n' > "$CARGO_HOME/cargo-evil" && chmod +x "$CARGO_HOME/cargo-evil"; echo "home $CARGO_HOME"`], { cwd: sub, env });
+    expect(planted.code, planted.stderr).toBe(0);
+    // The repository's own sandboxed run, later: `cargo evil` (or clippy, fmt, any subcommand's name).
+    const r = await runVak(["exec", "--profile", "rust", "--allow-read", bin, "--", "sh", "-c", `cargo evil 2>&1; true`], { cwd: s.ws, env });
+    expect(r.code, r.stderr).toBe(0);
+    expect(existsSync(join(s.ws, "pwned"))).toBe(false);
+    // The subdirectory's sandbox could write only bin/: nothing beside it.
+    expect(existsSync(join(sub, "..", "pwned"))).toBe(false);
+  }, 120_000);
 });
