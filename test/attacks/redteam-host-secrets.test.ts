@@ -352,4 +352,30 @@ describe("red team: gate-held secrets and TLS termination in the resident host, 
     const ok = await client(h, ["exec", "--", "/bin/sh", "-c", "echo still"], { cwd: workspace(), env: { XDG_CONFIG_HOME: cfg } }).done;
     expect(ok.stdout).toBe("still\n");
   });
+
+  it.skipIf(process.getuid?.() !== 0)("a client holding fewer capabilities than the host (an empty bounding set) cannot have the host run its cmd: secret's command, found on its own PATH, with the host's: a file only CAP_DAC_OVERRIDE reads stays unread", async () => {
+    const tag = `${process.pid}${++n}`;
+    const cfg = join(base, `cfg${tag}`);
+    mkdirSync(join(cfg, "vak"), { recursive: true });
+    // The user's config names a password manager by name, as usual: the client's PATH says which one runs.
+    writeFileSync(join(cfg, "vak", "config.toml"), `[secret_commands]
+token${tag} = ["pass", "show", "token"]
+`);
+    const locked = join(base, `locked${tag}`);
+    writeFileSync(locked, `dac-only-${tag}\n`, { mode: 0o600 });
+    execFileSync("chown", ["65534", locked]);
+    const evil = join(base, `bin${tag}`);
+    mkdirSync(evil);
+    writeFileSync(join(evil, "pass"), `#!/bin/sh\ncat ${locked}\n`, { mode: 0o755 });
+    const h = await startHost({ XDG_CONFIG_HOME: cfg });
+    const ws = workspace();
+    const r = await client(h, ["exec", "--secret", `T=cmd:token${tag}`, "--", "/bin/sh", "-c", `echo "got=$T"`], {
+      cwd: ws, env: { XDG_CONFIG_HOME: cfg, PATH: `${evil}:${process.env.PATH ?? "/usr/bin:/bin"}` }, wrapper: ["setpriv", "--bounding-set=-all", "--inh-caps=-all"],
+    }).done;
+    expect(r.stdout + r.stderr).not.toContain(`dac-only-${tag}`);
+    // Not served: the client runs it in-process, with its own capabilities (VAK_RESIDENT=only: not at all).
+    expect(r.stderr).toContain("no resident host served this");
+    expect(r.stderr).toContain("capabilities");
+    expect(r.code).toBe(125);
+  });
 });

@@ -32,6 +32,7 @@ const table: [string, string | undefined][] = [
   [".vak/config.toml", ".vak"],
   [".mcp.json", ".mcp.json"],
   [".claude/projects/-work-repo/memory/MEMORY.md", ".claude"],
+  [".gemini/tmp/ws/memory/MEMORY.md", ".gemini"],
   [".bashrc", ".bashrc"],
   ["home/.zshrc", ".zshrc"],
   ["src/config", undefined],
@@ -98,6 +99,18 @@ describe("inside a grant below a protected directory (the claude preset's ~/.cla
   });
   it("its sessions do not", () => {
     expect(protectedMatch(`${root}/-work-repo/0b6f.jsonl`, { rootDepth: depth })).toBeUndefined();
+  });
+});
+
+describe("inside a grant below a protected directory (the gemini preset's ~/.gemini/tmp)", () => {
+  const root = "/home/u/.gemini/tmp";
+  const depth = root.split("/").filter(Boolean).length;
+  it("Gemini CLI's project memory stays held: every later session on the host loads it", () => {
+    expect(protectedMatch(`${root}/ws/memory/MEMORY.md`, { rootDepth: depth })?.pattern).toBe(".gemini/tmp/**/memory");
+    expect(protectedMatch(`${root}/ws/memory`, { rootDepth: depth })?.pattern).toBe(".gemini/tmp/**/memory");
+  });
+  it("its chats do not", () => {
+    expect(protectedMatch(`${root}/ws/chats/session-1.json`, { rootDepth: depth })).toBeUndefined();
   });
 });
 

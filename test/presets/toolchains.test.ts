@@ -262,8 +262,8 @@ with zipfile.ZipFile("${wheels}/vak_hello-1.0-py3-none-any.whl", "w") as z:
     );
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain("hello from cargo");
-    // One cache per workspace: ~/.cache/vak-sandbox/cargo and the workspace's path.
-    const own = join(home, ".cache", "vak-sandbox", "cargo", dir);
+    // One cache per workspace: ~/.cache/vak-sandbox/cargo, the workspace's path and home.
+    const own = join(home, ".cache", "vak-sandbox", "cargo", dir, "home");
     expect(r.stdout).toContain(`inside ${own}\n`);
     for (const ok of ["own-config-read-only", "config-read-only", "registry-unreachable", "bin-read-only", "env-read-only", "no-credentials"]) expect(r.stdout).toContain(ok);
     expect(r.stdout).not.toContain("cio-secret");
@@ -275,7 +275,7 @@ with zipfile.ZipFile("${wheels}/vak_hello-1.0-py3-none-any.whl", "w") as z:
     const other = crate("other");
     const o = await vak(["--profile", "rust", "--allow-read", bin, "--", "sh", "-c", `echo "inside $CARGO_HOME"; ls "${own}" 2>/dev/null || echo not-visible; test -e "$CARGO_HOME/registry-was-writable" && echo SHARED || echo own-cache`],
       { CARGO_HOME: cargoHome, ...(rustupHome ? { RUSTUP_HOME: rustupHome } : {}), PATH: `${bin}:/usr/bin:/bin` }, other);
-    expect(o.stdout).toContain(`inside ${join(home, ".cache", "vak-sandbox", "cargo", other)}\n`);
+    expect(o.stdout).toContain(`inside ${join(home, ".cache", "vak-sandbox", "cargo", other, "home")}\n`);
     expect(o.stdout).toContain("not-visible");
     expect(o.stdout).toContain("own-cache");
   }, 180_000);
