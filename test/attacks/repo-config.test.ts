@@ -65,7 +65,14 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     expect(r.stdout).not.toContain("OUTSIDE-SECRET");
     expect(r.stdout).toContain("token= preload= pystartup=\n");
     expect(r.stdout).toContain("no-file");
-    expect(r.stderr).toMatch(/config\.toml is not trusted: ignored allow_read \(line 2\), allow_write \(line 3\), allow_net \(line 5\), allow_env \(line 4\), profiles = \[evil\] \(line 8\), set_env \(line 6\), files \(line 7\), \[profiles\.evil\] \(line 9\), \[providers\] \(line 11; only your own config can say this\), \[approvals\] \(line 14; only your own config can say this\), \[egress\] \(line 17; only your own config can say this\), \[server\] \(line 19; only your own config can say this\); its deny rules, read-only mode and limits apply\. Review it with `vak trust`/);
+    // Line by line, in the file's order, each a line of its own.
+    const notice = r.stderr.split("\n").filter((l) => l.startsWith("vak: ") && !l.startsWith("vak: refused"));
+    expect(notice[0]).toMatch(/config\.toml is not trusted: only its deny rules, read-only mode and limits apply; ignored until you review and trust it with `vak trust`:$/);
+    expect(notice.slice(1, 13)).toEqual([
+      "vak:   line 2: allow_read", "vak:   line 3: allow_write", "vak:   line 4: allow_env", "vak:   line 5: allow_net", "vak:   line 6: set_env", "vak:   line 7: files",
+      "vak:   line 8: profiles = [evil]", "vak:   line 9: [profiles.evil]", "vak:   line 11: [providers], which only your own config can say",
+      "vak:   line 14: [approvals], which only your own config can say", "vak:   line 17: [egress], which only your own config can say", "vak:   line 19: [server], which only your own config can say",
+    ]);
     // Its profiles are not there to name either.
     const named = await vak(["exec", "--profile", "evil", "--", "true"]);
     expect(named.code).toBe(125);
@@ -81,6 +88,16 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     const broken = await vak(["exec", "--", "sh", "-c", 'echo "nodeopt=$NODE_OPTIONS"']);
     expect(broken.stdout).toBe("nodeopt=\n");
     expect(broken.stderr).toMatch(/config\.toml ignored: .*config\.toml:2: exec\.set_env\.NODE_OPTIONS: NODE_OPTIONS is Vak's/);
+  });
+
+  it("an untrusted config's notice is bounded: past a dozen ignored entries, a count and where to see them all", async () => {
+    writeConfig(Array.from({ length: 20 }, (_, i) => `[profiles.p${i}]\nallow_read = ["/"]\n`).join(""));
+    const r = await vak(["exec", "--", "true"]);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stderr.split("\n").filter(Boolean);
+    expect(lines).toHaveLength(1 + 12 + 1);
+    expect(lines[1]).toBe("vak:   line 1: [profiles.p0]");
+    expect(lines.at(-1)).toBe("vak:   … and 8 more (`vak trust` shows the whole file)");
   });
 
   it("untrusted, what narrows applies: its deny rules, a read-only mode and lower limits", async () => {
@@ -123,7 +140,7 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     writeFileSync(join(s.ws, ".vak", "config.toml"), `[exec]\nallow_read = ["${s.outside}"]\nset_env = { FROM_REPO = "yes" }\n#\n`);
     const edited = await vak(["exec", "--", "sh", "-c", `cat ${s.outside}/secret.txt 2>/dev/null || echo no-outside; echo "from=$FROM_REPO"`]);
     expect(edited.stdout).toBe("no-outside\nfrom=\n");
-    expect(edited.stderr).toMatch(/is not trusted \(it changed since you trusted it\): ignored allow_read/);
+    expect(edited.stderr).toMatch(/is not trusted \(it changed since you trusted it\): [^\n]*\nvak: {3}line 2: allow_read\n/);
     const again = await vak(["trust"], s.ws, "");
     expect(again.code).toBe(125);
     expect(again.stdout).toContain("   4 │ #");
@@ -180,7 +197,7 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     writeConfig(readFileSync(join(good, ".vak", "config.toml"), "utf8"), copied);
     const c = await vak(read, copied);
     expect(c.stdout).toBe("no-outside\n");
-    expect(c.stderr).toMatch(/is not trusted: ignored allow_read/);
+    expect(c.stderr).toMatch(/is not trusted: [^\n]*\nvak: {3}line 2: allow_read\n/);
   });
 
   it("a set_env that reads a host variable: vak trust and --print-plan show its name, never its value, and a provider key is refused", async () => {

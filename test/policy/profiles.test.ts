@@ -150,7 +150,8 @@ describe("composing a run's grants", () => {
     expect(untrusted.limits.timeout?.value).toBe(5);
     expect(untrusted.setEnv.size).toBe(0);
     expect(untrusted.applied.map((p) => p.name)).toEqual([]);
-    expect(untrusted.ignored.join("\n")).toMatch(/is not trusted: ignored allow_read \(line 2\), profiles = \[git\] \(line 7\), set_env \(line 6\), \[profiles\.git\] \(line 8\), \[providers\] \(line 10; only your own config/);
+    expect(untrusted.ignored[0]).toMatch(/is not trusted: only its deny rules, read-only mode and limits apply; ignored until you review and trust it with `vak trust`:$/);
+    expect(untrusted.ignored.slice(1)).toEqual(["  line 2: allow_read", "  line 6: set_env", "  line 7: profiles = [git]", "  line 8: [profiles.git]", "  line 10: [providers], which only your own config can say"]);
 
     const trusted = compose(input({ project: { file, root: repo, trusted: true } }));
     expect(trusted.lists.allow_read.map((g) => g.value)).toContain(join(dir, "a"));
