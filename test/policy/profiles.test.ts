@@ -45,6 +45,12 @@ describe("a config file's profile tables are checked, naming the file, the line 
     expect(f.profiles.get("a")?.body.limits.timeout).toBe(1.5);
   });
 
+  it("in a repository config, a section of the user's config is kept to be named as ignored, and one Vak does not know is an error", () => {
+    const f = parseProfilesFile("/r/.vak/config.toml", `[providers.x]\nkind = "openai"\n[mcp_servers.y]\ncommand = "z"\n`, "project");
+    expect(f.other).toEqual([{ key: "providers", line: 1 }]);
+    expect(() => parseProfilesFile("/r/.vak/config.toml", `[exec]\ndeny_read = ["a"]\n[future]\nx = 1\n`, "project")).toThrow(/config\.toml:3: future: unknown section; a repository config holds \[exec\], \[profiles\.NAME\] and \[mcp_servers\]/);
+  });
+
   it("the sections it knows are the sections of the user's config schema", () => {
     expect([...USER_CONFIG_SECTIONS].sort()).toEqual(Object.keys(UserConfigSchema.shape).sort());
   });
