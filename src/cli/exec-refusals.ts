@@ -73,9 +73,10 @@ export class Refusals {
     // Not a path ("(a new user namespace)", "(a TCP socket)"): one line per kind of call and reason.
     if (!d.path.startsWith("/") && !network) return this.note(`${d.op}\0${d.reason}`, `(${d.op})`, () => fmt`refused ${d.op} ${d.path}: ${d.reason}`);
     const place = network ? d.path : dirname(d.path);
-    // One group per reason and directory: a reason that names the path itself ("/etc/a is outside every grant") is
-    // the same reason for /etc/b, so the path is taken out of the key, and the line says the first one.
-    const kind = network ? d.reason : d.reason.split(d.path).join("\0path");
+    // One group per reason and directory. The one reason that names the refused path itself ("/etc/a is outside
+    // every grant") is the same reason for /etc/b: its path is taken out of the key, and the line says the first.
+    // Others name a grant or a rule ("/etc/ssl is granted read-only", "protected path /w/.env"), which stay apart.
+    const kind = d.reason === `${d.path} is outside every grant` ? "outside every grant" : d.reason;
     this.note(`${kind}\0${place}`, network ? d.path : `in ${place}`, () => fmt`refused ${d.op} ${d.path}: ${d.reason}${this.hint(d, place, network)}`, network ? undefined : basename(d.path));
   }
 
