@@ -51,6 +51,7 @@ void parse_args(struct plan *p, int argc, char **argv) {
   p->use_ns = 1;
   p->report_fd = -1;
   p->go_fd = -1;
+  p->line_fd = -1;
   p->uid = getuid();
   p->gid = getgid();
   int i = 1;
@@ -89,6 +90,7 @@ void parse_args(struct plan *p, int argc, char **argv) {
     else if (!strcmp(a, "--net-port")) { NEED(1); p->net_port = (int)number(a, argv[++i]); }
     else if (!strcmp(a, "--net-token-fd")) { NEED(1); read_token(p, (int)number(a, argv[++i])); }
     else if (!strcmp(a, "--go-fd")) { NEED(1); p->go_fd = (int)number(a, argv[++i]); }
+    else if (!strcmp(a, "--line-fd")) { NEED(1); p->line_fd = (int)number(a, argv[++i]); }
     else if (!strcmp(a, "--cwd")) { NEED(1); p->cwd = abs_path(a, argv[++i]); }
     else if (!strcmp(a, "--hostname")) { NEED(1); p->hostname = argv[++i]; }
     else if (!strcmp(a, "--max-procs")) { NEED(1); p->max_procs = number(a, argv[++i]); }

@@ -70,6 +70,7 @@ struct plan {
   long long max_output;  /* bytes of output through the monitor, 0: no limit */
   int report_fd;         /* JSON lines for the host; -1: none */
   int go_fd;             /* --go-fd: the command is exec'd only after one byte arrives here (the host's record of the run is durable); -1: at once */
+  int line_fd;           /* --line-fd: a file of the host's where the monitor keeps whether the output where vak's own lines go ends a line; -1: none */
   const char *host_dir;  /* --host-dir: report, token, env and lifeline by name (hostdir.c); NULL: fds */
   uid_t uid;
   gid_t gid;
@@ -183,9 +184,16 @@ struct streams {
   int nch;
   long long budget, used;
   int exceeded;
+  /* Where vak's own lines go (its fd 2), when the monitor relays what the command writes there: that channel, how
+   * many writes it made and whether the last ended a line, kept in line_fd for vak (streams_step). */
+  int err_ch;
+  int line_fd;
+  unsigned long long err_writes;
+  int err_at_start;
 };
 void streams_setup(struct streams *s, const struct plan *p); /* the monitor, before the clone */
 void streams_child(const struct streams *s);                 /* the payload */
+void streams_inside(const struct streams *s);                /* init, in the namespace: lets go of the monitor's ends */
 void streams_parent(struct streams *s);                      /* the monitor, after the clone */
 void streams_winch(struct streams *s);
 int streams_step(struct streams *s, int sfd, int draining);  /* 1 when sfd is readable */

@@ -190,6 +190,7 @@ static int init_main(const struct plan *p, int sync_rd, const struct streams *st
   unsigned char flags;
   if (read(sync_rd, &flags, 1) != 1) _exit(EXIT_SETUP);
   close(sync_rd);
+  streams_inside(streams);
   limits_use(flags);
   int gate_dir = build_view(p);
   const char *host = p->hostname ? p->hostname : "vak";
@@ -427,6 +428,7 @@ static int run(const struct plan *p) {
     unsigned char fl;
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || read(sync[0], &fl, 1) != 1) _exit(EXIT_SETUP);
     close(sync[0]);
+    streams_inside(&st);
     limits_use(fl);
     payload_main(p, &st);
   }
@@ -459,6 +461,8 @@ int main(int argc, char **argv) {
   /* Blocking: the payload waits in read(2) for its word (the host's end may be a non-blocking socket of its own). */
   if (plan.go_fd >= 0 && (fcntl(plan.go_fd, F_SETFD, FD_CLOEXEC) != 0 || fcntl(plan.go_fd, F_SETFL, 0) != 0))
     die_step("args", "--go-fd %d is not open", plan.go_fd);
+  if (plan.line_fd >= 0 && fcntl(plan.line_fd, F_SETFD, FD_CLOEXEC) != 0)
+    die_step("args", "--line-fd %d is not open", plan.line_fd);
   if (plan.host_dir) {
     hostdir_env();
     hostdir_lifeline();

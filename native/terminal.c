@@ -86,10 +86,28 @@ static void channel(struct channel *c, int from, struct sink to, int counted) {
   c->open = 1;
 }
 
+/* Do two of our fds name one file (the same pipe, terminal or file: `2>&1`)? */
+static int same_file(int a, int b) {
+  struct stat x, y;
+  return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* Keeps, for vak, whether the output its own lines go to ends a line: one 8-byte word at offset 0 of line_fd, the
+ * number of writes made there times two, plus one when the last of them ended with a newline. vak compares the count
+ * with the one it saw when it last wrote a line of its own, which ends with a newline. */
+static void publish_line(struct streams *s) {
+  if (s->line_fd < 0) return;
+  unsigned long long word = s->err_writes * 2 + (unsigned long long)(s->err_at_start ? 1 : 0);
+  if (pwrite(s->line_fd, &word, sizeof word, 0) != (ssize_t)sizeof word) s->line_fd = -1; /* vak then guesses, as without */
+}
+
 void streams_setup(struct streams *s, const struct plan *p) {
   memset(s, 0, sizeof *s);
   s->master = s->slave = s->ro_stdin = -1;
   for (int k = 0; k < 3; k++) s->pipe_w[k] = -1;
+  s->err_ch = -1;
+  s->line_fd = p->line_fd;
+  s->err_at_start = 1;
   s->budget = p->max_output;
   report_on_die(term_restore);
   int tty[3], any = 0, first = -1;
@@ -137,6 +155,7 @@ void streams_setup(struct streams *s, const struct plan *p) {
     struct sink out;
     open_sink(&out, first);
     s->ch[s->nch].filtered = 1;
+    if (tty[2] && (first == 2 || same_file(first, 2))) s->err_ch = s->nch;
     channel(&s->ch[s->nch++], s->master, out, 1);
     if (interactive && term.saved_ok) {
       struct termios raw = term.saved;
@@ -147,17 +166,28 @@ void streams_setup(struct streams *s, const struct plan *p) {
       fcntl(s->master, F_SETFL, fcntl(s->master, F_GETFL) | O_NONBLOCK);
     }
   }
-  if (s->budget) {
-    for (int k = 1; k < 3; k++) {
-      if (tty[k]) continue;
-      int pp[2];
-      if (pipe2(pp, O_CLOEXEC) != 0) die_step("output", "pipe: %s", strerror(errno));
-      s->pipe_w[k] = pp[1];
-      struct sink to;
-      open_sink(&to, k);
-      channel(&s->ch[s->nch++], pp[0], to, 1);
+  /* Where vak cannot see whether its fd 2 ends a line (a pipe, a FIFO, a socket; a file it reads itself, a terminal
+   * is relayed above), and vak asks (--line-fd), the command's output there goes through the monitor, which knows.
+   * So does all of it with --max-output, to count it. */
+  struct stat e;
+  int err_blind = s->line_fd >= 0 && !tty[2] && fstat(2, &e) == 0 && (S_ISFIFO(e.st_mode) || S_ISSOCK(e.st_mode));
+  int one = !tty[1] && !tty[2] && same_file(1, 2);
+  for (int k = 1; k < 3; k++) {
+    if (tty[k] || !(s->budget || (err_blind && (k == 2 || one)))) continue;
+    /* fds 1 and 2 one file (2>&1): one pipe for both, so that what the command writes keeps its order. */
+    if (k == 2 && one && s->pipe_w[1] >= 0) {
+      s->pipe_w[2] = s->pipe_w[1];
+      continue;
     }
+    int pp[2];
+    if (pipe2(pp, O_CLOEXEC) != 0) die_step("output", "pipe: %s", strerror(errno));
+    s->pipe_w[k] = pp[1];
+    struct sink to;
+    open_sink(&to, k);
+    if (k == 2 || one) s->err_ch = s->nch;
+    channel(&s->ch[s->nch++], pp[0], to, 1);
   }
+  if (s->err_ch >= 0) publish_line(s);
 }
 
 void streams_child(const struct streams *s) {
@@ -182,11 +212,18 @@ void streams_child(const struct streams *s) {
   }
 }
 
+void streams_inside(const struct streams *s) {
+  /* The read ends of the monitor's pipes are the monitor's alone: held open in here (init, its resolver and relay),
+   * they would keep a command writing into a pipe whose reader went away from ever getting EPIPE. */
+  for (int i = 0; i < s->nch; i++)
+    if (s->ch[i].counted && !s->ch[i].filtered) close(s->ch[i].from);
+}
+
 void streams_parent(struct streams *s) {
   if (s->slave >= 0) close(s->slave);
   if (s->ro_stdin >= 0) close(s->ro_stdin);
   for (int k = 0; k < 3; k++)
-    if (s->pipe_w[k] >= 0) close(s->pipe_w[k]);
+    if (s->pipe_w[k] >= 0 && (k != 2 || s->pipe_w[2] != s->pipe_w[1])) close(s->pipe_w[k]);
   s->slave = s->ro_stdin = -1;
   /* A sink that went away must not kill the monitor. */
   signal(SIGPIPE, SIG_IGN);
@@ -198,6 +235,30 @@ void streams_parent(struct streams *s) {
 void streams_winch(struct streams *s) {
   struct winsize ws;
   if (s->master >= 0 && ioctl(s->winch_from, TIOCGWINSZ, &ws) == 0) ioctl(s->master, TIOCSWINSZ, &ws);
+}
+
+/* Writes what channel i holds, as much as its sink takes now. */
+static void put_out(struct streams *s, int i) {
+  struct channel *c = &s->ch[i];
+  ssize_t w = sink_write(&c->to, c->buf + c->off, c->len - c->off);
+  if (w > 0) {
+    c->off += (size_t)w;
+    if (i == s->err_ch) {
+      s->err_writes++;
+      s->err_at_start = c->buf[c->off - 1] == '\n';
+      publish_line(s);
+    }
+  } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+    /* The reader is gone: drop the rest. A pipe of ours in place of fds 1-2 is closed, so that the command's
+     * next write there fails (EPIPE, SIGPIPE) as it would have without the monitor in between: `vak exec --
+     * yes 2>&1 | head -1` ends. */
+    c->to.broken = 1;
+    if (!c->filtered && c->counted && c->open) {
+      close(c->from);
+      c->open = 0;
+    }
+  }
+  if (c->off >= c->len) c->len = c->off = 0;
 }
 
 /* Moves what is ready. Returns 1 when sfd is readable. */
@@ -222,10 +283,7 @@ int streams_step(struct streams *s, int sfd, int draining) {
     struct channel *c = &s->ch[idx[j]];
     if (!pf[j].revents) continue;
     if (c->len > c->off && !c->to.broken) {
-      ssize_t w = sink_write(&c->to, c->buf + c->off, c->len - c->off);
-      if (w > 0) c->off += (size_t)w;
-      else if (w < 0 && errno != EAGAIN && errno != EINTR) c->to.broken = 1; /* the reader is gone: drop the rest */
-      if (c->off >= c->len) c->len = c->off = 0;
+      put_out(s, idx[j]);
       continue;
     }
     /* A filtered channel reads into raw and keeps room for what the filter held back from the last read. */
@@ -248,6 +306,8 @@ int streams_step(struct streams *s, int sfd, int draining) {
     if (c->to.broken) continue;
     c->len = c->filtered ? term_filter(&c->filter, raw, (size_t)r, c->buf) : (size_t)r;
     c->off = 0;
+    /* Most sinks take it at once: no round through poll for each read. */
+    if (c->len) put_out(s, idx[j]);
   }
   return pf[0].revents != 0;
 }

@@ -11,7 +11,7 @@ import type { Check } from "./finding.js";
  * (`npx -y pkg` without a version), and tool definitions that changed after
  * they were pinned and wait for `vak mcp trust`, and this repository's
  * proposed MCP servers whose definition changed after it was approved, and
- * this repository's .vak/config.toml changed after `vak trust`.
+ * this repository's .vak/config.toml changed after `vak trust`, or unreadable.
  */
 const RUNNERS = new Set(["npx", "bunx", "pnpx", "uvx"]);
 
@@ -72,8 +72,12 @@ function repoConfigChecks(ctx: AuditContext): Check[] {
     return [];
   }
   const file = findProjectConfig(ws, ctx.home);
-  if (!file || trust.trusted.length === 0) return [];
+  if (!file) return [];
   const p = loadProject(file, trust);
+  if (p.broken)
+    return [{ id: "trust.repo-config-unreadable", severity: "warn", path: file, fixable: false, title: "this repository's .vak/config.toml cannot be read whole",
+      detail: `${p.broken}; vak exec, vak run and vak refuse to run here until it reads (its deny rules are never skipped)`, fix: "fix the file (vak trust shows it), or remove it" }];
+  if (trust.trusted.length === 0) return [];
   if (!p.hash || p.config?.trusted) return [];
   const was = trust.trusted.filter((r) => r.path === p.path).at(-1);
   if (!was) return [];

@@ -1,6 +1,7 @@
 import { own, processOutput } from "./output.js";
 import type { Command } from "commander";
 import { VakError } from "../policy/errors.js";
+import { presetNames } from "../policy/presets.js";
 
 /**
  * `vak completion bash|zsh|fish`: a completion script made from the commander
@@ -17,8 +18,12 @@ import { VakError } from "../policy/errors.js";
  */
 export type Shell = "bash" | "zsh" | "fish";
 
-/** What to complete as an option's (or an argument's) value. */
-type Values = { kind: "choices"; list: string[] } | { kind: "file" } | { kind: "dir" } | { kind: "none"; hint: string };
+/**
+ * What to complete as an option's (or an argument's) value. `profiles`: Vak's presets (put in the script) and the
+ * profiles of the user's own config, which the script reads itself when asked ([profiles.NAME] headers, names of
+ * plain characters only, a regular file only): it never runs a program, and never reads a repository's config.
+ */
+type Values = { kind: "choices"; list: string[] } | { kind: "file" } | { kind: "dir" } | { kind: "none"; hint: string } | { kind: "profiles"; presets: string[] };
 
 interface Opt {
   names: string[];
@@ -40,6 +45,14 @@ interface Cmd {
 
 const PLAIN = /^[A-Za-z0-9_.:=-]+$/;
 
+/**
+ * A `[profiles.NAME]` header of the user's config: one regular expression that bash's and zsh's `=~` (POSIX ERE)
+ * and fish's `string` (PCRE2) read alike, in single quotes in each (no quote or backslash pair in it). Group 1 is
+ * the name (in double quotes when it has a dot), of plain characters only, so that nothing in the file reaches a
+ * shell as anything but a word.
+ */
+const PROFILE_HEADER = String.raw`^[[:space:]]*\[[[:space:]]*profiles\.("[A-Za-z0-9_.-]+"|[A-Za-z0-9_-]+)[[:space:]]*\]`;
+
 function plain(s: string): string {
   if (!PLAIN.test(s)) throw new VakError("internal", `completion: ${JSON.stringify(s)} is not a plain name`);
   return s;
@@ -54,7 +67,7 @@ function valuesOf(placeholder: string, choices: readonly string[] | undefined): 
   return { kind: "none", hint: p };
 }
 
-function model(c: Command, parent = ""): Cmd {
+function model(c: Command, presets: string[], parent = ""): Cmd {
   const path = parent ? `${parent} ${plain(c.name())}` : plain(c.name());
   const options: Opt[] = c.options
     .filter((o) => !o.hidden)
@@ -63,7 +76,7 @@ function model(c: Command, parent = ""): Cmd {
       return {
         names: [o.long, o.short].filter((n): n is string => Boolean(n)).map(plain),
         description: o.description ?? "",
-        value: o.required || o.optional ? valuesOf(placeholder ?? "", o.argChoices) : undefined,
+        value: !(o.required || o.optional) ? undefined : o.long === "--profile" ? { kind: "profiles" as const, presets } : valuesOf(placeholder ?? "", o.argChoices),
       };
     });
   options.push({ names: ["--help", "-h"], description: "show help for this command" });
@@ -72,7 +85,7 @@ function model(c: Command, parent = ""): Cmd {
   return {
     path,
     description: c.description() ?? "",
-    subs: c.commands.map((s) => model(s, path)),
+    subs: c.commands.map((s) => model(s, presets, path)),
     options,
     args: arg && !command ? valuesOf(arg.name() === "spec" ? "spec" : arg.name(), arg.argChoices) : undefined,
     command,
@@ -121,10 +134,25 @@ _vak_args() {
 ${argCases}
   esac
 }
+# Your own profiles: the [profiles.NAME] headers of your config, read here (nothing is run; a repository's config is never read).
+_vak_profiles() {
+  local f line re='${PROFILE_HEADER}'
+  if [[ $XDG_CONFIG_HOME == /* ]]; then f="$XDG_CONFIG_HOME/vak/config.toml"; else f="$HOME/.config/vak/config.toml"; fi
+  [[ -f $f && -r $f ]] || return 0
+  while IFS= read -r line; do
+    [[ $line =~ $re ]] && printf '%s\\n' "\${BASH_REMATCH[1]//\\"/}"
+  done < "$f"
+}
 _vak_fill() {
   case "$1" in
     @dir) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$2")) ;;
     @file) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$2")) ;;
+    @profiles:*)
+      # A list (git,npm): the part after the last comma is completed, the rest kept.
+      local pre="" w="$2" names n
+      if [[ $w == *,* ]]; then pre="\${w%,*},"; w="\${w##*,}"; fi
+      names="\${1#@profiles:} $(_vak_profiles)"
+      for n in $names; do [[ $n == "$w"* ]] && COMPREPLY+=("$pre$n"); done ;;
     *) COMPREPLY=($(compgen -W "$1" -- "$2")) ;;
   esac
 }
@@ -170,7 +198,7 @@ complete -F _vak vak
 }
 
 function bashValues(v: Values): string {
-  return v.kind === "choices" ? v.list.join(" ") : v.kind === "file" ? "@file" : v.kind === "dir" ? "@dir" : "";
+  return v.kind === "choices" ? v.list.join(" ") : v.kind === "file" ? "@file" : v.kind === "dir" ? "@dir" : v.kind === "profiles" ? `@profiles:${v.presets.map(plain).join(" ")}` : "";
 }
 
 // ---- zsh ----
@@ -190,6 +218,16 @@ function zsh(root: Cmd): string {
   const commandCases = cmds.filter((c) => c.command).map((c) => `"${c.path}"`).join("|");
   return `#compdef vak
 # zsh completion for vak, made by \`vak completion zsh\` from Vak's own command definitions.
+# Your own profiles: the [profiles.NAME] headers of your config, read here (nothing is run; a repository's config is never read).
+_vak_profiles() {
+  emulate -L zsh
+  local f line re='${PROFILE_HEADER}'
+  if [[ $XDG_CONFIG_HOME == /* ]]; then f="$XDG_CONFIG_HOME/vak/config.toml"; else f="$HOME/.config/vak/config.toml"; fi
+  [[ -f $f && -r $f ]] || return 0
+  while IFS= read -r line; do
+    [[ $line =~ $re ]] && print -r -- "\${match[1]//\\"/}"
+  done < "$f"
+}
 _vak_valued() {
   case "$1" in
 ${valuedCases}
@@ -256,6 +294,7 @@ function zshValues(v: Values): string {
     case "file": return "_files";
     case "dir": return "_directories";
     case "none": return `_message ${zq(v.hint || "a value")}`;
+    case "profiles": return `compset -P '*,'; compadd -- ${v.presets.map(plain).join(" ")} $(_vak_profiles)`;
   }
 }
 
@@ -273,7 +312,7 @@ function fish(root: Cmd): string {
     for (const s of c.subs) lines.push(`complete -c vak -n '__vak_at ${c.path} ; and __vak_operand' -a ${s.path.split(" ").at(-1)} -d ${fq(s.description)}`);
     for (const o of c.options) {
       const names = o.names.map((n) => (n.startsWith("--") ? `-l ${n.slice(2)}` : `-s ${n.slice(1)}`)).join(" ");
-      const value = !o.value ? "" : o.value.kind === "choices" ? ` -x -a ${fq(o.value.list.join(" "))}` : o.value.kind === "file" ? " -r -F" : o.value.kind === "dir" ? " -x -a '(__fish_complete_directories)'" : " -x";
+      const value = !o.value ? "" : o.value.kind === "choices" ? ` -x -a ${fq(o.value.list.join(" "))}` : o.value.kind === "file" ? " -r -F" : o.value.kind === "dir" ? " -x -a '(__fish_complete_directories)'" : o.value.kind === "profiles" ? ` -x -a ${fq(`(__vak_profiles ${o.value.presets.map(plain).join(" ")})`)}` : " -x";
       lines.push(`complete -c vak -n ${when} ${names}${value} -d ${fq(o.description)}`);
     }
     if (c.args?.kind === "choices") lines.push(`complete -c vak -n '__vak_at ${c.path} ; and __vak_operand' -a ${fq(c.args.list.join(" "))}`);
@@ -322,6 +361,22 @@ function __vak_walk
   echo $cmd
   echo $operands
 end
+# Profile names: the presets given, and the [profiles.NAME] headers of your config, read here (nothing is run; a
+# repository's config is never read); in a list (git,npm) each after what is typed up to the last comma.
+function __vak_profiles
+  set -l f $HOME/.config/vak/config.toml
+  string match -q -- '/*' "$XDG_CONFIG_HOME"; and set f $XDG_CONFIG_HOME/vak/config.toml
+  set -l names $argv
+  if test -f $f -a -r $f
+    for m in (string replace -rf -- '${PROFILE_HEADER}.*' '$1' < $f | string trim -c '"')
+      string match -qr -- '^[A-Za-z0-9_.-]+$' $m; and set -a names $m
+    end
+  end
+  set -l pre (string replace -r -- '[^,]*$' '' (commandline -ct))
+  for n in $names
+    printf '%s%s\\n' $pre $n
+  end
+end
 function __vak_at
   set -l walked (__vak_walk)
   test "$walked[1]" = "$argv"
@@ -335,8 +390,8 @@ ${lines.join("\n")}
 `;
 }
 
-export function completionScript(shell: Shell, program: Command): string {
-  const root = model(program);
+export function completionScript(shell: Shell, program: Command, presets: string[] = []): string {
+  const root = model(program, presets);
   switch (shell) {
     case "bash": return bash(root);
     case "zsh": return zsh(root);
@@ -346,6 +401,6 @@ export function completionScript(shell: Shell, program: Command): string {
 
 export function completionCommand(shell: Shell, program: Command): number {
   // A script Vak wrote from its own commands and options, for a shell to read.
-  processOutput().out.line(own(completionScript(shell, program).replace(/\n$/, "")));
+  processOutput().out.line(own(completionScript(shell, program, presetNames()).replace(/\n$/, "")));
   return 0;
 }

@@ -111,7 +111,8 @@ export function resolveGrantsWith(loaded: ConfigFiles | undefined, opts: GrantOp
   let project: LoadedProject | undefined;
   if (found && files) {
     project = files.loadProject(found, files.readTrust());
-    if (project.broken) notes.push(`${files.shownPath(project.path)} ignored: ${project.broken}`);
+    // Fail closed: a repository config Vak cannot read whole may hold deny rules; running without them would widen the run.
+    if (project.broken) throw new VakError("bad-input", unreadableProject(project.broken));
   }
   const composition = compose({
     flags, user, project: project?.config as ProjectConfig | undefined, execDefaults: ctx.execDefaults, workspace, env, home,
@@ -149,6 +150,11 @@ export function resolveGrantsWith(loaded: ConfigFiles | undefined, opts: GrantOp
     setEnv: Object.fromEntries([...composition.setEnv].map(([k, g]) => [k, g.value])),
     files: viewFiles, redacted, user, project, notes,
   };
+}
+
+/** The refusal for a repository config that cannot be read: what is wrong with it (file:line: key), that nothing ran, and what to do. */
+export function unreadableProject(why: string): string {
+  return `${why}. Nothing was run: a repository config that cannot be read is refused, not skipped, since its deny rules would be lost; fix the file or remove it (\`vak trust\` shows it)`;
 }
 
 /** Makes the state directories and files a profile names that do not exist yet: directories 0700, empty files 0600, no link followed at the end. */

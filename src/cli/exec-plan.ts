@@ -97,7 +97,7 @@ export function planView(plan: LaunchPlan, r: ResolvedGrants): PlanView {
     skipped: c.skipped.map((s) => ({ entry: s.value, written: s.written ?? s.value, why: s.why, from: from(s.source) })),
     create: c.create.map((x) => x.path),
     held: plan.held.map((h) => ({ path: h.path, why: h.why })),
-    project: r.project ? { path: r.project.path, trusted: r.project.config?.trusted ?? false, sha256: r.project.hash, notes: r.notes.filter((n) => n.startsWith(shownPath(r.project!.path))) } : null,
+    project: r.project ? { path: r.project.path, trusted: r.project.config?.trusted ?? false, sha256: r.project.hash, notes: r.composition.ignored } : null,
     runtime: plan.mounts.filter((m) => m.why === "runtime" || m.why.startsWith("the Node.js")).map((m) => m.path),
   };
 }

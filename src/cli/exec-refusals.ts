@@ -1,4 +1,4 @@
-import { dirname } from "node:path";
+import { basename, dirname } from "node:path";
 import { describeSource, type Granted } from "../policy/compose.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { PROTECTED_PATHS } from "../policy/protected.js";
@@ -29,7 +29,12 @@ export interface Denial {
 interface Group {
   count: number;
   place: string;
+  /** The names of the next few refused in the same place (for the count at the end), at most MORE_NAMES. */
+  more: string[];
 }
+
+/** How many of the other names refused in one directory the count at the end says. */
+export const MORE_NAMES = 3;
 
 export class Refusals {
   private readonly groups = new Map<string, Group>();
@@ -50,11 +55,15 @@ export class Refusals {
     return (this.index ??= this.presets());
   }
 
-  private note(key: string, place: string, line: () => Text): void {
+  private note(key: string, place: string, line: () => Text, name?: string): void {
     const g = this.groups.get(key);
-    if (g) return void (g.count += 1);
+    if (g) {
+      g.count += 1;
+      if (name !== undefined && g.more.length < MORE_NAMES && !g.more.includes(name)) g.more.push(name);
+      return;
+    }
     if (this.groups.size >= MAX_GROUPS) return void (this.overflow += 1);
-    this.groups.set(key, { count: 1, place });
+    this.groups.set(key, { count: 1, place, more: [] });
     this.out(line());
   }
 
@@ -64,7 +73,11 @@ export class Refusals {
     // Not a path ("(a new user namespace)", "(a TCP socket)"): one line per kind of call and reason.
     if (!d.path.startsWith("/") && !network) return this.note(`${d.op}\0${d.reason}`, `(${d.op})`, () => fmt`refused ${d.op} ${d.path}: ${d.reason}`);
     const place = network ? d.path : dirname(d.path);
-    this.note(`${d.reason}\0${place}`, network ? d.path : `in ${place}`, () => fmt`refused ${d.op} ${d.path}: ${d.reason}${this.hint(d, place, network)}`);
+    // One group per reason and directory. The one reason that names the refused path itself ("/etc/a is outside
+    // every grant") is the same reason for /etc/b: its path is taken out of the key, and the line says the first.
+    // Others name a grant or a rule ("/etc/ssl is granted read-only", "protected path /w/.env"), which stay apart.
+    const kind = d.reason === `${d.path} is outside every grant` ? "outside every grant" : d.reason;
+    this.note(`${kind}\0${place}`, network ? d.path : `in ${place}`, () => fmt`refused ${d.op} ${d.path}: ${d.reason}${this.hint(d, place, network)}`, network ? undefined : basename(d.path));
   }
 
   /** A request or connection the egress gate refused. */
@@ -74,7 +87,7 @@ export class Refusals {
     if (e.count !== undefined) return;
     const key = `egress\0${e.asked}\0${e.reason}`;
     if (this.groups.has(key) || this.groups.size >= MAX_GROUPS) return;
-    this.groups.set(key, { count: 0, place: e.asked });
+    this.groups.set(key, { count: 0, place: e.asked, more: [] });
     this.egressShown += 1;
     this.out(fmt`refused ${e.method === "-" ? own("a connection") : fmt`${e.method} ${e.asked}`}: ${this.denySource(e.reason)}`);
   }
@@ -99,7 +112,11 @@ export class Refusals {
 
   /** At the end: how many more of each kind there were, and of kinds not shown. */
   finish(): void {
-    for (const g of this.groups.values()) if (g.count > 1) this.out(fmt`… and ${g.count - 1} more refused ${g.place} (the same reason)`);
+    for (const g of this.groups.values()) {
+      if (g.count <= 1) continue;
+      const names = g.more.length ? fmt`: ${g.more.join(", ")}${own(g.count - 1 > g.more.length ? ", …" : "")}` : own("");
+      this.out(fmt`… and ${g.count - 1} more refused ${g.place} (the same reason)${names}`);
+    }
     if (this.overflow) this.out(fmt`… and ${this.overflow} more refusals of other kinds (all of them are in the journal)`);
     if (this.egressTotal > this.egressShown) this.out(fmt`… and ${this.egressTotal - this.egressShown} more egress refusals`);
   }

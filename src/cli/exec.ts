@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync, mkdirSync, statSync } from "node:fs";
+import { fstatSync, mkdtempSync, readFileSync, rmSync, mkdirSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { VakError } from "../policy/errors.js";
@@ -336,8 +336,18 @@ async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secr
     child.on("close", (c, s) => resolve(c ?? 128 + (s ? 9 : 0)));
   });
   await record.finish(undefined, code);
-  if (opts.json) new OwnLines(undefined, ctx.errFd, ctx.err).json({ exit: code, mode: plan.mode, sandbox: "none" });
+  if (opts.json) new OwnLines(ctx.errFd, ctx.err).json({ exit: code, mode: plan.mode, sandbox: "none" });
   return code;
+}
+
+/** Is vak's stderr something whose last byte it cannot read (a pipe, a socket, a terminal)? The monitor then keeps it (line-start.ts). */
+function unseen(fd: number): boolean {
+  try {
+    const st = fstatSync(fd);
+    return st.isFIFO() || st.isSocket() || st.isCharacterDevice();
+  } catch {
+    return false;
+  }
 }
 
 /** What the lines about refusals and missing grants need: where each grant came from, and the presets' index. */
@@ -360,10 +370,11 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secret
   const { record, durable } = ExecRecord.open(plan, secrets, sources.redactor, ctx.journal, ctx.servedBy);
   if (plan.sandbox === "container") await durable;
   const egress: EgressSeen = { kept: [], omitted: 0, refused: 0 };
-  // Refusals print as they happen, each on a line of its own.
+  // Refusals print as they happen, each on a line of its own (and no empty line before it).
+  const lines = new OwnLines(ctx.errFd, ctx.err);
   const refusals = new Refusals(plan, sources.r, sources.presets, (line) => {
     sources.explain?.alsoSaid(line);
-    new OwnLines(undefined, ctx.errFd, ctx.err).line(fmt`vak: ${line}`);
+    lines.line(fmt`vak: ${line}`);
   });
   let gate: { link: GateLink; close(): Promise<void> } | undefined;
   try {
@@ -386,7 +397,7 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secret
         throw e;
       }
     }
-    return await runWithGate(plan, opts, egress, gate, record, durable, refusals, sources, ctx, netx);
+    return await runWithGate(plan, opts, egress, gate, record, durable, refusals, lines, sources, ctx, netx);
   } finally {
     await gate?.close();
   }
@@ -394,7 +405,7 @@ async function runSandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secret
 
 async function runWithGate(
   plan: LaunchPlan, opts: ExecOptions, egress: EgressSeen, gate: { link: GateLink; close(): Promise<void> } | undefined, record: ExecRecord, durable: Promise<void>,
-  refusals: Refusals, sources: HintSources, ctx: ExecContext, netx?: ExecNet,
+  refusals: Refusals, own: OwnLines, sources: HintSources, ctx: ExecContext, netx?: ExecNet,
 ): Promise<number> {
   const started = process.hrtime.bigint();
   let seen = 0;
@@ -406,7 +417,7 @@ async function runWithGate(
   };
   // stdio is vak's own: the launcher keeps the terminal out of the sandbox (a pty of its own in
   // between) and counts every byte of output against --max-output (native/terminal.c).
-  const how = { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined, foreground: ctx.terminal?.foreground, spawner: ctx.spawner };
+  const how = { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined, foreground: ctx.terminal?.foreground, spawner: ctx.spawner, lineWord: unseen(ctx.errFd) };
   let sb: RunningSandbox;
   let held: HeldSandbox | undefined;
   // The gate's TLS (every upstream root parsed, the first leaves) is ready before the command starts, so that its
@@ -420,6 +431,7 @@ async function runWithGate(
     sb = held = launchHeld(plan, ctx.stdio, gate?.link, how);
   }
   record.onFailure = () => sb.kill("SIGKILL");
+  own.follow(sb.lineWord);
 
   let stopping = false;
   let killTimer: NodeJS.Timeout | undefined;
@@ -458,8 +470,6 @@ async function runWithGate(
   // The sandbox is gone: closing the gate records how its last requests ended, and the refusal counts, before the record closes.
   await gate?.close();
   const outputExceeded = result.outputExceeded;
-  // The launcher wrote the command's output itself: vak knows its last byte only where a file can tell.
-  const own = new OwnLines(undefined, ctx.errFd, ctx.err);
   // What the watcher did not see yet (the last moments of the run), then how many more of each.
   for (const rep of result.reports.slice(seen)) onReport(rep);
   const signaled = result.reports.find((x) => x.event === "signaled");

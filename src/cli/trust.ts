@@ -113,16 +113,20 @@ export async function trustCommand(dir: string | undefined, opts: TrustOptions):
     put(`${visible(shownPath(loaded.path))}: ${kept.length === t.trusted.length ? "was not trusted" : "no longer trusted"}\n`);
     return 0;
   }
-  if (loaded.broken || !loaded.config) throw new VakError("bad-input", `${shownPath(loaded.path)} cannot be trusted as it is: ${loaded.broken}`);
+  const numbered = loaded.text.split("\n").map((l, i) => `${String(i + 1).padStart(4)} │ ${visible(l)}`);
+  if (numbered.at(-1)?.endsWith("│ ")) numbered.pop();
+  const exactly = [`${visible(shownPath(loaded.path))} (sha256 ${loaded.hash}), exactly:`, ...numbered, ""];
+  if (loaded.broken || !loaded.config) {
+    // Shown, so that the user sees what to fix; never recorded: vak exec refuses to run with it until it reads.
+    if (loaded.text) put(exactly.join("\n"));
+    throw new VakError("bad-input", `${loaded.broken ?? shownPath(loaded.path)}. It cannot be trusted as it is, and vak exec and vak run refuse to run with it; fix the file, then run vak trust again`);
+  }
   if (t.trusted.some((r) => r.path === loaded.path && r.sha256 === loaded.hash)) {
     put(`${visible(shownPath(loaded.path))} is already trusted as it is now (sha256 ${loaded.hash.slice(0, 16)}…)\n`);
     return 0;
   }
-  const numbered = loaded.text.split("\n").map((l, i) => `${String(i + 1).padStart(4)} │ ${visible(l)}`);
-  if (numbered.at(-1)?.endsWith("│ ")) numbered.pop();
   put([
-    `${visible(shownPath(loaded.path))} (sha256 ${loaded.hash}), exactly:`,
-    ...numbered,
+    ...exactly.slice(0, -1),
     "",
     "Trusted, it would grant:",
     ...wouldGrant(loaded.config, workspace).map(visible),

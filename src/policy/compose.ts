@@ -47,7 +47,7 @@ export interface Composition {
   create: { path: string; kind: "dir" | "file" }[];
   /** The profiles applied, in order. */
   applied: Profile[];
-  /** What the repository config asked for and did not get: one line each. */
+  /** What the repository config asked for and did not get, as lines for stderr (an untrusted config's: a heading, then one line per entry, bounded). */
   ignored: string[];
 }
 
@@ -210,32 +210,41 @@ export function compose(input: ComposeInput): Composition {
   return c;
 }
 
+/** At most this many of an untrusted repository config's ignored entries are listed one by one; `vak trust` shows them all. */
+export const MAX_IGNORED_SHOWN = 12;
+
 function narrowBy(c: Composition, project: ProjectConfig, input: ComposeInput): void {
   const exec = project.file.exec;
   const name = project.file.shown;
-  const ignored: string[] = [];
+  const ignored: { line: number | undefined; what: string }[] = [];
+  const skip = (line: number | undefined, what: string) => ignored.push({ line, what });
   if (exec) {
     for (const key of LIST_KEYS) {
       const values = exec.body.lists[key];
       if (values.length === 0) continue;
       if (NARROWING.includes(key)) for (const v of values) add(c, key, { value: v, source: { kind: "profile", profile: exec, key, via: "untrusted" } }, input, project.root);
-      else ignored.push(`${key} (line ${exec.line(key) ?? "?"})`);
+      else skip(exec.line(key), key);
     }
     if (exec.body.mode === "read-only" && c.mode !== "read-only") {
       c.mode = "read-only";
       c.modeSource = { kind: "profile", profile: exec, key: "mode", via: "untrusted" };
-    } else if (exec.body.mode === "workspace-write" && c.mode === "read-only") ignored.push(`mode (line ${exec.line("mode") ?? "?"})`);
+    } else if (exec.body.mode === "workspace-write" && c.mode === "read-only") skip(exec.line("mode"), "mode");
     for (const k of LIMIT_KEYS) {
       const v = exec.body.limits[k];
       if (v !== undefined && (c.limits[k] === undefined || v < c.limits[k]!.value)) c.limits[k] = { value: v, source: { kind: "profile", profile: exec, key: k, via: "untrusted" } };
     }
-    if (exec.body.profiles.length) ignored.push(`profiles = [${exec.body.profiles.join(", ")}] (line ${exec.line("profiles") ?? "?"})`);
-    if (Object.keys(exec.body.setEnv).length) ignored.push(`set_env (line ${exec.line("set_env") ?? "?"})`);
-    if (Object.keys(exec.body.files).length) ignored.push(`files (line ${exec.line("files") ?? "?"})`);
+    if (exec.body.profiles.length) skip(exec.line("profiles"), `profiles = [${exec.body.profiles.join(", ")}]`);
+    if (Object.keys(exec.body.setEnv).length) skip(exec.line("set_env"), "set_env");
+    if (Object.keys(exec.body.files).length) skip(exec.line("files"), "files");
   }
-  for (const [n, p] of project.file.profiles) ignored.push(`[profiles.${n}] (line ${p.line() ?? "?"})`);
-  for (const o of project.file.other) ignored.push(`[${o.key}] (line ${o.line ?? "?"}; only your own config can say this)`);
-  if (ignored.length) c.ignored.push(`${name} is not trusted${project.changed ? " (it changed since you trusted it)" : ""}: ignored ${ignored.join(", ")}; its deny rules, read-only mode and limits apply. Review it with \`vak trust\``);
+  for (const [n, p] of project.file.profiles) skip(p.line(), `[profiles.${n}]`);
+  for (const o of project.file.other) skip(o.line, `[${o.key}], which only your own config can say`);
+  if (!ignored.length) return;
+  // One line per entry, in the file's order, bounded: a long list on one line is not read.
+  ignored.sort((a, b) => (a.line ?? Infinity) - (b.line ?? Infinity));
+  c.ignored.push(`${name} is not trusted${project.changed ? " (it changed since you trusted it)" : ""}: only its deny rules, read-only mode and limits apply; ignored until you review and trust it with \`vak trust\`:`);
+  for (const x of ignored.slice(0, MAX_IGNORED_SHOWN)) c.ignored.push(`  line ${x.line ?? "?"}: ${x.what}`);
+  if (ignored.length > MAX_IGNORED_SHOWN) c.ignored.push(`  … and ${ignored.length - MAX_IGNORED_SHOWN} more (\`vak trust\` shows the whole file)`);
 }
 
 /** The names Vak defines for a profile's paths and values (expand.ts): the run's workspace. */

@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, lstatSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { vakDirs } from "./state.js";
 
@@ -25,7 +25,19 @@ export function findProjectConfig(workspace: string, home: string): string | und
   for (let dir = workspace; ; dir = dirname(dir)) {
     if (dir === home && dir !== workspace) return undefined;
     const candidate = join(dir, ".vak", "config.toml");
-    if (existsSync(candidate)) return candidate;
+    if (present(candidate)) return candidate;
     if (existsSync(join(dir, ".git")) || dir === dirname(dir)) return undefined;
+  }
+}
+
+/**
+ * Is something at this path, even a link that leads nowhere or an entry we may not look at? A repository config
+ * that is there but cannot be read must be found, so that it is refused rather than passed over in silence.
+ */
+function present(path: string): boolean {
+  try {
+    return lstatSync(path, { throwIfNoEntry: false }) !== undefined;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code !== "ENOTDIR";
   }
 }

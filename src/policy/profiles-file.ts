@@ -100,6 +100,9 @@ export function parseProfilesFile(path: string, text: string, tier: "user" | "pr
     } else if (tier === "user" && !(USER_CONFIG_SECTIONS as readonly string[]).includes(key))
       throw keyError(shown, where([key]), [key], `unknown section; the sections are ${USER_CONFIG_SECTIONS.join(", ")}`);
     else if (tier === "project" && (PROJECT_ELSEWHERE as readonly string[]).includes(key)) continue;
+    // A section of the user's config is named as ignored; one no version of Vak knows may be a newer Vak's rule, so it is an error.
+    else if (tier === "project" && !(USER_CONFIG_SECTIONS as readonly string[]).includes(key))
+      throw keyError(shown, where([key]), [key], `unknown section; a repository config holds [exec], [profiles.NAME] and [mcp_servers]`);
     else out.other.push({ key, line: where([key]) });
   }
   return out;

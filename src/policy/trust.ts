@@ -58,11 +58,15 @@ export interface LoadedProject {
   path: string;
   hash: string;
   text: string;
-  /** A file that could not be used at all (not TOML, a key no profile has): why. */
+  /** A file that could not be used at all (not TOML, a key no profile has, a link): why, naming file:line: key where there is one. */
   broken?: string | undefined;
 }
 
-/** Reads and checks a repository config; a broken one is reported, never thrown (it has no authority to stop a run). */
+/**
+ * Reads and checks a repository config. One that cannot be used whole is reported (broken), not thrown: the callers
+ * decide, and a run refuses to start with it (resolveGrantsWith: its deny rules must never be dropped in silence),
+ * `vak trust` shows it and refuses it, `vak audit` looks past it.
+ */
 export function loadProject(file: string, trust: TrustFile | undefined): LoadedProject {
   let path: string;
   try {

@@ -24,8 +24,33 @@ export interface LaunchResult {
   malformed: string[];
 }
 
+/**
+ * What the launcher's monitor says of the output where vak's own lines go, when it relays it (native/terminal.c):
+ * how many writes it made there, and whether the last one ended a line.
+ */
+export interface LineWord {
+  writes: number;
+  atStart: boolean;
+}
+
+/** The monitor's word in its file (8 bytes at offset 0: writes × 2, plus 1 at a line's start); undefined when it keeps none. */
+export function readLineWord(fd: number): LineWord | undefined {
+  const b = Buffer.alloc(8);
+  let n: number;
+  try {
+    n = readSync(fd, b, 0, 8, 0);
+  } catch {
+    return undefined;
+  }
+  if (n !== 8) return undefined;
+  const w = b.readBigUInt64LE(0);
+  return { writes: Number(w >> 1n), atStart: (w & 1n) === 1n };
+}
+
 export interface RunningSandbox {
   pid: number;
+  /** The monitor's word on the output where vak's lines go, while it runs and after (undefined: it keeps none; vak looks itself). */
+  lineWord?: (() => LineWord | undefined) | undefined;
   result: Promise<LaunchResult>;
   kill(signal: NodeJS.Signals): void;
   /** Stops the sandbox and every process in it, at once. */
@@ -52,9 +77,9 @@ export function privateTmp(): string {
  * Socket and the stream machinery on every start-up. Only the launcher, its
  * init and its guard hold it; the command's copy closes on exec.
  */
-export function reportFile(content = ""): number {
+export function reportFile(content = "", append = true): number {
   const dir = privateTmp();
-  const flags = fsConstants.O_RDWR | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_APPEND | fsConstants.O_NOFOLLOW;
+  const flags = fsConstants.O_RDWR | fsConstants.O_CREAT | fsConstants.O_EXCL | (append ? fsConstants.O_APPEND : 0) | fsConstants.O_NOFOLLOW;
   for (let attempt = 0; ; attempt++) {
     // O_EXCL makes the name's guessability harmless; a clash just picks another.
     const path = join(dir, `report-${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`);

@@ -44,10 +44,15 @@ export interface OutputOptions {
    * (src/resident/terminal.ts); without it the launcher asks the terminal (it is vak's own).
    */
   foreground?: boolean | undefined;
+  /**
+   * Vak cannot see whether the output its own lines go to (its stderr: a pipe, a socket, a terminal) ends a line:
+   * the monitor then relays what the command writes there and keeps the answer in a file (LineWord).
+   */
+  lineWord?: boolean | undefined;
 }
 
 /** The launch plan as the launcher's argv. The launcher refuses anything it does not know. */
-export function launcherArgs(plan: LaunchPlan, io: number | { hostDir: string }, gate?: GateLink, output: OutputOptions & { goFd?: number | undefined } = {}): string[] {
+export function launcherArgs(plan: LaunchPlan, io: number | { hostDir: string }, gate?: GateLink, output: OutputOptions & { goFd?: number | undefined; lineFd?: number | undefined } = {}): string[] {
   // A report fd (the token on the next one), or a directory of vak's holding both by name (the container backend).
   const a = typeof io === "number" ? ["--report-fd", String(io)] : ["--host-dir", io.hostDir];
   if (plan.network.kind === "gate") {
@@ -57,6 +62,7 @@ export function launcherArgs(plan: LaunchPlan, io: number | { hostDir: string },
   }
   // The command waits, confined, for one byte on this descriptor before its exec (launchHeld in launcher.ts).
   if (output.goFd !== undefined) a.push("--go-fd", String(output.goFd));
+  if (output.lineFd !== undefined) a.push("--line-fd", String(output.lineFd));
   if (plan.sandbox === "reduced") a.push("--reduced");
   a.push("--guard");
   for (const m of plan.mounts) {

@@ -6,11 +6,11 @@ import { VakError } from "../policy/errors.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { launchInContainer } from "./container.js";
 import { launcherArgs, launcherEnv, launcherPath, type GateLink, type OutputOptions } from "./launcher-args.js";
-import { MAX_REPORT_BYTES, MAX_REPORT_LINES, readReport, reportFile, resultOf, type LaunchResult, type RunningSandbox, type StdioSlot } from "./launch-result.js";
+import { type LineWord, MAX_REPORT_BYTES, MAX_REPORT_LINES, readLineWord, readReport, reportFile, resultOf, type LaunchResult, type RunningSandbox, type StdioSlot } from "./launch-result.js";
 import { parseReport, type Report } from "./report.js";
 
 export { launcherArgs, launcherEnv, launcherPath, type GateLink, type OutputOptions } from "./launcher-args.js";
-export { type LaunchResult, type RunningSandbox } from "./launch-result.js";
+export { type LaunchResult, type LineWord, type RunningSandbox } from "./launch-result.js";
 
 /** How often a running sandbox's report is looked at for lines to show at once (refusals while it runs). */
 const WATCH_MS = 150;
@@ -103,15 +103,19 @@ function spawnLauncher(plan: LaunchPlan, stdio: [StdioSlot, StdioSlot, StdioSlot
   const fd = reportFile();
   // The token travels in a file too, read and closed by the launcher at once: argv would be readable from inside.
   const tokenFd = plan.network.kind === "gate" && gate ? reportFile(gate.token) : undefined;
+  const line = opts.lineWord ? lineFile() : undefined;
   let child;
   try {
     const fds: (number | "pipe")[] = tokenFd === undefined ? [fd] : [fd, tokenFd];
     // The word to start: a socket of the child's, the next descriptor after the report (and the token).
     const goFd = held ? 3 + fds.length : undefined;
     if (held) fds.push("pipe");
-    child = spawn(launcherPath(), launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput, explain: opts.explain, foreground: opts.foreground, goFd }), { stdio: [...stdio, ...fds] as StdioOptions, env: launcherEnv(plan), cwd: "/", detached: opts.detached ?? false });
+    const lineFd = line ? 3 + fds.length : undefined;
+    if (line) fds.push(line.fd);
+    child = spawn(launcherPath(), launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput, explain: opts.explain, foreground: opts.foreground, goFd, lineFd }), { stdio: [...stdio, ...fds] as StdioOptions, env: launcherEnv(plan), cwd: "/", detached: opts.detached ?? false });
   } catch (e) {
     closeSync(fd);
+    line?.close();
     throw e;
   } finally {
     if (tokenFd !== undefined) closeSync(tokenFd);
@@ -121,6 +125,7 @@ function spawnLauncher(plan: LaunchPlan, stdio: [StdioSlot, StdioSlot, StdioSlot
     child.on("error", (e) => {
       watcher?.stop();
       closeSync(fd);
+      line?.close();
       reject(new VakError("sandbox-setup", `cannot start the sandbox launcher: ${e.message}`));
     });
     child.on("close", (code, signal) => {
@@ -129,6 +134,7 @@ function spawnLauncher(plan: LaunchPlan, stdio: [StdioSlot, StdioSlot, StdioSlot
       watcher?.stop();
       const { reports, malformed } = readReport(fd);
       closeSync(fd);
+      line?.close();
       resolve(resultOf(code ?? (signal ? 128 + (signalNumber(signal) ?? 9) : 125), reports, malformed));
     });
   });
@@ -140,6 +146,7 @@ function spawnLauncher(plan: LaunchPlan, stdio: [StdioSlot, StdioSlot, StdioSlot
   let cancelled = false;
   return {
     pid: child.pid ?? -1,
+    lineWord: line?.word,
     result,
     start: () => {
       if (go && !go.destroyed) go.write(Buffer.of(1), () => go.destroy());
@@ -179,6 +186,7 @@ function spawnWith(sp: Spawner, plan: LaunchPlan, stdio: [number, number, number
   const fd = reportFile();
   const tokenFd = plan.network.kind === "gate" && gate ? reportFile(gate.token) : undefined;
   const fds = tokenFd === undefined ? [...stdio, fd] : [...stdio, fd, tokenFd];
+  const line = opts.lineWord ? lineFile() : undefined;
   let go = -1;
   let child: { pid: number; pidfd: number };
   try {
@@ -187,14 +195,17 @@ function spawnWith(sp: Spawner, plan: LaunchPlan, stdio: [number, number, number
     if (held) [goRead, go] = sp.pipe();
     try {
       if (held) fds.push(goRead);
+      const lineFd = line ? fds.length : undefined;
+      if (line) fds.push(line.fd);
       const path = launcherPath();
-      const args = launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput, explain: opts.explain, foreground: opts.foreground, goFd });
+      const args = launcherArgs(plan, 3, gate, { maxOutput: opts.maxOutput, explain: opts.explain, foreground: opts.foreground, goFd, lineFd });
       child = sp.spawn(path, [path, ...args], Object.entries(launcherEnv(plan)).map(([k, v]) => `${k}=${v}`), fds);
     } finally {
       if (goRead >= 0) closeSync(goRead);
     }
   } catch (e) {
     closeSync(fd);
+    line?.close();
     if (go >= 0) closeSync(go);
     throw new VakError("sandbox-setup", `cannot start the sandbox launcher: ${(e as Error).message}`);
   } finally {
@@ -209,6 +220,7 @@ function spawnWith(sp: Spawner, plan: LaunchPlan, stdio: [number, number, number
       watcher?.stop();
       const { reports, malformed } = readReport(fd);
       closeSync(fd);
+      line?.close();
       resolve(resultOf(code >= 0 ? code : 128 + signal, reports, malformed));
     });
   });
@@ -224,6 +236,7 @@ function spawnWith(sp: Spawner, plan: LaunchPlan, stdio: [number, number, number
   let cancelled = false;
   return {
     pid: child.pid,
+    lineWord: line?.word,
     result,
     start: () => {
       if (go < 0) return;
@@ -251,6 +264,26 @@ function spawnWith(sp: Spawner, plan: LaunchPlan, stdio: [number, number, number
     stdout: null,
     stderr: null,
     stdin: null,
+  };
+}
+
+/**
+ * The file where the monitor keeps its word on the output where vak's lines go (not appended to: it writes at
+ * offset 0). Once the launcher has exited, its last word is kept and the file closed.
+ */
+function lineFile(): { fd: number; word: () => LineWord | undefined; close(): void } {
+  const fd = reportFile("", false);
+  let open = true;
+  let last: LineWord | undefined;
+  return {
+    fd,
+    word: () => (open ? (last = readLineWord(fd)) : last),
+    close: () => {
+      if (!open) return;
+      last = readLineWord(fd);
+      open = false;
+      closeSync(fd);
+    },
   };
 }
 

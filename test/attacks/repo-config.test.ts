@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -65,7 +65,14 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     expect(r.stdout).not.toContain("OUTSIDE-SECRET");
     expect(r.stdout).toContain("token= preload= pystartup=\n");
     expect(r.stdout).toContain("no-file");
-    expect(r.stderr).toMatch(/config\.toml is not trusted: ignored allow_read \(line 2\), allow_write \(line 3\), allow_net \(line 5\), allow_env \(line 4\), profiles = \[evil\] \(line 8\), set_env \(line 6\), files \(line 7\), \[profiles\.evil\] \(line 9\), \[providers\] \(line 11; only your own config can say this\), \[approvals\] \(line 14; only your own config can say this\), \[egress\] \(line 17; only your own config can say this\), \[server\] \(line 19; only your own config can say this\); its deny rules, read-only mode and limits apply\. Review it with `vak trust`/);
+    // Line by line, in the file's order, each a line of its own.
+    const notice = r.stderr.split("\n").filter((l) => l.startsWith("vak: ") && !l.startsWith("vak: refused"));
+    expect(notice[0]).toMatch(/config\.toml is not trusted: only its deny rules, read-only mode and limits apply; ignored until you review and trust it with `vak trust`:$/);
+    expect(notice.slice(1, 13)).toEqual([
+      "vak:   line 2: allow_read", "vak:   line 3: allow_write", "vak:   line 4: allow_env", "vak:   line 5: allow_net", "vak:   line 6: set_env", "vak:   line 7: files",
+      "vak:   line 8: profiles = [evil]", "vak:   line 9: [profiles.evil]", "vak:   line 11: [providers], which only your own config can say",
+      "vak:   line 14: [approvals], which only your own config can say", "vak:   line 17: [egress], which only your own config can say", "vak:   line 19: [server], which only your own config can say",
+    ]);
     // Its profiles are not there to name either.
     const named = await vak(["exec", "--profile", "evil", "--", "true"]);
     expect(named.code).toBe(125);
@@ -76,11 +83,75 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     expect(view.read.map((x) => x.path)).not.toContain(s.outside);
     expect(view.write.map((x) => x.path)).not.toContain(s.outside);
     expect(view.env.passed.map((x) => x.name)).not.toContain("HOST_TOKEN");
-    // A file Vak cannot use at all (here a variable that is Vak's own) is ignored whole, and said.
+    // A file Vak cannot use at all (here a variable that is Vak's own) is refused whole: nothing runs.
     writeConfig('[exec]\nset_env = { NODE_OPTIONS = "--require /tmp/evil.js" }\n');
     const broken = await vak(["exec", "--", "sh", "-c", 'echo "nodeopt=$NODE_OPTIONS"']);
-    expect(broken.stdout).toBe("nodeopt=\n");
-    expect(broken.stderr).toMatch(/config\.toml ignored: .*config\.toml:2: exec\.set_env\.NODE_OPTIONS: NODE_OPTIONS is Vak's/);
+    expect(broken.code).toBe(125);
+    expect(broken.stdout).toBe("");
+    expect(broken.stderr).toMatch(/^vak: .*config\.toml:2: exec\.set_env\.NODE_OPTIONS: NODE_OPTIONS is Vak's.*Nothing was run/);
+  });
+
+  it("an untrusted config's notice is bounded: past a dozen ignored entries, a count and where to see them all", async () => {
+    writeConfig(Array.from({ length: 20 }, (_, i) => `[profiles.p${i}]\nallow_read = ["/"]\n`).join(""));
+    const r = await vak(["exec", "--", "true"]);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stderr.split("\n").filter(Boolean);
+    expect(lines).toHaveLength(1 + 12 + 1);
+    expect(lines[1]).toBe("vak:   line 1: [profiles.p0]");
+    expect(lines.at(-1)).toBe("vak:   … and 8 more (`vak trust` shows the whole file)");
+  });
+
+  // Fail closed: a repository config Vak cannot read whole may be a newer Vak's deny rule, a typo in one, or a file
+  // made unreadable on purpose. Skipping it would drop the narrowing it asks for, so nothing runs until it is fixed.
+  describe("a repository config that cannot be read whole is refused, never run without its deny rules", () => {
+    const deny = '[exec]\ndeny_read = ["secretdir"]\n';
+    const cases: [string, () => void, RegExp][] = [
+      ["an unknown key", () => writeConfig(`${deny}future_key = 1\n`), /config\.toml:3: exec\.future_key: unknown key/],
+      ["an unknown section", () => writeConfig(`${deny}[future]\nx = 1\n`), /config\.toml:3: future: unknown section/],
+      ["a value of the wrong type", () => writeConfig(`${deny}timeout = []\n`), /config\.toml:3: exec\.timeout: /],
+      ["a TOML syntax error", () => writeConfig(`${deny}deny_write = [\n`), /config\.toml:\d+: not valid TOML/],
+      ["a directory where the file should be", () => {
+        rmSync(join(s.ws, ".vak"), { recursive: true, force: true });
+        mkdirSync(join(s.ws, ".vak", "config.toml"), { recursive: true });
+      }, /config\.toml: not a regular file/],
+      ["a link that leads nowhere", () => {
+        rmSync(join(s.ws, ".vak"), { recursive: true, force: true });
+        mkdirSync(join(s.ws, ".vak"));
+        symlinkSync(join(s.root, "missing.toml"), join(s.ws, ".vak", "config.toml"));
+      }, /config\.toml: cannot be read/],
+      ["bytes that are not UTF-8", () => writeFileSync(join(s.ws, ".vak", "config.toml"), Buffer.concat([Buffer.from(deny), Buffer.of(0xff, 0xfe, 0x0a)])), /config\.toml: not UTF-8/],
+    ];
+    for (const [what, make, why] of cases)
+      it(`${what}: vak exec and vak run refuse (exit 125) with one line naming it and what to do`, async () => {
+        mkdirSync(join(s.ws, "secretdir"), { recursive: true });
+        writeFileSync(join(s.ws, "secretdir", "s"), "REPO-SECRET\n");
+        rmSync(join(s.ws, ".vak"), { recursive: true, force: true });
+        writeConfig(deny);
+        make();
+        const r = await vak(["exec", "--", "cat", "secretdir/s"]);
+        expect(r.code, r.stderr).toBe(125);
+        expect(r.stdout).not.toContain("REPO-SECRET");
+        const lines = r.stderr.split("\n").filter(Boolean);
+        expect(lines).toHaveLength(1);
+        expect(lines[0]).toMatch(why);
+        expect(lines[0]).toMatch(/Nothing was run: a repository config that cannot be read is refused, not skipped, since its deny rules would be lost; fix the file or remove it/);
+        // The plan says the same, and the agent reads the same file.
+        expect((await vak(["exec", "--print-plan", "--", "true"])).code).toBe(125);
+        const run = await vak(["run", "--model", "ollama:x", "hello"]);
+        expect(run.code).toBe(125);
+        expect(run.stderr).toMatch(why);
+        rmSync(join(s.ws, ".vak"), { recursive: true, force: true });
+      });
+
+    it("vak trust shows such a file exactly, and refuses it", async () => {
+      writeConfig(`${deny}future_key = 1\n`);
+      const t = await vak(["trust", "--yes"]);
+      expect(t.code).toBe(125);
+      expect(t.stdout).toContain("   3 │ future_key = 1");
+      expect(t.stderr).toMatch(/config\.toml:3: exec\.future_key: unknown key.*cannot be trusted as it is, and vak exec and vak run refuse to run with it; fix the file/);
+      expect(existsSync(trustFile) ? readFileSync(trustFile, "utf8") : "").not.toContain(join(s.ws, ".vak"));
+      rmSync(join(s.ws, ".vak"), { recursive: true, force: true });
+    });
   });
 
   it("untrusted, what narrows applies: its deny rules, a read-only mode and lower limits", async () => {
@@ -123,7 +194,7 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     writeFileSync(join(s.ws, ".vak", "config.toml"), `[exec]\nallow_read = ["${s.outside}"]\nset_env = { FROM_REPO = "yes" }\n#\n`);
     const edited = await vak(["exec", "--", "sh", "-c", `cat ${s.outside}/secret.txt 2>/dev/null || echo no-outside; echo "from=$FROM_REPO"`]);
     expect(edited.stdout).toBe("no-outside\nfrom=\n");
-    expect(edited.stderr).toMatch(/is not trusted \(it changed since you trusted it\): ignored allow_read/);
+    expect(edited.stderr).toMatch(/is not trusted \(it changed since you trusted it\): [^\n]*\nvak: {3}line 2: allow_read\n/);
     const again = await vak(["trust"], s.ws, "");
     expect(again.code).toBe(125);
     expect(again.stdout).toContain("   4 │ #");
@@ -165,22 +236,24 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     mkdirSync(join(linked, ".vak"));
     symlinkSync(join(good, ".vak", "config.toml"), join(linked, ".vak", "config.toml"));
     const a = await vak(read, linked);
-    expect(a.stdout).toBe("no-outside\n");
-    expect(a.stderr).toMatch(/linked\/\.vak\/config\.toml ignored: .* leads to .*good\/\.vak\/config\.toml; a repository config must be a file of the repository, not a link/);
+    expect(a.code).toBe(125);
+    expect(a.stdout).toBe("");
+    expect(a.stderr).toMatch(/linked\/\.vak\/config\.toml leads to .*good\/\.vak\/config\.toml; a repository config must be a file of the repository, not a link\. Nothing was run/);
     // The directory a link.
     const dirLinked = join(s.root, "dirlinked");
     mkdirSync(join(dirLinked, ".git"), { recursive: true });
     symlinkSync(join(good, ".vak"), join(dirLinked, ".vak"));
     const b = await vak(read, dirLinked);
-    expect(b.stdout).toBe("no-outside\n");
-    expect(b.stderr).toMatch(/not a link/);
+    expect(b.code).toBe(125);
+    expect(b.stdout).toBe("");
+    expect(b.stderr).toMatch(/not a link\. Nothing was run/);
     // The same bytes, copied.
     const copied = join(s.root, "copied");
     mkdirSync(join(copied, ".git"), { recursive: true });
     writeConfig(readFileSync(join(good, ".vak", "config.toml"), "utf8"), copied);
     const c = await vak(read, copied);
     expect(c.stdout).toBe("no-outside\n");
-    expect(c.stderr).toMatch(/is not trusted: ignored allow_read/);
+    expect(c.stderr).toMatch(/is not trusted: [^\n]*\nvak: {3}line 2: allow_read\n/);
   });
 
   it("a set_env that reads a host variable: vak trust and --print-plan show its name, never its value, and a provider key is refused", async () => {

@@ -376,6 +376,16 @@ describe("trust of this repository's .vak/config.toml", () => {
     expect(r.code).toBe(1);
   });
 
+  it("trust.repo-config-unreadable: a repository config vak exec refuses to run with (an unknown key) is reported, naming it", async () => {
+    const repo = join(h.workspace, ".vak", "config.toml");
+    h.write(repo, '[exec]\ndeny_read = ["secrets"]\nfuture_key = 1\n', 0o644);
+    const r = await h.audit();
+    expect(r.find("trust.repo-config-unreadable")).toMatchObject({ severity: "warn", fixable: false, path: repo });
+    expect(JSON.stringify(r.find("trust.repo-config-unreadable"))).toMatch(/config\.toml:3: exec\.future_key: unknown key/);
+    h.write(repo, '[exec]\ndeny_read = ["secrets"]\n', 0o644);
+    expect((await h.audit()).ids).not.toContain("trust.repo-config-unreadable");
+  });
+
   it("trust.records-damaged: a trust file that is not JSON", async () => {
     h.write(join(h.state, "vak", "trust.json"), "{not json");
     expect((await h.audit()).find("trust.records-damaged")).toMatchObject({ severity: "warn", fixable: false, path: join(h.state, "vak", "trust.json") });

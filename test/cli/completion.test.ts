@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
@@ -30,7 +30,17 @@ beforeAll(async () => {
   }
   const help = (await runVak(["help"], { cwd: s.ws })).stdout;
   commands = names(help);
+  // The user's own profiles (one with a dot in its name, one header no shell may run), and a repository's, which
+  // completion never offers: it reads nothing of a repository's.
+  mkdirSync(join(s.root, "xdg", "vak"), { recursive: true });
+  writeFileSync(join(s.root, "xdg", "vak", "config.toml"), `[exec]\nprofiles = ["git"]\n\n[profiles.web]\nextends = "npm"\n  [ profiles."my.tools" ]  # mine\n[profiles.web.nested]\n[profiles.$(touch PWNED)]\n[profiles.\`touch PWNED\`]\n`);
+  mkdirSync(join(s.ws, ".vak"), { recursive: true });
+  writeFileSync(join(s.ws, ".vak", "config.toml"), `[profiles.repo-only]\nallow_read = ["/"]\n`);
 });
+
+/** What --profile offers: Vak's presets, then the user's own profiles. */
+const PRESETS = ["cargo", "claude", "codex", "gemini", "git", "node", "npm", "pip", "python", "rust"];
+const profileEnv = () => ({ ...process.env, HOME: join(s.root, "home"), XDG_CONFIG_HOME: join(s.root, "xdg") });
 afterAll(() => s.cleanup());
 
 describe("the scripts come from the command definitions", () => {
@@ -54,7 +64,7 @@ describe("the scripts come from the command definitions", () => {
 
 describe("bash", () => {
   const complete = (...words: string[]) =>
-    execFileSync("bash", ["-c", `source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$((\${#COMP_WORDS[@]} - 1)); _vak; printf '%s\\n' "\${COMPREPLY[@]}"`, "_", scripts.bash!, ...words], { cwd: s.ws, encoding: "utf8" })
+    execFileSync("bash", ["-c", `source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$((\${#COMP_WORDS[@]} - 1)); _vak; printf '%s\\n' "\${COMPREPLY[@]}"`, "_", scripts.bash!, ...words], { cwd: s.ws, encoding: "utf8", env: profileEnv() })
       .split("\n")
       .filter(Boolean);
 
@@ -73,6 +83,14 @@ describe("bash", () => {
   it("after --, a command name", () => {
     expect(complete("vak", "exec", "--mode", "read-only", "--", "bas")).toContain("bash");
   });
+
+  it("after --profile, the presets and your own profiles (never a repository's), each item of a list", () => {
+    expect(complete("vak", "exec", "--profile", "")).toEqual([...PRESETS, "web", "my.tools"]);
+    expect(complete("vak", "run", "--profile", "w")).toEqual(["web"]);
+    expect(complete("vak", "--profile", "git,n")).toEqual(["git,node", "git,npm"]);
+    expect(complete("vak", "exec", "--profile", "repo")).toEqual([]);
+    expect(existsSync(join(s.ws, "PWNED"))).toBe(false);
+  });
 });
 
 describe.runIf(has("zsh"))("zsh", () => {
@@ -83,9 +101,9 @@ describe.runIf(has("zsh"))("zsh", () => {
   });
 
   it("offers commands, options and values (the completion functions stubbed to print what they are given)", () => {
-    const stubs = `compdef() { :; }; compadd() { [[ $1 == -- ]] && shift; print -rl -- "$@"; }; _describe() { local arr=\${@[-1]}; print -rl -- \${(P)arr}; }; _files() { print FILES; }; _directories() { print DIRS; }; _command_names() { print COMMANDS; }; _message() { print "MESSAGE $*"; }`;
+    const stubs = `compdef() { :; }; compadd() { [[ $1 == -- ]] && shift; print -rl -- "$@"; }; compset() { :; }; _describe() { local arr=\${@[-1]}; print -rl -- \${(P)arr}; }; _files() { print FILES; }; _directories() { print DIRS; }; _command_names() { print COMMANDS; }; _message() { print "MESSAGE $*"; }`;
     const complete = (...words: string[]) =>
-      spawnSync("zsh", ["-fc", `${stubs}; source "$1"; shift; words=("$@"); CURRENT=$#words; _vak`, "_", scripts.zsh!, ...words], { encoding: "utf8" }).stdout.split("\n").filter(Boolean);
+      spawnSync("zsh", ["-fc", `${stubs}; source "$1"; shift; words=("$@"); CURRENT=$#words; _vak`, "_", scripts.zsh!, ...words], { cwd: s.ws, encoding: "utf8", env: profileEnv() }).stdout.split("\n").filter(Boolean);
     expect(complete("vak", "")).toEqual(expect.arrayContaining(["exec:run a command in the sandbox: vak exec [options] -- CMD [ARGS...]"]));
     expect(complete("vak", "journal", "")).toEqual(expect.arrayContaining([expect.stringMatching(/^tail:follow the journal/)]));
     expect(complete("vak", "exec", "--mode", "")).toEqual(["read-only", "workspace-write"]);
@@ -93,12 +111,15 @@ describe.runIf(has("zsh"))("zsh", () => {
     expect(complete("vak", "exec", "--max-output", "")).toEqual(["MESSAGE size"]);
     expect(complete("vak", "exec", "--")).toEqual(expect.arrayContaining([expect.stringMatching(/^--max-output:/)]));
     expect(complete("vak", "exec", "--", "")).toEqual(["COMMANDS"]);
+    // --profile: the presets and your own profiles, never a repository's (compset, which takes a list's head, stubbed).
+    expect(complete("vak", "exec", "--profile", "")).toEqual([...PRESETS, "web", "my.tools"]);
+    expect(existsSync(join(s.ws, "PWNED"))).toBe(false);
   });
 });
 
 describe.runIf(has("fish"))("fish", () => {
   const complete = (line: string) =>
-    execFileSync("fish", ["-c", `source $argv[1]; complete -C $argv[2]`, scripts.fish!, line], { cwd: s.ws, encoding: "utf8" })
+    execFileSync("fish", ["-c", `source $argv[1]; complete -C $argv[2]`, scripts.fish!, line], { cwd: s.ws, encoding: "utf8", env: profileEnv() })
       .split("\n")
       .filter(Boolean)
       .map((l) => l.split("\t")[0]!);
@@ -111,5 +132,13 @@ describe.runIf(has("fish"))("fish", () => {
     expect(complete("vak journal list --kind ")).toEqual(expect.arrayContaining(["agent", "exec", "workload"]));
     expect(complete("vak completion ")).toEqual(["bash", "fish", "zsh"]);
     expect(complete("vak --workspace /tmp journal ")).toEqual(expect.arrayContaining(["list", "tail"]));
+  });
+
+  it("after --profile, the presets and your own profiles (never a repository's), each item of a list", () => {
+    expect(complete("vak exec --profile ").sort()).toEqual([...PRESETS, "web", "my.tools"].sort());
+    expect(complete("vak run --profile w")).toEqual(["web"]);
+    expect(complete("vak --profile git,n").sort()).toEqual(["git,node", "git,npm"]);
+    expect(complete("vak exec --profile repo")).toEqual([]);
+    expect(existsSync(join(s.ws, "PWNED"))).toBe(false);
   });
 });

@@ -45,6 +45,12 @@ describe("a config file's profile tables are checked, naming the file, the line 
     expect(f.profiles.get("a")?.body.limits.timeout).toBe(1.5);
   });
 
+  it("in a repository config, a section of the user's config is kept to be named as ignored, and one Vak does not know is an error", () => {
+    const f = parseProfilesFile("/r/.vak/config.toml", `[providers.x]\nkind = "openai"\n[mcp_servers.y]\ncommand = "z"\n`, "project");
+    expect(f.other).toEqual([{ key: "providers", line: 1 }]);
+    expect(() => parseProfilesFile("/r/.vak/config.toml", `[exec]\ndeny_read = ["a"]\n[future]\nx = 1\n`, "project")).toThrow(/config\.toml:3: future: unknown section; a repository config holds \[exec\], \[profiles\.NAME\] and \[mcp_servers\]/);
+  });
+
   it("the sections it knows are the sections of the user's config schema", () => {
     expect([...USER_CONFIG_SECTIONS].sort()).toEqual(Object.keys(UserConfigSchema.shape).sort());
   });
@@ -150,7 +156,8 @@ describe("composing a run's grants", () => {
     expect(untrusted.limits.timeout?.value).toBe(5);
     expect(untrusted.setEnv.size).toBe(0);
     expect(untrusted.applied.map((p) => p.name)).toEqual([]);
-    expect(untrusted.ignored.join("\n")).toMatch(/is not trusted: ignored allow_read \(line 2\), profiles = \[git\] \(line 7\), set_env \(line 6\), \[profiles\.git\] \(line 8\), \[providers\] \(line 10; only your own config/);
+    expect(untrusted.ignored[0]).toMatch(/is not trusted: only its deny rules, read-only mode and limits apply; ignored until you review and trust it with `vak trust`:$/);
+    expect(untrusted.ignored.slice(1)).toEqual(["  line 2: allow_read", "  line 6: set_env", "  line 7: profiles = [git]", "  line 8: [profiles.git]", "  line 10: [providers], which only your own config can say"]);
 
     const trusted = compose(input({ project: { file, root: repo, trusted: true } }));
     expect(trusted.lists.allow_read.map((g) => g.value)).toContain(join(dir, "a"));
