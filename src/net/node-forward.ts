@@ -6,7 +6,7 @@ import {
   bodyPieces, chunk, connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, type RequestHead,
   responseHead, safeReason, transferCodings, transferEncoding,
 } from "./http1.js";
-import { LimitError, outcomeOf, RecordError, UpstreamError } from "./outcome.js";
+import { outcomeOf, UpstreamError } from "./outcome.js";
 import type { Connection, EgressFields, ProxyContext } from "./proxy-context.js";
 import { ClosedError } from "./reader.js";
 import { TLS_BUFFERS } from "./terminate.js";
@@ -69,6 +69,8 @@ export class NodeForwarder {
     let outcome = "completed";
     let keep = false;
     let reflected: number | undefined;
+    /** The answer went to the client without a length (an HTTP/1.0 client): its end is the connection's. */
+    let untilClose = false;
     let upSocket: Socket | undefined;
     let up: ClientRequest | undefined;
     const abort = () => up?.destroy(new ClosedError());
@@ -94,6 +96,10 @@ export class NodeForwarder {
         });
         req.on("error", reject); // kept: a later error must not go unhandled
       });
+      // Node's client ends a body delimited by the close at its connection's end, a reset one too (it reports the
+      // reset on the request, not the response): kept here, so that such a cut is not taken for the whole body.
+      let upstreamFailed: Error | undefined;
+      req.on("error", (e: Error) => (upstreamFailed ??= e));
       if (framing.kind !== "none" && head.version === "1.1" && headerValues(head.headers, "expect").some((v) => v.toLowerCase() === "100-continue"))
         this.conn.socket.write("HTTP/1.1 100 Continue\r\n\r\n");
       let bodyDone = false;
@@ -134,10 +140,13 @@ export class NodeForwarder {
       keep = out.mode !== "close" && head.version === "1.1" && !r.clientClose;
       if (!keep) out.headers.push(["Connection", "close"]);
       status = code;
+      untilClose = out.mode === "close";
       const resHead = responseHead(code, safeReason(res.statusMessage) || (STATUS_CODES[code] ?? ""), out.headers);
       await this.write(rf ? rf.whole(resHead) : resHead);
       const chunked = out.mode === "chunked";
       await pumpBody(res, this.conn.socket, (n) => this.conn.ctx.take(n), { chunked, counted: (n) => (bytesDown += n), ...(rf ? { through: (d: Buffer) => rf.push(d) } : {}) });
+      const byClose = res.headers["content-length"] === undefined && res.headers["transfer-encoding"] === undefined;
+      if (byClose && upstreamFailed) throw new UpstreamError(`its connection failed in the middle of the body: ${upstreamFailed.message}`);
       const last = rf?.end();
       if (last?.length) await this.write(chunked ? chunk(last) : last);
       if (rf) reflected = rf.count;
@@ -156,11 +165,7 @@ export class NodeForwarder {
     } catch (e) {
       keep = false;
       outcome = outcomeOf(e);
-      if (status !== undefined || e instanceof ClosedError || e instanceof RecordError || (e instanceof LimitError && !e.status)) this.conn.socket.destroy();
-      else {
-        status = e instanceof HttpError || e instanceof LimitError ? (e.status ?? 502) : 502;
-        this.conn.reply(status, `vak egress gate: ${outcome}\n`);
-      }
+      status = this.conn.failed(e, outcome, status, untilClose);
     } finally {
       this.conn.socket.off("close", abort);
       up?.destroy();

@@ -81,6 +81,8 @@ export interface Connection {
   readonly ctx: ProxyContext;
   refuse(method: string, asked: string, status: number, code: string, reason: string, extra?: Partial<EgressFields>): false;
   reply(status: number, text: string): void;
+  /** Ends the client's side of a failed request: told why, or cut (reset where its answer ends with the connection); the status on its record. */
+  failed(e: unknown, outcome: string, status: number | undefined, untilClose: boolean): number | undefined;
   durable(): Promise<void>;
   /** The requests inside a tunnel, served as a connection of their own: a terminated one (origin), or one to the relay (endpoints only). */
   inside(socket: Socket, reader: SocketReader, origin: Origin | undefined, endpointsOnly: boolean): { serve(): Promise<void>; close(): void };

@@ -167,7 +167,7 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
     }
     up = s;
     if (socket.destroyed) throw new ClosedError();
-    const upReader = new SocketReader(s, (n) => ctx.take(n));
+    const upReader = new SocketReader(s, (n) => ctx.take(n), "upstream");
     const head = requestHead(req.method, req.path, req.headers);
     if (req.expectContinue && req.body.kind !== "none") await written(socket, Buffer.from("HTTP/1.1 100 Continue\r\n\r\n"));
 
