@@ -53,8 +53,8 @@ export interface ProxyContext {
   splice(client: Socket, upstream: Socket, upPrefix: Buffer, downPrefix: Buffer): Promise<TunnelEnd>;
   /**
    * Hands the engine one counted body: the prefix, then exactly length bytes
-   * from -> to, counted against the connection's budget (and reserving it
-   * while it runs). The sockets stay the caller's, who must not read from or
+   * from -> to, each byte counted against the connection's budget as it is
+   * read (the one counter take() spends too). The sockets stay the caller's, who must not read from or
    * write to them until done settles; cancel() ends it early. With chunked,
    * length is what is left of a chunk, and the engine carries the rest of the
    * chunked body, its framing read and checked natively (GateEngine.transfer).

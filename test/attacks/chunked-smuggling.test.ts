@@ -529,3 +529,83 @@ describe("chunked answers: the client never gets an answer it did not ask for, n
     expect(end?.bytesDown).toBe(SIZE);
   });
 });
+
+describe("the connection's byte budget holds with chunked bodies moving both ways at once", () => {
+  // The gate's budget: 1 GiB received per client connection, from both sides (DEFAULT_GATE_LIMITS). A client
+  // inside `vak exec` uploads a chunked body of large chunks while the upstream answers with one, so that the
+  // engine carries both at once; together they are over the budget, each alone under it.
+  const GiB = 1 << 30;
+  const EACH = 576 << 20;
+  const CHUNK = 4 << 20;
+
+  it("a chunked upload and a chunked answer at once, each under the budget, together over it, are stopped at the budget: the connection never moves more", async () => {
+    let upstreamGot = 0;
+    const open = new Set<Socket>();
+    // Answers at once, a chunk for each chunk's worth it receives, and its last chunk once the request's has come.
+    const server = createServer({ allowHalfOpen: true }, (s) => {
+      open.add(s);
+      s.on("close", () => open.delete(s));
+      s.on("error", () => {});
+      let head = "";
+      let sent = 0;
+      let tail = "";
+      const data = Buffer.alloc(CHUNK, "D");
+      const frame = Buffer.from(`${CHUNK.toString(16)}\r\n`);
+      const crlf = Buffer.from("\r\n");
+      const pump = () => {
+        while (sent < Math.min(EACH, upstreamGot + 2 * CHUNK)) {
+          sent += CHUNK;
+          if (!s.write(Buffer.concat([frame, data, crlf]))) return void s.once("drain", pump);
+        }
+        if (sent >= EACH && tail.endsWith("\r\n0\r\n\r\n")) s.end("0\r\n\r\n");
+      };
+      s.on("data", (d: Buffer) => {
+        if (!head.includes("\r\n\r\n")) {
+          head += d.toString("latin1");
+          if (!head.includes("\r\n\r\n")) return;
+          s.write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+          d = Buffer.from(head.slice(head.indexOf("\r\n\r\n") + 4), "latin1");
+        }
+        upstreamGot += d.length;
+        tail = (tail + d.subarray(-16).toString("latin1")).slice(-16);
+        pump();
+      });
+    });
+    const P = await listenLoopback(server);
+    const ws = mkdtempSync(join(tmpdir(), "vak-budget-both-"));
+    // The client: the upload with backpressure, the answer read as it comes; it prints what it got and how it ended.
+    writeFileSync(
+      join(ws, "both.mjs"),
+      `import { connect } from "node:net";
+const s = connect({ host: "127.0.0.1", port: 3128, allowHalfOpen: true });
+let got = 0, end = "";
+s.on("data", (d) => (got += d.length));
+const done = (how) => { if (!end) { end = how; console.log(JSON.stringify({ got, end })); s.destroy(); } };
+s.on("end", () => done("end"));
+s.on("error", (e) => done(e.code || e.message));
+s.on("close", () => done("close"));
+s.on("connect", async () => {
+  s.write("POST http://127.0.0.1:${P}/both HTTP/1.1\\r\\nHost: 127.0.0.1:${P}\\r\\nTransfer-Encoding: chunked\\r\\nConnection: close\\r\\n\\r\\n");
+  const piece = Buffer.concat([Buffer.from("${CHUNK.toString(16)}\\r\\n"), Buffer.alloc(${CHUNK}, "U"), Buffer.from("\\r\\n")]);
+  for (let sent = 0; sent < ${EACH} && !end; sent += ${CHUNK}) if (!s.write(piece)) await new Promise((r) => { s.once("drain", r); s.once("close", r); });
+  if (!end) s.write("0\\r\\n\\r\\n");
+});
+`,
+    );
+    try {
+      const r = await runVak(["exec", "--json", "--allow-net", `127.0.0.1:${P}`, "--", "node", join(ws, "both.mjs")], { cwd: ws });
+      const client = JSON.parse(r.stdout.trim().split("\n").pop() ?? "{}") as { got: number; end: string };
+      const egress = (r.summary?.egress ?? []) as EgressEvent[];
+      const end = endOf(egress, "/both");
+      expect(end, r.stderr.slice(-2000)).toBeDefined();
+      // What crossed the gate, by the record and by what each side received: never more than the budget.
+      expect(end!.bytesUp! + end!.bytesDown!, JSON.stringify({ end, client, upstreamGot })).toBeLessThanOrEqual(GiB);
+      expect(upstreamGot + client.got, JSON.stringify({ end, client, upstreamGot })).toBeLessThanOrEqual(GiB + (1 << 20));
+      expect(end!.outcome).toBe(`stopped: the connection passed its limit of ${GiB} bytes`);
+      expect(client.end).not.toBe("end");
+    } finally {
+      for (const s of open) s.destroy();
+      await new Promise<void>((res) => server.close(() => res()));
+    }
+  }, 300_000);
+});
