@@ -6,6 +6,7 @@ import {
   bodyPieces, chunk, connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, type RequestHead,
   responseHead, safeReason, transferCodings, transferEncoding,
 } from "./http1.js";
+import { BodyStopped } from "./chunked-body.js";
 import { outcomeOf, UpstreamError } from "./outcome.js";
 import type { Connection, EgressFields, ProxyContext } from "./proxy-context.js";
 import { ClosedError } from "./reader.js";
@@ -73,6 +74,8 @@ export class NodeForwarder {
     let untilClose = false;
     let upSocket: Socket | undefined;
     let up: ClientRequest | undefined;
+    /** Set when this exchange ends, however it ends: the request body's copy hands on (and counts) nothing after. */
+    let stopped = false;
     const abort = () => up?.destroy(new ClosedError());
     this.conn.socket.once("close", abort);
     try {
@@ -106,9 +109,11 @@ export class NodeForwarder {
       let bodyError: unknown;
       const sending = (async () => {
         for await (const piece of bodyPieces(this.conn.reader, framing)) {
+          if (stopped) throw new BodyStopped();
           bytesUp += piece.length;
           if (!req.write(piece)) await drained(req);
         }
+        if (stopped) throw new BodyStopped();
         req.end();
         bodyDone = true;
       })().catch((e: unknown) => {
@@ -156,6 +161,7 @@ export class NodeForwarder {
         // once the client has stopped sending it (or the head deadline passes).
         keep = false;
         outcome = "completed; the upstream answered before the whole request body was sent";
+        stopped = true;
         req.destroy();
         this.conn.socket.end();
         const timer = setTimeout(() => this.conn.socket.destroy(), this.conn.ctx.limits.headerMs);
@@ -167,6 +173,7 @@ export class NodeForwarder {
       outcome = outcomeOf(e);
       status = this.conn.failed(e, outcome, status, untilClose);
     } finally {
+      stopped = true;
       this.conn.socket.off("close", abort);
       up?.destroy();
       upSocket?.destroy();

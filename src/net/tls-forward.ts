@@ -1,5 +1,6 @@
 import type { Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
+import { BodyStopped } from "./chunked-body.js";
 import { pendingBytes } from "./engine.js";
 import { queued } from "./hold.js";
 import { bodyPieces, chunk, HttpError, requestHead } from "./http1.js";
@@ -159,6 +160,8 @@ export class TlsForwarder {
     let up: TLSSocket | undefined;
     let opening: EarlyUpstream | undefined;
     let clean = false;
+    /** Set when this exchange ends, however it ends: the request body's copy hands on (and counts) nothing after. */
+    let stopped = false;
     const abort = () => {
       opening?.discard();
       up?.destroy();
@@ -184,9 +187,11 @@ export class TlsForwarder {
           : (async () => {
               const chunked = r.body.kind === "chunked";
               for await (const piece of bodyPieces(this.conn.reader, r.body)) {
+                if (stopped) throw new BodyStopped();
                 st.bytesUp += piece.length;
                 await queued(s, chunked ? Buffer.concat(chunk(piece)) : piece);
               }
+              if (stopped) throw new BodyStopped();
               if (chunked) await queued(s, LAST_CHUNK);
               sent = true;
             })().catch((e: unknown) => {
@@ -265,6 +270,7 @@ export class TlsForwarder {
         clean = false;
         st.keep = false;
         st.outcome = "completed; the upstream answered before the whole request body was sent";
+        stopped = true;
         s.destroy();
         client.end();
         const timer = setTimeout(() => client.destroy(), ctx.limits.headerMs);
@@ -275,6 +281,7 @@ export class TlsForwarder {
       clean = false;
       throw e;
     } finally {
+      stopped = true;
       client.off("close", abort);
       if (up) {
         if (clean && st.outcome === "completed") this.keep(up);

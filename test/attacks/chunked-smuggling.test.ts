@@ -609,3 +609,70 @@ s.on("connect", async () => {
     }
   }, 300_000);
 });
+
+describe("an answer that comes while the gate still copies a chunked request body: every byte moved is on the record", () => {
+  /** The data of a chunked body as far as it came (the last chunk may be cut). */
+  function chunkedData(raw: string): string {
+    let at = 0;
+    let out = "";
+    for (;;) {
+      const nl = raw.indexOf("\r\n", at);
+      if (nl < 0) return out;
+      const size = parseInt(raw.slice(at, nl), 16);
+      if (!(size > 0)) return out;
+      out += raw.slice(nl + 2, nl + 2 + size);
+      at = nl + 2 + size + 2;
+      if (at > raw.length) return out;
+    }
+  }
+
+  it("answered after the head, while small chunks are copied in JavaScript, before a large one: the record counts what reached the upstream, and nothing follows the answer", async () => {
+    // Each path answers at once, on the head, in its own way; the upstream keeps reading and records every byte.
+    const answers: Record<string, string | Buffer> = {
+      "/e/short": "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly",
+      "/e/long": Buffer.concat([Buffer.from(`HTTP/1.1 200 OK\r\nContent-Length: ${1 << 20}\r\n\r\n`), Buffer.alloc(1 << 20, "a")]),
+      "/e/chunked": Buffer.concat([Buffer.from(`HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n${(1 << 20).toString(16)}\r\n`), Buffer.alloc(1 << 20, "a"), Buffer.from("\r\n0\r\n\r\n")]),
+      "/e/small-chunks": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nearly\r\n0\r\n\r\n",
+    };
+    const raw = new Map<string, string>();
+    const open = new Set<Socket>();
+    const early = createServer({ allowHalfOpen: true }, (s) => {
+      let path = "";
+      let got = "";
+      open.add(s);
+      s.on("close", () => open.delete(s));
+      s.on("error", () => {});
+      s.on("data", (d: Buffer) => {
+        got += d.toString("latin1");
+        if (!path && got.includes("\r\n\r\n")) {
+          path = got.split(" ")[1]!;
+          s.write(answers[path] ?? "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+        }
+        if (path) raw.set(path, got.slice(got.indexOf("\r\n\r\n") + 4));
+      });
+    });
+    const E = await listenLoopback(early);
+    try {
+      const head = (path: string) => `POST http://127.0.0.1:${E}${path} HTTP/1.1\r\nHost: 127.0.0.1:${E}\r\nTransfer-Encoding: chunked\r\n\r\n`;
+      const small = Array.from({ length: 20 }, (_, i) => ({ data: `400\r\n${String.fromCharCode(97 + i).repeat(1024)}\r\n`, gapMs: 10 }));
+      const large = 1 << 20;
+      const paths = Object.keys(answers);
+      const r = await converse([`127.0.0.1:${E}/e/*`], paths.map((path) => ({
+        pieces: [{ data: head(path) }, ...small, { data: `${large.toString(16)}\r\n`, gapMs: 200 }, { data: Buffer.alloc(large, "L") }, { data: "\r\n0\r\n\r\n" }],
+      })));
+      paths.forEach((path, i) => {
+        const end = endOf(r.egress, path);
+        const data = chunkedData(raw.get(path) ?? "");
+        expect(r.replies[i]!.got, path).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+        expect(end?.outcome, path).toMatch(/^completed/);
+        // Every data byte the upstream received is on the record.
+        expect(end?.bytesUp, `${path}: ${data.length} data bytes reached the upstream`).toBeGreaterThanOrEqual(data.length);
+        // The body the upstream did not wait for goes nowhere: nothing of the large chunk after the answer.
+        expect(data.includes("L"), `${path}: the large chunk reached the upstream after its answer`).toBe(false);
+      });
+    } finally {
+      for (const s of open) s.destroy();
+      await new Promise<void>((res) => early.close(() => res()));
+    }
+  }, 60_000);
+});
