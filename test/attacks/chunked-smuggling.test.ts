@@ -676,3 +676,58 @@ describe("an answer that comes while the gate still copies a chunked request bod
     }
   }, 60_000);
 });
+
+describe("TCP urgent data inside chunk framing the engine reads", () => {
+  it("an urgent byte inside a size line never reaches the upstream: the kernel drops it from the line, which the gate reads, and frames again, without it", async () => {
+    // A large first chunk, so that the engine reads the framing after it (native/chunked.c's read_line). The
+    // size line after it is "1", an urgent (out-of-band) "Z", then CRLF: read inline it would be malformed;
+    // the kernel takes the urgent byte out of the stream (SO_OOBINLINE is off), so the line read is "1".
+    const raw: string[] = [];
+    const open = new Set<Socket>();
+    const server = createServer({ allowHalfOpen: true }, (s) => {
+      const i = raw.push("") - 1;
+      open.add(s);
+      s.on("close", () => open.delete(s));
+      s.on("error", () => {});
+      s.on("data", (d: Buffer) => {
+        raw[i] += d.toString("latin1");
+        if (raw[i]!.endsWith("\r\n0\r\n\r\n")) s.end("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nstored");
+      });
+    });
+    const P = await listenLoopback(server);
+    const SIZE = 256 * 1024;
+    const ws = mkdtempSync(join(tmpdir(), "vak-urgent-"));
+    writeFileSync(
+      join(ws, "urgent.py"),
+      `import socket, time
+s = socket.create_connection(("127.0.0.1", 3128))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+s.sendall(b"POST http://127.0.0.1:${P}/urgent HTTP/1.1\\r\\nHost: 127.0.0.1:${P}\\r\\nTransfer-Encoding: chunked\\r\\nConnection: close\\r\\n\\r\\n${SIZE.toString(16)}\\r\\n")
+time.sleep(0.05)
+s.sendall(b"U" * ${SIZE} + b"\\r\\n1")
+time.sleep(0.2)
+s.send(b"Z", socket.MSG_OOB)
+time.sleep(0.2)
+s.sendall(b"\\r\\na\\r\\n0\\r\\n\\r\\n")
+s.settimeout(10)
+got = b""
+while True:
+    d = s.recv(65536)
+    if not d: break
+    got += d
+print(got.decode("latin1").split("\\r\\n")[0], got.endswith(b"stored"))
+`,
+    );
+    try {
+      const r = await runVak(["exec", "--json", "--allow-net", `127.0.0.1:${P}`, "--", "python3", join(ws, "urgent.py")], { cwd: ws });
+      expect(r.stdout.trim(), r.stderr.slice(-2000)).toBe("HTTP/1.1 200 OK True");
+      const body = raw.join("").slice(raw.join("").indexOf("\r\n\r\n") + 4);
+      expect(squeeze(body)).toBe(squeeze(`${SIZE.toString(16)}\r\n${"U".repeat(SIZE)}\r\n1\r\na\r\n0\r\n\r\n`));
+      expect(raw.join("")).not.toContain("Z");
+      expect(endOf((r.summary?.egress ?? []) as EgressEvent[], "/urgent")?.outcome).toBe("completed");
+    } finally {
+      for (const s of open) s.destroy();
+      await new Promise<void>((res) => server.close(() => res()));
+    }
+  }, 60_000);
+});
