@@ -57,18 +57,23 @@ static int read_line(struct tunnel *t, struct dir *d, size_t max, size_t *len) {
   ssize_t n = recv(d->from, peek, max + 2 - d->llen, MSG_PEEK | MSG_DONTWAIT);
   if (n > 0) {
     char *lf = memchr(peek, '\n', (size_t)n);
-    n = recv(d->from, d->line + d->llen, lf ? (size_t)(lf - peek) + 1 : (size_t)n, MSG_DONTWAIT);
+    n = recv(d->from, d->line + d->llen, budget_room(t->budget, lf ? (size_t)(lf - peek) + 1 : (size_t)n), MSG_DONTWAIT);
   }
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
   if (n < 0) return t->failed = 1, -1;
   if (n == 0) {
-    /* As for splice: a read stops short of TCP urgent data and says 0. Not the end, but not carried either. */
+    /* The stream's end: the body is cut. Unlike splice, recv does not stop at TCP urgent data with a 0: with
+     * SO_OOBINLINE off, a read stops just before the urgent byte, and the next one (a peek too) skips it. So
+     * an urgent byte inside a framing line is dropped from the line, which is read, checked and framed again
+     * without it, as the gate's own reads drop it everywhere; the sender's framing is never forwarded, so no
+     * reader downstream sees that line otherwise (test/attacks/chunked-smuggling.test.ts). A 0 at the mark
+     * is a stream that ended right after an urgent byte: a cut like another, said as urgent data. */
     int mark = 0;
     return ioctl(d->from, SIOCATMARK, &mark) == 0 && mark ? -3 : -4;
   }
+  if (budget_spend(t->budget, (size_t)n)) return -2;
   d->llen += (size_t)n;
   t->received += (double)n;
-  if (t->received > t->budget) return -2;
   if (d->line[d->llen - 1] != '\n') return d->llen >= max + 2 ? refuse(d, "a line longer than allowed") : 0;
   size_t got = d->llen;
   d->llen = 0;
@@ -93,12 +98,12 @@ int chunk_step(struct tunnel *t, struct dir *d) {
     if (d->chunk == CH_DONE) return d->eof = 1, 1;
     if (d->chunk == CH_DATA) {
       if (d->full || d->in_pipe >= d->cap) return moved;
-      size_t room = d->cap - d->in_pipe;
+      size_t room = budget_room(t->budget, d->cap - d->in_pipe);
       if ((double)room > d->chunk_left) room = (size_t)d->chunk_left;
       ssize_t n = splice(d->from, NULL, d->pipe[1], NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
       if (n > 0) {
+        if (budget_spend(t->budget, (size_t)n)) return -2; /* past the budget: dropped with the transfer (tunnel.c's step) */
         d->in_pipe += (size_t)n, d->moved += (double)n, t->received += (double)n, moved = 1;
-        if (t->received > t->budget) return -2;
         if ((d->chunk_left -= (double)n) <= 0) d->chunk = CH_CRLF;
         continue;
       }

@@ -9,7 +9,8 @@
  *  - It splices granted CONNECT tunnels. Once the gate has decided and
  *    connected, it hands both sockets here and the bytes move socket -> pipe ->
  *    socket in the kernel, without passing through JavaScript. It counts
- *    bytes against the connection's budget, ends idle tunnels, and ends any
+ *    bytes against the connection's budget (one counter per connection,
+ *    shared with the gate's own reads), ends idle tunnels, and ends any
  *    tunnel the gate cancels (a revoked worker). It parses nothing, except
  *    the framing of a chunked body it carries for plain HTTP (chunked.c),
  *    which it must own to stop exactly at the body's end.
@@ -420,7 +421,41 @@ static char *copy_buffer(napi_env env, napi_value v, size_t *len) {
 }
 
 
+/* Marks the externals createBudget makes, so that no other external is ever taken for a budget. */
+static const napi_type_tag BUDGET_TAG = {0x76616b2d62756467ULL, 0x65742d7461673031ULL};
+
+/* The budget an external createBudget made, or NULL (with an exception pending) for any other value. */
+static struct budget *budget_of(napi_env env, napi_value v) {
+  bool tagged = false;
+  void *p = NULL;
+  if (napi_check_object_type_tag(env, v, &BUDGET_TAG, &tagged) != napi_ok || !tagged || napi_get_value_external(env, v, &p) != napi_ok || !p) {
+    napi_throw_type_error(env, NULL, "vak engine: not a budget (createBudget)");
+    return NULL;
+  }
+  return p;
+}
+
+/* A budget argument: a connection's budget (createBudget), shared, or a number, a budget of the tunnel's own. NULL with an exception pending. */
+static struct budget *budget_arg(napi_env env, napi_value v) {
+  napi_valuetype type;
+  if (napi_typeof(env, v, &type) != napi_ok) return NULL;
+  if (type == napi_external) {
+    struct budget *b = budget_of(env, v);
+    if (b) budget_hold(b);
+    return b;
+  }
+  double limit;
+  if (type != napi_number || napi_get_value_double(env, v, &limit) != napi_ok || isnan(limit)) {
+    napi_throw_type_error(env, NULL, "vak engine: a budget is a number or createBudget()'s");
+    return NULL;
+  }
+  struct budget *b = budget_new(limit >= 9007199254740991.0 ? INT64_MAX : limit < 0 ? 0 : (int64_t)limit);
+  if (!b) throw_errno(env, "calloc");
+  return b;
+}
+
 /* tunnel(engine, clientFd, upstreamFd, upPrefix, downPrefix, budget, idleMs[, length[, chunked]]): id.
+ * budget: the connection's (createBudget), which every byte the tunnel reads is counted against.
  * Works on duplicates: the caller closes its own fds afterwards. With a
  * length, a transfer: upPrefix, then exactly length bytes clientFd ->
  * upstreamFd (downPrefix must be empty), and the caller keeps its sockets.
@@ -460,17 +495,21 @@ static napi_value tunnel(napi_env env, napi_callback_info info) {
   struct engine *e = engine_arg(env, argv[0]);
   if (!e) return NULL;
   int32_t cfd, ufd;
-  double budget, idle;
+  double idle;
   CHECK(napi_get_value_int32(env, argv[1], &cfd));
   CHECK(napi_get_value_int32(env, argv[2], &ufd));
-  CHECK(napi_get_value_double(env, argv[5], &budget));
   CHECK(napi_get_value_double(env, argv[6], &idle));
-  if (isnan(budget) || !(idle >= 0 && idle <= 1e12)) {
-    napi_throw_range_error(env, NULL, "vak engine: tunnel(): the budget must be a number, and the idle time 0 to 1e12 ms");
+  if (!(idle >= 0 && idle <= 1e12)) {
+    napi_throw_range_error(env, NULL, "vak engine: tunnel(): the idle time must be 0 to 1e12 ms");
     return NULL;
   }
+  struct budget *budget = budget_arg(env, argv[5]);
+  if (!budget) return NULL;
   struct tunnel *t = calloc(1, sizeof *t);
-  if (!t) return throw_errno(env, "calloc");
+  if (!t) {
+    budget_release(budget);
+    return throw_errno(env, "calloc");
+  }
   t->fd[0] = t->fd[1] = t->up.pipe[0] = t->up.pipe[1] = t->down.pipe[0] = t->down.pipe[1] = -1;
   t->up.left = t->down.left = -1;
   t->up.prefix = copy_buffer(env, argv[3], &t->up.plen);
@@ -583,6 +622,47 @@ static napi_value pending_js(napi_env env, napi_callback_info info) {
   return out;
 }
 
+static void finalize_budget(napi_env env, void *data, void *hint) {
+  budget_release(data);
+}
+
+/* createBudget(limit): one client connection's byte budget, shared by budgetTake and every tunnel given it. */
+static napi_value create_budget(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], ext;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  double limit;
+  if (argc < 1 || napi_get_value_double(env, argv[0], &limit) != napi_ok || !(limit >= 0 && limit <= 9007199254740991.0)) {
+    napi_throw_range_error(env, NULL, "vak engine: createBudget(limit): limit must be 0 to 2^53-1");
+    return NULL;
+  }
+  struct budget *b = budget_new((int64_t)limit);
+  if (!b) return throw_errno(env, "calloc");
+  if (napi_create_external(env, b, finalize_budget, NULL, &ext) != napi_ok) {
+    budget_release(b);
+    napi_throw_error(env, NULL, "vak engine: createBudget: napi_create_external failed");
+    return NULL;
+  }
+  CHECK(napi_type_tag_object(env, ext, &BUDGET_TAG));
+  return ext;
+}
+
+/* budgetTake(budget, n): counts n bytes the gate itself received; true while the count is within the limit. */
+static napi_value budget_take(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2], out;
+  double n;
+  CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 2 || napi_get_value_double(env, argv[1], &n) != napi_ok || !(n >= 0 && n <= 9007199254740991.0)) {
+    napi_throw_type_error(env, NULL, "vak engine: budgetTake(budget, n)");
+    return NULL;
+  }
+  struct budget *b = budget_of(env, argv[0]);
+  if (!b) return NULL;
+  CHECK(napi_get_boolean(env, !budget_spend(b, (size_t)n), &out));
+  return out;
+}
+
 /* sendClient(socketPath, message, fd): what a relay does, for tests. */
 static napi_value send_client(napi_env env, napi_callback_info info) {
   size_t argc = 3;
@@ -629,7 +709,8 @@ static napi_value init(napi_env env, napi_value exports) {
   const struct {
     const char *name;
     napi_callback fn;
-  } fns[] = {{"createEngine", create_engine}, {"tunnel", tunnel}, {"cancel", cancel}, {"close", close_engine}, {"sendClient", send_client}, {"resetOnClose", reset_on_close_js}, {"pending", pending_js}};
+  } fns[] = {{"createEngine", create_engine}, {"tunnel", tunnel}, {"cancel", cancel}, {"close", close_engine}, {"sendClient", send_client}, {"resetOnClose", reset_on_close_js}, {"pending", pending_js},
+                    {"createBudget", create_budget}, {"budgetTake", budget_take}};
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
     napi_value f;
     if (napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &f) != napi_ok) return NULL;

@@ -21,6 +21,30 @@ int64_t now_ms(void) {
   return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+struct budget *budget_new(int64_t limit) {
+  struct budget *b = calloc(1, sizeof *b);
+  if (b) b->limit = limit, b->refs = 1;
+  return b;
+}
+
+void budget_hold(struct budget *b) {
+  __atomic_add_fetch(&b->refs, 1, __ATOMIC_RELAXED);
+}
+
+void budget_release(struct budget *b) {
+  if (b && __atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0) free(b);
+}
+
+int budget_spend(struct budget *b, size_t n) {
+  return __atomic_add_fetch(&b->used, (int64_t)n, __ATOMIC_RELAXED) > b->limit;
+}
+
+size_t budget_room(struct budget *b, size_t want) {
+  int64_t left = b->limit - __atomic_load_n(&b->used, __ATOMIC_RELAXED);
+  if (left <= 0) return 1;
+  return (uint64_t)left < want ? (size_t)left : want;
+}
+
 const char *not_a_tcp_connection(int fd) {
   struct stat st;
   int v;
@@ -47,6 +71,7 @@ void free_tunnel(struct tunnel *t) {
     if (d->pipe[1] >= 0) close(d->pipe[1]);
     free(d->prefix);
   }
+  budget_release(t->budget);
   free(t);
 }
 
@@ -86,13 +111,14 @@ static int step(struct tunnel *t, struct dir *d) {
     /* A counted transfer asks the kernel for no more than its length: what the
      * peer sent after it (a pipelined request, more than a Content-Length)
      * stays in the socket, for the gate to read and decide. */
-    size_t room = d->cap - d->in_pipe;
+    size_t room = budget_room(t->budget, d->cap - d->in_pipe);
     if (d->left >= 0 && (double)room > d->left) room = (size_t)d->left;
     ssize_t n = splice(d->from, NULL, d->pipe[1], NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     int mark = 0;
     if (n > 0) {
+      /* Past the connection's budget: these bytes end the tunnel with them; never written on, nor counted as moved. */
+      if (budget_spend(t->budget, (size_t)n)) return -2;
       d->in_pipe += (size_t)n, d->moved += (double)n, t->received += (double)n, moved = 1;
-      if (t->received > t->budget) return -2;
       if (d->left >= 0 && (d->left -= (double)n) <= 0) d->eof = 1;
     } else if (n == 0 && ioctl(d->from, SIOCATMARK, &mark) == 0 && mark) {
       /* Splicing stops short of TCP urgent data and says 0, as at the end of

@@ -42,11 +42,22 @@ struct dir {
   const char *bad;        /* why the framing was refused */
 };
 
+/* One client connection's byte budget: every byte received for the connection, by the gate's JavaScript
+ * (budgetTake) and by each of the engine's tunnels and transfers, is counted in this one place as it is read,
+ * so that two directions moving at once (an upload still going while the answer comes) cannot each spend
+ * what is left. JavaScript and the engine's thread share it: used and refs change only atomically. */
+struct budget {
+  int64_t limit;
+  int64_t used;
+  int refs;
+};
+
 struct tunnel {
   int id;
   int fd[2]; /* client, upstream */
   struct dir up, down;
-  double budget, received;
+  struct budget *budget; /* shared with the connection's other transfers; one reference held */
+  double received;       /* this tunnel's own share, for its end record */
   int64_t idle_ms, last;
   int cancelled;
   int hup[2]; /* poll has reported a hang-up or error on client, upstream */
@@ -58,6 +69,15 @@ struct tunnel {
 };
 
 int64_t now_ms(void);
+/* A budget of limit bytes, with one reference (NULL without memory). */
+struct budget *budget_new(int64_t limit);
+void budget_hold(struct budget *b);
+void budget_release(struct budget *b);
+/* Counts n bytes received; 1 once the connection's count has passed its limit (those bytes must not be passed on). */
+int budget_spend(struct budget *b, size_t n);
+/* The most a read should ask the kernel for (of want): what is left of the budget, or, once it is spent, one
+ * byte, to find that the source has more; so that a reader takes at most a byte past it. */
+size_t budget_room(struct budget *b, size_t want);
 /* Why fd is not a connected TCP socket (a client, or an upstream), or NULL if it is one. */
 const char *not_a_tcp_connection(int fd);
 /* Makes the pipes; -1 (errno set) if it cannot. big: ask for large pipes. */

@@ -38,14 +38,34 @@ export interface ChunkedCopy {
   unframed?: boolean;
   /** Counts data bytes as they move: a body that fails part way is on the record with what it moved. */
   moved(n: number): void;
+  /**
+   * True once the exchange has ended (the upstream answered before the body was sent, or the request failed):
+   * asked right before each move, so that nothing is handed on, or counted, after the request's end is recorded.
+   */
+  stopped?(): boolean;
 }
 
-/** Moves one chunked body from `from` (read through r) to `to`, counting its data bytes (c.moved) as they go. */
+/** The exchange ended while its body was still being copied: nothing more of it is handed on. */
+export class BodyStopped extends Error {
+  constructor() {
+    super("the exchange ended before its body was sent");
+    this.name = "BodyStopped";
+  }
+}
+
+/**
+ * Moves one chunked body from `from` (read through r) to `to`, counting its data bytes (c.moved) as they go:
+ * each counted in the same turn as it is handed on, and only after c.stopped() said the exchange goes on.
+ */
 export async function copyChunked(r: SocketReader, from: Socket, to: Socket, c: ChunkedCopy): Promise<void> {
+  const go = () => {
+    if (c.stopped?.()) throw new BodyStopped();
+  };
   for (;;) {
     const size = chunkSize(await chunkLine(r));
     if (size === 0) {
       await dropTrailers(r);
+      go();
       if (!c.unframed) await queued(to, LAST);
       return;
     }
@@ -53,14 +73,19 @@ export async function copyChunked(r: SocketReader, from: Socket, to: Socket, c: 
     const had = r.takeBuffered();
     const part = had.subarray(0, size);
     r.unread(had.subarray(part.length));
-    c.moved(part.length);
     let left = size - part.length;
     if (left >= KERNEL_CHUNK) {
+      go();
       holdReads(from);
       await flushed(to);
+      if (c.stopped?.()) {
+        resumeReads(from);
+        throw new BodyStopped();
+      }
       from.setTimeout(0); // the engine keeps the idle time while it holds the sockets
       to.setTimeout(0);
       const t = c.transfer(from, to, Buffer.concat([line, part]), left, c.unframed ? "unframed" : "framed");
+      c.moved(part.length);
       c.running(t);
       const end = await t.done;
       c.running(undefined);
@@ -73,16 +98,20 @@ export async function copyChunked(r: SocketReader, from: Socket, to: Socket, c: 
       resumeReads(from);
       return; // the engine read the body to its end, trailers and all, and wrote its last chunk
     }
+    go();
+    c.moved(part.length);
     await queued(to, Buffer.concat([line, part]));
     while (left > 0) {
       const b = await r.read(left);
       if (!b) throw new HttpError(400, "incomplete", "the connection closed in the middle of a chunk");
       left -= b.length;
+      go();
       c.moved(b.length);
       await queued(to, b);
     }
     await chunkEnd(r);
     if (to.destroyed) throw new ClosedError();
+    go();
     if (!c.unframed) await queued(to, CRLF);
   }
 }

@@ -6,7 +6,7 @@ import { classify, type Host, hostText } from "../policy/address.js";
 import { hostAddresses, resolveDestination, systemResolver } from "./destination.js";
 import { LOOKUP_MS, type Resolver, withDeadline } from "./dns.js";
 import { DEFAULT_EGRESS_LOG, EgressLog, type EgressEvent, type EgressLogOptions } from "./egress-log.js";
-import { GateEngine } from "./engine.js";
+import { ByteBudget, GateEngine } from "./engine.js";
 import { type Checked, type EgressFields, LimitError, ProxyConnection, type ProxyContext } from "./proxy.js";
 import { SocketReader } from "./reader.js";
 import type { Endpoint } from "./endpoint.js";
@@ -260,12 +260,11 @@ export class EgressGate {
     socket.once("close", () => this.sockets.delete(socket));
     socket.on("error", () => socket.destroy());
     if (this.closing) return void socket.destroy();
-    const budget = { received: 0, reserved: 0 };
-    // Every byte taken from the client, or from an upstream for it, counts against one budget; so does
-    // what a running transfer may still move (reserved), so that two transfers cannot share the rest twice.
+    // Every byte taken from the client, or from an upstream for it, counts against one budget as it is read:
+    // here, and in each transfer the engine runs for the connection (ByteBudget: one counter for all of them).
+    const budget = new ByteBudget(this.limits.bytesPerConnection);
     const take = (n: number) => {
-      budget.received += n;
-      if (budget.received + budget.reserved > this.limits.bytesPerConnection) throw new LimitError(`the connection passed its limit of ${this.limits.bytesPerConnection} bytes`);
+      if (!budget.take(n)) throw new LimitError(`the connection passed its limit of ${this.limits.bytesPerConnection} bytes`);
     };
     const token = message.startsWith(PREAMBLE) ? message.slice(PREAMBLE.length) : undefined;
     const worker = token ? this.workers.get(token) : undefined;
@@ -283,29 +282,25 @@ export class EgressGate {
     await new ProxyConnection(socket, new SocketReader(socket, take), this.context(worker, take, budget)).serve();
   }
 
-  private context(worker: Registered, take: (n: number) => void, budget: { received: number; reserved: number }): ProxyContext {
-    const received = () => budget.received + budget.reserved;
+  private context(worker: Registered, take: (n: number) => void, budget: ByteBudget): ProxyContext {
     return {
       limits: this.limits,
       take,
       transfer: (from, to, prefix, length, chunked) => {
         if (!this.engine || this.closing) throw new LimitError("the gate is closing", 503);
-        const t = this.engine.transfer(from, to, prefix, length, this.limits.bytesPerConnection - received(), this.limits.idleMs, chunked);
-        budget.reserved += length;
+        const t = this.engine.transfer(from, to, prefix, length, budget, this.limits.idleMs, chunked);
         // Revoking the worker cancels it: its sockets are the caller's, but the engine holds their fds meanwhile.
         const open = { destroy: () => this.engine?.cancel(t.id) };
         worker.open.add(open);
         const done = t.done.then((end) => {
           worker.open.delete(open);
-          budget.reserved -= length;
-          budget.received += end.up;
           return end.outcome === "cancelled" && worker.ended === "released" ? { ...end, outcome: "released" } : end;
         });
         return { done, cancel: () => this.engine?.cancel(t.id) };
       },
       splice: (client, upstream, upPrefix, downPrefix) => {
         if (!this.engine || this.closing) throw new LimitError("the gate is closing", 503);
-        const t = this.engine.tunnel(client, upstream, upPrefix, downPrefix, this.limits.bytesPerConnection - received(), this.limits.idleMs);
+        const t = this.engine.tunnel(client, upstream, upPrefix, downPrefix, budget, this.limits.idleMs);
         // The tunnel takes over the worker's connection slot and its upstream count from the two sockets,
         // now, not when their handles have closed (counted twice meanwhile, a burst of tunnels would pass
         // the caps); revoking the worker cancels it.

@@ -12,12 +12,14 @@ export type EngineEvent =
 
 interface Addon {
   createEngine(socketPath: string, onEvent: (e: EngineEvent) => void): unknown;
-  tunnel(engine: unknown, clientFd: number, upstreamFd: number, upPrefix: Buffer, downPrefix: Buffer, budget: number, idleMs: number, length?: number, chunked?: number): number;
+  tunnel(engine: unknown, clientFd: number, upstreamFd: number, upPrefix: Buffer, downPrefix: Buffer, budget: unknown, idleMs: number, length?: number, chunked?: number): number;
   cancel(engine: unknown, id: number): void;
   close(engine: unknown): void;
   sendClient(socketPath: string, message: string, fd: number): void;
   resetOnClose(fd: number): void;
   pending(fd: number): number;
+  createBudget(limit: number): unknown;
+  budgetTake(budget: unknown, n: number): boolean;
 }
 
 let addon: Addon | undefined;
@@ -52,6 +54,30 @@ export interface TunnelEnd {
 
 /** How a chunked transfer writes the body on: framed again the gate's way, or its data alone (an HTTP/1.0 client). */
 export type ChunkedOut = "framed" | "unframed";
+
+/**
+ * One client connection's byte budget: a single counter, in the engine, of
+ * every byte received for the connection, whoever reads it (the gate's
+ * JavaScript through take, each transfer or tunnel the engine runs for it),
+ * counted as it is read. Directions moving at once (an upload still going
+ * while the answer comes, each a chunked body the engine carries) spend the
+ * same bytes, so together they can never pass the limit: the reader whose
+ * bytes cross it stops, and passes none of them on. (Reserving a transfer's
+ * length could not do this: a chunked body's length is not known.)
+ */
+export class ByteBudget {
+  /** The engine's counter (an external), handed to every transfer of the connection. */
+  readonly handle: unknown;
+
+  constructor(readonly limit: number) {
+    this.handle = load().createBudget(limit);
+  }
+
+  /** Counts n bytes received; false once the connection has passed its limit (those bytes must go nowhere). */
+  take(n: number): boolean {
+    return load().budgetTake(this.handle, n);
+  }
+}
 
 /** The file descriptor under a connected Node socket. */
 export function socketFd(s: Socket): number {
@@ -90,11 +116,13 @@ export class GateEngine {
    * Splices client <-> upstream until both sides end, the budget of bytes
    * received is spent, nothing moves for idleMs, or cancel(). The prefixes go
    * first (what the gate had read but not forwarded). The engine works on its
-   * own copies of the fds: the caller destroys its sockets right after.
+   * own copies of the fds: the caller destroys its sockets right after. The
+   * budget is the connection's (shared with everything else it reads), or a
+   * number: a budget of the tunnel's own.
    */
-  tunnel(client: Socket, upstream: Socket, upPrefix: Buffer, downPrefix: Buffer, budget: number, idleMs: number): { id: number; done: Promise<TunnelEnd> } {
+  tunnel(client: Socket, upstream: Socket, upPrefix: Buffer, downPrefix: Buffer, budget: ByteBudget | number, idleMs: number): { id: number; done: Promise<TunnelEnd> } {
     if (this.closed) throw new VakError("internal", "the gate's engine is closed");
-    const id = load().tunnel(this.handle, socketFd(client), socketFd(upstream), upPrefix, downPrefix, budget, idleMs);
+    const id = load().tunnel(this.handle, socketFd(client), socketFd(upstream), upPrefix, downPrefix, budgetArg(budget), idleMs);
     const done = new Promise<TunnelEnd>((resolve) => this.ends.set(id, resolve));
     return { id, done };
   }
@@ -115,10 +143,10 @@ export class GateEngine {
    * after its trailers, and not a byte past it. Malformed framing ends it:
    * "malformed: <why>".
    */
-  transfer(from: Socket, to: Socket, prefix: Buffer, length: number, budget: number, idleMs: number, chunked?: ChunkedOut): { id: number; done: Promise<TunnelEnd> } {
+  transfer(from: Socket, to: Socket, prefix: Buffer, length: number, budget: ByteBudget | number, idleMs: number, chunked?: ChunkedOut): { id: number; done: Promise<TunnelEnd> } {
     if (this.closed) throw new VakError("internal", "the gate's engine is closed");
     const mode = chunked === "framed" ? 1 : chunked === "unframed" ? 2 : 0;
-    const id = load().tunnel(this.handle, socketFd(from), socketFd(to), prefix, Buffer.alloc(0), budget, idleMs, length, mode);
+    const id = load().tunnel(this.handle, socketFd(from), socketFd(to), prefix, Buffer.alloc(0), budgetArg(budget), idleMs, length, mode);
     const done = new Promise<TunnelEnd>((resolve) => this.ends.set(id, resolve));
     return { id, done };
   }
@@ -140,6 +168,8 @@ export class GateEngine {
     this.ends.clear();
   }
 }
+
+const budgetArg = (b: ByteBudget | number): unknown => (typeof b === "number" ? b : b.handle);
 
 /** What a relay does: hands a connected socket to the gate with a message (tests use it to play the relay). */
 export function sendClient(socketPath: string, message: string, fd: number): void {

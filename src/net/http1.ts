@@ -249,7 +249,7 @@ export async function* bodyPieces(src: ByteSource, framing: Framing): AsyncGener
 async function* exactly(src: ByteSource, length: number): AsyncGenerator<Buffer> {
   for (let left = length; left > 0; ) {
     const b = await src.read(left);
-    if (!b) throw new HttpError(400, "incomplete", "the client closed the connection in the middle of a request body");
+    if (!b) throw new HttpError(400, "incomplete", "the connection closed in the middle of the body");
     left -= b.length;
     yield b;
   }

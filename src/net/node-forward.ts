@@ -6,7 +6,8 @@ import {
   bodyPieces, chunk, connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, type RequestHead,
   responseHead, safeReason, transferCodings, transferEncoding,
 } from "./http1.js";
-import { LimitError, outcomeOf, RecordError, UpstreamError } from "./outcome.js";
+import { BodyStopped } from "./chunked-body.js";
+import { outcomeOf, UpstreamError } from "./outcome.js";
 import type { Connection, EgressFields, ProxyContext } from "./proxy-context.js";
 import { ClosedError } from "./reader.js";
 import { TLS_BUFFERS } from "./terminate.js";
@@ -69,8 +70,12 @@ export class NodeForwarder {
     let outcome = "completed";
     let keep = false;
     let reflected: number | undefined;
+    /** The answer went to the client without a length (an HTTP/1.0 client): its end is the connection's. */
+    let untilClose = false;
     let upSocket: Socket | undefined;
     let up: ClientRequest | undefined;
+    /** Set when this exchange ends, however it ends: the request body's copy hands on (and counts) nothing after. */
+    let stopped = false;
     const abort = () => up?.destroy(new ClosedError());
     this.conn.socket.once("close", abort);
     try {
@@ -94,15 +99,21 @@ export class NodeForwarder {
         });
         req.on("error", reject); // kept: a later error must not go unhandled
       });
+      // Node's client ends a body delimited by the close at its connection's end, a reset one too (it reports the
+      // reset on the request, not the response): kept here, so that such a cut is not taken for the whole body.
+      let upstreamFailed: Error | undefined;
+      req.on("error", (e: Error) => (upstreamFailed ??= e));
       if (framing.kind !== "none" && head.version === "1.1" && headerValues(head.headers, "expect").some((v) => v.toLowerCase() === "100-continue"))
         this.conn.socket.write("HTTP/1.1 100 Continue\r\n\r\n");
       let bodyDone = false;
       let bodyError: unknown;
       const sending = (async () => {
         for await (const piece of bodyPieces(this.conn.reader, framing)) {
+          if (stopped) throw new BodyStopped();
           bytesUp += piece.length;
           if (!req.write(piece)) await drained(req);
         }
+        if (stopped) throw new BodyStopped();
         req.end();
         bodyDone = true;
       })().catch((e: unknown) => {
@@ -134,10 +145,13 @@ export class NodeForwarder {
       keep = out.mode !== "close" && head.version === "1.1" && !r.clientClose;
       if (!keep) out.headers.push(["Connection", "close"]);
       status = code;
+      untilClose = out.mode === "close";
       const resHead = responseHead(code, safeReason(res.statusMessage) || (STATUS_CODES[code] ?? ""), out.headers);
       await this.write(rf ? rf.whole(resHead) : resHead);
       const chunked = out.mode === "chunked";
       await pumpBody(res, this.conn.socket, (n) => this.conn.ctx.take(n), { chunked, counted: (n) => (bytesDown += n), ...(rf ? { through: (d: Buffer) => rf.push(d) } : {}) });
+      const byClose = res.headers["content-length"] === undefined && res.headers["transfer-encoding"] === undefined;
+      if (byClose && upstreamFailed) throw new UpstreamError(`its connection failed in the middle of the body: ${upstreamFailed.message}`);
       const last = rf?.end();
       if (last?.length) await this.write(chunked ? chunk(last) : last);
       if (rf) reflected = rf.count;
@@ -147,6 +161,7 @@ export class NodeForwarder {
         // once the client has stopped sending it (or the head deadline passes).
         keep = false;
         outcome = "completed; the upstream answered before the whole request body was sent";
+        stopped = true;
         req.destroy();
         this.conn.socket.end();
         const timer = setTimeout(() => this.conn.socket.destroy(), this.conn.ctx.limits.headerMs);
@@ -156,12 +171,9 @@ export class NodeForwarder {
     } catch (e) {
       keep = false;
       outcome = outcomeOf(e);
-      if (status !== undefined || e instanceof ClosedError || e instanceof RecordError || (e instanceof LimitError && !e.status)) this.conn.socket.destroy();
-      else {
-        status = e instanceof HttpError || e instanceof LimitError ? (e.status ?? 502) : 502;
-        this.conn.reply(status, `vak egress gate: ${outcome}\n`);
-      }
+      status = this.conn.failed(e, outcome, status, untilClose);
     } finally {
+      stopped = true;
       this.conn.socket.off("close", abort);
       up?.destroy();
       upSocket?.destroy();

@@ -1,5 +1,5 @@
 import { HttpError } from "./http1.js";
-import { ClosedError } from "./reader.js";
+import { ClosedError, UpstreamClosedError } from "./reader.js";
 
 // The errors that end a request at the gate, and how the record says each ended.
 
@@ -44,6 +44,7 @@ const CERT_CODES = /^(UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|CERT_|ERR_TLS_CERT_ALTNA
 
 /** How an error ended an allowed request, for the record. */
 export function outcomeOf(e: unknown): string {
+  if (e instanceof UpstreamClosedError) return `upstream failed: ${e.message}`;
   if (e instanceof ClosedError) return "the client connection closed";
   const code = (e as NodeJS.ErrnoException)?.code;
   if (code && CERT_CODES.test(code))

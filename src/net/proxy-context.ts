@@ -53,8 +53,8 @@ export interface ProxyContext {
   splice(client: Socket, upstream: Socket, upPrefix: Buffer, downPrefix: Buffer): Promise<TunnelEnd>;
   /**
    * Hands the engine one counted body: the prefix, then exactly length bytes
-   * from -> to, counted against the connection's budget (and reserving it
-   * while it runs). The sockets stay the caller's, who must not read from or
+   * from -> to, each byte counted against the connection's budget as it is
+   * read (the one counter take() spends too). The sockets stay the caller's, who must not read from or
    * write to them until done settles; cancel() ends it early. With chunked,
    * length is what is left of a chunk, and the engine carries the rest of the
    * chunked body, its framing read and checked natively (GateEngine.transfer).
@@ -81,6 +81,8 @@ export interface Connection {
   readonly ctx: ProxyContext;
   refuse(method: string, asked: string, status: number, code: string, reason: string, extra?: Partial<EgressFields>): false;
   reply(status: number, text: string): void;
+  /** Ends the client's side of a failed request: told why, or cut (reset where its answer ends with the connection); the status on its record. */
+  failed(e: unknown, outcome: string, status: number | undefined, untilClose: boolean): number | undefined;
   durable(): Promise<void>;
   /** The requests inside a tunnel, served as a connection of their own: a terminated one (origin), or one to the relay (endpoints only). */
   inside(socket: Socket, reader: SocketReader, origin: Origin | undefined, endpointsOnly: boolean): { serve(): Promise<void>; close(): void };

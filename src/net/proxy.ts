@@ -153,6 +153,24 @@ export class ProxyConnection implements Connection {
     return false;
   }
 
+  /**
+   * Ends the client's side of a request that failed (plain, terminated TLS, Node's client), and gives the status
+   * on its record. Before any of an answer went out, the client is told why (a reply); after, its connection is
+   * cut. Where the client frames the answer by the connection's end (untilClose: an HTTP/1.0 client given no
+   * length), the cut is a TCP reset: a clean close would end the body there, and the client would take the part
+   * it got for the whole. Inside terminated TLS a close without close_notify is such an end too (curl takes
+   * one for the end of the body), so there as well the TCP connection under TLS is reset.
+   */
+  failed(e: unknown, outcome: string, status: number | undefined, untilClose: boolean): number | undefined {
+    if (untilClose) resetSocket(this.socket);
+    else if (status !== undefined || e instanceof ClosedError || e instanceof RecordError || e instanceof TransferError || (e instanceof LimitError && !e.status)) this.socket.destroy();
+    else {
+      status = e instanceof HttpError || e instanceof LimitError ? (e.status ?? 502) : 502;
+      this.reply(status, `vak egress gate: ${outcome}\n`);
+    }
+    return status;
+  }
+
   reply(status: number, text: string): void {
     if (!this.socket.writable) return;
     const body = Buffer.from(text);
@@ -283,13 +301,7 @@ export class ProxyConnection implements Connection {
     } catch (e) {
       st.keep = false;
       st.outcome = outcomeOf(e);
-      // An answer the client frames by the connection's end, cut: a reset, or the client takes the part for the whole.
-      if (st.untilClose) resetSocket(this.socket);
-      else if (st.status !== undefined || e instanceof ClosedError || e instanceof RecordError || e instanceof TransferError || (e instanceof LimitError && !e.status)) this.socket.destroy();
-      else {
-        st.status = e instanceof HttpError || e instanceof LimitError ? (e.status ?? 502) : 502;
-        this.reply(st.status, `vak egress gate: ${st.outcome}\n`);
-      }
+      st.status = this.failed(e, st.outcome, st.status, st.untilClose === true);
     } finally {
       this.ctx.record({ ...allowed, outcome: st.outcome, ...(st.status === undefined ? {} : { status: st.status }), bytesUp: st.bytesUp, bytesDown: st.bytesDown, ...(st.reflected === undefined ? {} : { reflected: st.reflected }) });
     }

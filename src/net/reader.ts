@@ -9,6 +9,15 @@ export class ClosedError extends Error {
   }
 }
 
+/** An upstream's connection was destroyed (reset, failed) before it ended cleanly: its side, not the client's. */
+export class UpstreamClosedError extends ClosedError {
+  constructor() {
+    super();
+    this.message = "its connection failed in the middle of the answer";
+    this.name = "UpstreamClosedError";
+  }
+}
+
 /**
  * Pull-style reading from a socket. Bytes leave the socket's buffer only when
  * the gate asks for them, so what the gate has not yet forwarded stays in the
@@ -21,6 +30,8 @@ export class SocketReader implements ByteSource {
   constructor(
     private readonly socket: Socket,
     private readonly taken: (n: number) => void,
+    /** Whose socket it is: an upstream's that fails says so (UpstreamClosedError), for the record. */
+    private readonly side: "client" | "upstream" = "client",
   ) {}
 
   /** Up to max bytes; null once the peer has ended its side. */
@@ -59,7 +70,7 @@ export class SocketReader implements ByteSource {
     let line = Buffer.alloc(0);
     for (;;) {
       const b = await this.read();
-      if (!b) throw new HttpError(400, "incomplete", "the client closed the connection in the middle of a line");
+      if (!b) throw new HttpError(400, "incomplete", `${this.side === "upstream" ? "the upstream" : "the client"} closed the connection in the middle of a line`);
       const nl = b.indexOf(10);
       line = Buffer.concat([line, nl < 0 ? b : b.subarray(0, nl + 1)]);
       if (nl >= 0) {
@@ -109,7 +120,7 @@ export class SocketReader implements ByteSource {
       if (b !== null) return b;
       // A socket closes itself once both sides have ended: that is an end, not a failure.
       if (s.readableEnded) return null;
-      if (s.destroyed) throw new ClosedError();
+      if (s.destroyed) throw this.side === "upstream" ? new UpstreamClosedError() : new ClosedError();
       await new Promise<void>((resolve) => {
         const done = () => {
           s.off("readable", done);

@@ -139,12 +139,26 @@ export async function sendPlain(socket: Socket, reader: SocketReader, ctx: Plain
 }
 
 async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext, pool: UpstreamPool, req: PlainRequest, st: PlainState, fresh: boolean): Promise<void> {
+  /** The answer's transfers. */
   const transfers: { done: Promise<TunnelEnd>; cancel(): void }[] = [];
+  /** The request body's transfer now running: a Content-Length body's, or the chunked one's the copy handed over. */
+  let reqT: { done: Promise<TunnelEnd>; cancel(): void } | undefined;
   let chunkT: { done: Promise<TunnelEnd>; cancel(): void } | undefined;
+  /**
+   * Set when the exchange ends, however it ends (answered before the body was sent, failed): the request body
+   * is handed on no further. Its transfer is cancelled; a chunked body's copy asks before each move
+   * (ChunkedCopy.stopped), so that nothing moves, or is counted, after the request's end is recorded.
+   */
+  let stopped = false;
+  const stopBody = () => {
+    stopped = true;
+    reqT?.cancel();
+    chunkT?.cancel();
+  };
   // The client gone: its request is cut, and so is the upstream's.
   const abort = () => {
     for (const t of transfers) t.cancel();
-    chunkT?.cancel();
+    stopBody();
     if (up) resetSocket(up);
   };
   let up: Socket | undefined;
@@ -154,6 +168,9 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
   socket.once("close", abort);
   const idleMs = ctx.limits.idleMs;
   let sendingChunks: Promise<unknown> | undefined;
+  /** The request body going out (settles with how it ended), and how it ended once it has. */
+  let sending: Promise<TunnelEnd> | undefined;
+  let sent: TunnelEnd | undefined;
   try {
     let s = fresh ? undefined : pool.take(req.key);
     st.reused = Boolean(s);
@@ -167,13 +184,11 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
     }
     up = s;
     if (socket.destroyed) throw new ClosedError();
-    const upReader = new SocketReader(s, (n) => ctx.take(n));
+    const upReader = new SocketReader(s, (n) => ctx.take(n), "upstream");
     const head = requestHead(req.method, req.path, req.headers);
     if (req.expectContinue && req.body.kind !== "none") await written(socket, Buffer.from("HTTP/1.1 100 Continue\r\n\r\n"));
 
     // The request body: what the gate has read already goes first; the rest, exactly its length, in the kernel.
-    let sending: Promise<TunnelEnd> | undefined;
-    let sent: TunnelEnd | undefined;
     const length = req.body.kind === "length" ? req.body.length : 0;
     if (req.body.kind === "chunked") {
       s.write(head);
@@ -185,6 +200,7 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
         running: (t) => (chunkT = t),
         idleMs,
         moved: (n) => (st.bytesUp += n),
+        stopped: () => stopped,
       }).then(() => {
         sent = t0;
         return t0;
@@ -202,7 +218,7 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
         socket.setTimeout(0); // the engine keeps the idle time while it holds the sockets
         s.setTimeout(0);
         const t = ctx.transfer(socket, s, Buffer.concat([head, part]), left);
-        transfers.push(t);
+        reqT = t;
         const to = s;
         sending = t.done.then((end) => {
           st.bytesUp += end.up;
@@ -292,23 +308,19 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
     }
     // Kept only if it is HTTP/1.1 on both sides of the upstream's view and it did not say it closes.
     if (res.version !== "1.1" || listed.has("close")) clean = false;
-    if (sending && !sent && chunkT) {
-      // Answered while the engine carries the chunked body: it may have just written the body's end, its end
-      // event not yet heard. Once it has ended (cancelled if not), a body it completed is a whole exchange.
-      chunkT.cancel();
-      await sending.catch(() => {});
-    }
     if (sending && !sent) {
-      // Answered before the whole body arrived: the rest goes nowhere, and the connection ends.
-      clean = false;
-      st.keep = false;
-      if (transfers[0]) {
-        transfers[0].cancel();
-        const end = await sending;
-        if (end.outcome !== "completed") st.outcome = "completed; the upstream answered before the whole request body was sent";
-      } else {
-        // A chunked body still coming: the upstream's connection is cut; the client's ends once the gate has answered.
-        chunkT?.cancel();
+      // Answered before the whole body was sent: the rest goes nowhere, and the connection ends. The body stops
+      // here; one the engine carries ends at once (it may have just written the body's end, its end not yet
+      // heard: a body it completed is a whole exchange), and what it moved is counted before this goes on. A
+      // chunked body the gate still copies itself hands nothing more on; the client's connection ends once the
+      // gate has answered.
+      const inEngine = reqT !== undefined || chunkT !== undefined;
+      stopBody();
+      if (inEngine) await sending.catch(() => {});
+      const whole = (sent as TunnelEnd | undefined)?.outcome === "completed";
+      if (!whole) {
+        clean = false;
+        st.keep = false;
         st.outcome = "completed; the upstream answered before the whole request body was sent";
       }
     } else if (sent && sent.outcome !== "completed") throw transferError(sent, ctx.limits, "request");
@@ -322,11 +334,13 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
     throw socket.destroyed && !(e instanceof LimitError) ? new ClosedError() : e;
   } finally {
     socket.off("close", abort);
-    // The sockets are the engine's until every transfer has ended.
+    // The sockets are the engine's until every transfer has ended; the request body's, in the engine, is
+    // counted (its copy or its .then) before the request's end is recorded.
     for (const t of transfers) t.cancel();
-    chunkT?.cancel();
+    const inEngine = reqT !== undefined || chunkT !== undefined;
+    stopBody();
     await Promise.all(transfers.map((t) => t.done));
-    if (chunkT) await chunkT.done;
+    if (inEngine) await sending?.catch(() => {});
     // A request that did not complete is reset upstream: a cut body is never taken for a whole one.
     if (up) {
       if (failed) resetSocket(up);

@@ -10,10 +10,11 @@ import type { SocketReader } from "./reader.js";
  * is open; its first bytes must be a TLS handshake (anything else is answered
  * with a plain 403 and the connection closed, never tunnelled blind); the
  * name it asks for (SNI) must be the CONNECT target; the gate answers with
- * the run CA's leaf for that target. Only HTTP/1.1 is offered by ALPN: a
- * client that offers h2 and http/1.1 falls back, one that offers only h2 is
- * refused in the handshake (no_application_protocol), so each request is one
- * the gate has parsed and checked. The caller then reads requests from the
+ * the run CA's leaf for that target. Only HTTP/1.1 and HTTP/1.0 (curl -0
+ * offers nothing else) are offered by ALPN: a client that offers h2 and
+ * http/1.1 falls back, one that offers only h2 is refused in the handshake
+ * (no_application_protocol), so each request is one the gate has parsed and
+ * checked. The caller then reads requests from the
  * TLS socket as from any client.
  */
 export class TerminateError extends Error {
@@ -113,7 +114,8 @@ export async function terminate(client: Socket, reader: SocketReader, target: Ho
   const secure = new TLSSocket(client, {
     isServer: true,
     secureContext: ctx,
-    ALPNProtocols: ["http/1.1"],
+    // HTTP/1.0 too (curl -0 offers only it): the same parser reads it; h2 it does not.
+    ALPNProtocols: ["http/1.1", "http/1.0"],
     ...TLS_BUFFERS,
     SNICallback: (servername, cb) => {
       if (sniMatches(servername, target)) return cb(null, ctx);

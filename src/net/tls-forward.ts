@@ -1,10 +1,11 @@
 import type { Socket } from "node:net";
 import type { TLSSocket } from "node:tls";
+import { BodyStopped } from "./chunked-body.js";
 import { pendingBytes } from "./engine.js";
 import { queued } from "./hold.js";
 import { bodyPieces, chunk, HttpError, requestHead } from "./http1.js";
 import { upstreamTls } from "./node-forward.js";
-import { LimitError, outcomeOf, RecordError, UpstreamError } from "./outcome.js";
+import { LimitError, outcomeOf, UpstreamError } from "./outcome.js";
 import type { Connection, EgressFields, Origin } from "./proxy-context.js";
 import { ClosedError, SocketReader } from "./reader.js";
 import { clientHead, NoAnswer, type PlainRequest, readResponse } from "./spliced.js";
@@ -53,6 +54,8 @@ interface State {
   outcome: string;
   keep: boolean;
   reflected?: number;
+  /** The answer went to the client without a length (an HTTP/1.0 client): its end is the connection's. */
+  untilClose?: boolean;
 }
 
 export class TlsForwarder {
@@ -91,11 +94,7 @@ export class TlsForwarder {
       st.keep = false;
       const err = this.conn.socket.destroyed && !(e instanceof LimitError) ? new ClosedError() : e;
       st.outcome = outcomeOf(err);
-      if (st.status !== undefined || err instanceof ClosedError || err instanceof RecordError || (err instanceof LimitError && !err.status)) this.conn.socket.destroy();
-      else {
-        st.status = err instanceof HttpError || err instanceof LimitError ? (err.status ?? 502) : 502;
-        this.conn.reply(st.status, `vak egress gate: ${st.outcome}\n`);
-      }
+      st.status = this.conn.failed(err, st.outcome, st.status, st.untilClose === true);
     } finally {
       this.conn.ctx.record({ ...allowed, outcome: st.outcome, ...(st.status === undefined ? {} : { status: st.status }), bytesUp: st.bytesUp, bytesDown: st.bytesDown, ...(st.reflected === undefined ? {} : { reflected: st.reflected }) });
     }
@@ -161,6 +160,8 @@ export class TlsForwarder {
     let up: TLSSocket | undefined;
     let opening: EarlyUpstream | undefined;
     let clean = false;
+    /** Set when this exchange ends, however it ends: the request body's copy hands on (and counts) nothing after. */
+    let stopped = false;
     const abort = () => {
       opening?.discard();
       up?.destroy();
@@ -173,7 +174,7 @@ export class TlsForwarder {
       const s = up;
       if (!s.listenerCount("timeout")) s.on("timeout", () => s.destroy());
       s.setTimeout(ctx.limits.idleMs);
-      const upReader = new SocketReader(s, (n) => ctx.take(n));
+      const upReader = new SocketReader(s, (n) => ctx.take(n), "upstream");
       s.write(requestHead(r.method, r.path, r.headers));
       if (r.expectContinue && r.body.kind !== "none") client.write("HTTP/1.1 100 Continue\r\n\r\n");
 
@@ -186,9 +187,11 @@ export class TlsForwarder {
           : (async () => {
               const chunked = r.body.kind === "chunked";
               for await (const piece of bodyPieces(this.conn.reader, r.body)) {
+                if (stopped) throw new BodyStopped();
                 st.bytesUp += piece.length;
                 await queued(s, chunked ? Buffer.concat(chunk(piece)) : piece);
               }
+              if (stopped) throw new BodyStopped();
               if (chunked) await queued(s, LAST_CHUNK);
               sent = true;
             })().catch((e: unknown) => {
@@ -213,6 +216,7 @@ export class TlsForwarder {
       const { framing, listed, mode, keep, head: out } = clientHead(res, r.method, { ...r, reframe: Boolean(rf) });
       st.keep = keep;
       st.status = res.status;
+      st.untilClose = mode === "close";
 
       const take = (n: number) => ctx.take(n);
       if (rf) {
@@ -266,6 +270,7 @@ export class TlsForwarder {
         clean = false;
         st.keep = false;
         st.outcome = "completed; the upstream answered before the whole request body was sent";
+        stopped = true;
         s.destroy();
         client.end();
         const timer = setTimeout(() => client.destroy(), ctx.limits.headerMs);
@@ -276,6 +281,7 @@ export class TlsForwarder {
       clean = false;
       throw e;
     } finally {
+      stopped = true;
       client.off("close", abort);
       if (up) {
         if (clean && st.outcome === "completed") this.keep(up);

@@ -529,3 +529,205 @@ describe("chunked answers: the client never gets an answer it did not ask for, n
     expect(end?.bytesDown).toBe(SIZE);
   });
 });
+
+describe("the connection's byte budget holds with chunked bodies moving both ways at once", () => {
+  // The gate's budget: 1 GiB received per client connection, from both sides (DEFAULT_GATE_LIMITS). A client
+  // inside `vak exec` uploads a chunked body of large chunks while the upstream answers with one, so that the
+  // engine carries both at once; together they are over the budget, each alone under it.
+  const GiB = 1 << 30;
+  const EACH = 576 << 20;
+  const CHUNK = 4 << 20;
+
+  it("a chunked upload and a chunked answer at once, each under the budget, together over it, are stopped at the budget: the connection never moves more", async () => {
+    let upstreamGot = 0;
+    const open = new Set<Socket>();
+    // Answers at once, a chunk for each chunk's worth it receives, and its last chunk once the request's has come.
+    const server = createServer({ allowHalfOpen: true }, (s) => {
+      open.add(s);
+      s.on("close", () => open.delete(s));
+      s.on("error", () => {});
+      let head = "";
+      let sent = 0;
+      let tail = "";
+      const data = Buffer.alloc(CHUNK, "D");
+      const frame = Buffer.from(`${CHUNK.toString(16)}\r\n`);
+      const crlf = Buffer.from("\r\n");
+      const pump = () => {
+        while (sent < Math.min(EACH, upstreamGot + 2 * CHUNK)) {
+          sent += CHUNK;
+          if (!s.write(Buffer.concat([frame, data, crlf]))) return void s.once("drain", pump);
+        }
+        if (sent >= EACH && tail.endsWith("\r\n0\r\n\r\n")) s.end("0\r\n\r\n");
+      };
+      s.on("data", (d: Buffer) => {
+        if (!head.includes("\r\n\r\n")) {
+          head += d.toString("latin1");
+          if (!head.includes("\r\n\r\n")) return;
+          s.write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+          d = Buffer.from(head.slice(head.indexOf("\r\n\r\n") + 4), "latin1");
+        }
+        upstreamGot += d.length;
+        tail = (tail + d.subarray(-16).toString("latin1")).slice(-16);
+        pump();
+      });
+    });
+    const P = await listenLoopback(server);
+    const ws = mkdtempSync(join(tmpdir(), "vak-budget-both-"));
+    // The client: the upload with backpressure, the answer read as it comes; it prints what it got and how it ended.
+    writeFileSync(
+      join(ws, "both.mjs"),
+      `import { connect } from "node:net";
+const s = connect({ host: "127.0.0.1", port: 3128, allowHalfOpen: true });
+let got = 0, end = "";
+s.on("data", (d) => (got += d.length));
+const done = (how) => { if (!end) { end = how; console.log(JSON.stringify({ got, end })); s.destroy(); } };
+s.on("end", () => done("end"));
+s.on("error", (e) => done(e.code || e.message));
+s.on("close", () => done("close"));
+s.on("connect", async () => {
+  s.write("POST http://127.0.0.1:${P}/both HTTP/1.1\\r\\nHost: 127.0.0.1:${P}\\r\\nTransfer-Encoding: chunked\\r\\nConnection: close\\r\\n\\r\\n");
+  const piece = Buffer.concat([Buffer.from("${CHUNK.toString(16)}\\r\\n"), Buffer.alloc(${CHUNK}, "U"), Buffer.from("\\r\\n")]);
+  for (let sent = 0; sent < ${EACH} && !end; sent += ${CHUNK}) if (!s.write(piece)) await new Promise((r) => { s.once("drain", r); s.once("close", r); });
+  if (!end) s.write("0\\r\\n\\r\\n");
+});
+`,
+    );
+    try {
+      const r = await runVak(["exec", "--json", "--allow-net", `127.0.0.1:${P}`, "--", "node", join(ws, "both.mjs")], { cwd: ws });
+      const client = JSON.parse(r.stdout.trim().split("\n").pop() ?? "{}") as { got: number; end: string };
+      const egress = (r.summary?.egress ?? []) as EgressEvent[];
+      const end = endOf(egress, "/both");
+      expect(end, r.stderr.slice(-2000)).toBeDefined();
+      // What crossed the gate, by the record and by what each side received: never more than the budget.
+      expect(end!.bytesUp! + end!.bytesDown!, JSON.stringify({ end, client, upstreamGot })).toBeLessThanOrEqual(GiB);
+      expect(upstreamGot + client.got, JSON.stringify({ end, client, upstreamGot })).toBeLessThanOrEqual(GiB + (1 << 20));
+      expect(end!.outcome).toBe(`stopped: the connection passed its limit of ${GiB} bytes`);
+      expect(client.end).not.toBe("end");
+    } finally {
+      for (const s of open) s.destroy();
+      await new Promise<void>((res) => server.close(() => res()));
+    }
+  }, 300_000);
+});
+
+describe("an answer that comes while the gate still copies a chunked request body: every byte moved is on the record", () => {
+  /** The data of a chunked body as far as it came (the last chunk may be cut). */
+  function chunkedData(raw: string): string {
+    let at = 0;
+    let out = "";
+    for (;;) {
+      const nl = raw.indexOf("\r\n", at);
+      if (nl < 0) return out;
+      const size = parseInt(raw.slice(at, nl), 16);
+      if (!(size > 0)) return out;
+      out += raw.slice(nl + 2, nl + 2 + size);
+      at = nl + 2 + size + 2;
+      if (at > raw.length) return out;
+    }
+  }
+
+  it("answered after the head, while small chunks are copied in JavaScript, before a large one: the record counts what reached the upstream, and nothing follows the answer", async () => {
+    // Each path answers at once, on the head, in its own way; the upstream keeps reading and records every byte.
+    const answers: Record<string, string | Buffer> = {
+      "/e/short": "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly",
+      "/e/long": Buffer.concat([Buffer.from(`HTTP/1.1 200 OK\r\nContent-Length: ${1 << 20}\r\n\r\n`), Buffer.alloc(1 << 20, "a")]),
+      "/e/chunked": Buffer.concat([Buffer.from(`HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n${(1 << 20).toString(16)}\r\n`), Buffer.alloc(1 << 20, "a"), Buffer.from("\r\n0\r\n\r\n")]),
+      "/e/small-chunks": "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nearly\r\n0\r\n\r\n",
+    };
+    const raw = new Map<string, string>();
+    const open = new Set<Socket>();
+    const early = createServer({ allowHalfOpen: true }, (s) => {
+      let path = "";
+      let got = "";
+      open.add(s);
+      s.on("close", () => open.delete(s));
+      s.on("error", () => {});
+      s.on("data", (d: Buffer) => {
+        got += d.toString("latin1");
+        if (!path && got.includes("\r\n\r\n")) {
+          path = got.split(" ")[1]!;
+          s.write(answers[path] ?? "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+        }
+        if (path) raw.set(path, got.slice(got.indexOf("\r\n\r\n") + 4));
+      });
+    });
+    const E = await listenLoopback(early);
+    try {
+      const head = (path: string) => `POST http://127.0.0.1:${E}${path} HTTP/1.1\r\nHost: 127.0.0.1:${E}\r\nTransfer-Encoding: chunked\r\n\r\n`;
+      const small = Array.from({ length: 20 }, (_, i) => ({ data: `400\r\n${String.fromCharCode(97 + i).repeat(1024)}\r\n`, gapMs: 10 }));
+      const large = 1 << 20;
+      const paths = Object.keys(answers);
+      const r = await converse([`127.0.0.1:${E}/e/*`], paths.map((path) => ({
+        pieces: [{ data: head(path) }, ...small, { data: `${large.toString(16)}\r\n`, gapMs: 200 }, { data: Buffer.alloc(large, "L") }, { data: "\r\n0\r\n\r\n" }],
+      })));
+      paths.forEach((path, i) => {
+        const end = endOf(r.egress, path);
+        const data = chunkedData(raw.get(path) ?? "");
+        expect(r.replies[i]!.got, path).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+        expect(end?.outcome, path).toMatch(/^completed/);
+        // Every data byte the upstream received is on the record.
+        expect(end?.bytesUp, `${path}: ${data.length} data bytes reached the upstream`).toBeGreaterThanOrEqual(data.length);
+        // The body the upstream did not wait for goes nowhere: nothing of the large chunk after the answer.
+        expect(data.includes("L"), `${path}: the large chunk reached the upstream after its answer`).toBe(false);
+      });
+    } finally {
+      for (const s of open) s.destroy();
+      await new Promise<void>((res) => early.close(() => res()));
+    }
+  }, 60_000);
+});
+
+describe("TCP urgent data inside chunk framing the engine reads", () => {
+  it("an urgent byte inside a size line never reaches the upstream: the kernel drops it from the line, which the gate reads, and frames again, without it", async () => {
+    // A large first chunk, so that the engine reads the framing after it (native/chunked.c's read_line). The
+    // size line after it is "1", an urgent (out-of-band) "Z", then CRLF: read inline it would be malformed;
+    // the kernel takes the urgent byte out of the stream (SO_OOBINLINE is off), so the line read is "1".
+    const raw: string[] = [];
+    const open = new Set<Socket>();
+    const server = createServer({ allowHalfOpen: true }, (s) => {
+      const i = raw.push("") - 1;
+      open.add(s);
+      s.on("close", () => open.delete(s));
+      s.on("error", () => {});
+      s.on("data", (d: Buffer) => {
+        raw[i] += d.toString("latin1");
+        if (raw[i]!.endsWith("\r\n0\r\n\r\n")) s.end("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nstored");
+      });
+    });
+    const P = await listenLoopback(server);
+    const SIZE = 256 * 1024;
+    const ws = mkdtempSync(join(tmpdir(), "vak-urgent-"));
+    writeFileSync(
+      join(ws, "urgent.py"),
+      `import socket, time
+s = socket.create_connection(("127.0.0.1", 3128))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+s.sendall(b"POST http://127.0.0.1:${P}/urgent HTTP/1.1\\r\\nHost: 127.0.0.1:${P}\\r\\nTransfer-Encoding: chunked\\r\\nConnection: close\\r\\n\\r\\n${SIZE.toString(16)}\\r\\n")
+time.sleep(0.05)
+s.sendall(b"U" * ${SIZE} + b"\\r\\n1")
+time.sleep(0.2)
+s.send(b"Z", socket.MSG_OOB)
+time.sleep(0.2)
+s.sendall(b"\\r\\na\\r\\n0\\r\\n\\r\\n")
+s.settimeout(10)
+got = b""
+while True:
+    d = s.recv(65536)
+    if not d: break
+    got += d
+print(got.decode("latin1").split("\\r\\n")[0], got.endswith(b"stored"))
+`,
+    );
+    try {
+      const r = await runVak(["exec", "--json", "--allow-net", `127.0.0.1:${P}`, "--", "python3", join(ws, "urgent.py")], { cwd: ws });
+      expect(r.stdout.trim(), r.stderr.slice(-2000)).toBe("HTTP/1.1 200 OK True");
+      const body = raw.join("").slice(raw.join("").indexOf("\r\n\r\n") + 4);
+      expect(squeeze(body)).toBe(squeeze(`${SIZE.toString(16)}\r\n${"U".repeat(SIZE)}\r\n1\r\na\r\n0\r\n\r\n`));
+      expect(raw.join("")).not.toContain("Z");
+      expect(endOf((r.summary?.egress ?? []) as EgressEvent[], "/urgent")?.outcome).toBe("completed");
+    } finally {
+      for (const s of open) s.destroy();
+      await new Promise<void>((res) => server.close(() => res()));
+    }
+  }, 60_000);
+});

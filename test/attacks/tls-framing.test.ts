@@ -1,10 +1,16 @@
-import { createServer as createTlsServer, type TLSSocket } from "node:tls";
-import { beforeAll, describe, expect, it } from "vitest";
+import { mkdtempSync } from "node:fs";
+import { createServer as createNetServer, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createServer as createTlsServer, TLSSocket } from "node:tls";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { EgressEvent } from "../../src/net/egress-gate.js";
 import { createRunCa, type RunCa } from "../../src/net/tls-ca.js";
 import { upstreamTrust } from "../../src/net/tls-trust.js";
 import { type LenientRequest, listenLoopback, readLeniently, testGate, until } from "../support/net.js";
 import { tlsThrough } from "../support/tls-client.js";
 import { testCa, type TestCa } from "../support/tls.js";
+import { runVak } from "../support/vak.js";
 
 // Inside a terminated tunnel the gate sends each request itself and moves bodies counted by their framing
 // (tls-forward.ts). An upstream that lies about a body's length must not get a second answer past the
@@ -275,4 +281,95 @@ describe("framing inside a terminated tunnel", () => {
       await x.close();
     }
   });
+});
+
+describe("an HTTP/1.0 client inside vak exec, through a terminated tunnel", () => {
+  // curl -0 (and --http1.0) inside the sandbox, through a read: grant (so the gate terminates TLS), to an
+  // HTTPS upstream on this machine's loopback that cuts or garbles its answer. An HTTP/1.0 client gets an
+  // answer without a length as its data alone, ended by the connection's end; inside TLS a plain close is
+  // such an end too (curl takes a TCP close without close_notify for one), so a cut answer must reach it as
+  // a reset, and curl must fail.
+  let ca: TestCa;
+  let P = 0;
+  let server: import("node:net").Server;
+  const open = new Set<Socket>();
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  /** What the upstream answers each path with: pieces written one by one; then it ends cleanly (close_notify), resets its TCP connection, or waits. */
+  const scripts = new Map<string, { pieces: string[]; then: "end" | "reset" | "wait" }>();
+  const CHUNKED = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const UNTIL_CLOSE = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n";
+  const data = "D".repeat(20_000);
+  const big = `${data.length.toString(16)}\r\n${data}\r\n`;
+
+  beforeAll(async () => {
+    ca = await testCa();
+    const { key, cert } = await ca.issue(["127.0.0.1"]);
+    let connections = 0;
+    // TLS over a TCP socket of the test's own, so that it can reset the connection under TLS.
+    server = createNetServer((raw) => {
+      open.add(raw);
+      raw.on("close", () => open.delete(raw));
+      raw.on("error", () => {});
+      const t = new TLSSocket(raw, { isServer: true, key, cert, ALPNProtocols: ["http/1.1"] });
+      t.on("error", () => {});
+      readLeniently(t, ++connections, async (r) => {
+        const script = scripts.get(r.line.split(" ")[1]!);
+        if (!script) return void t.end("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+        for (const p of script.pieces) {
+          if (t.destroyed) return;
+          t.write(p, "latin1");
+          await sleep(30);
+        }
+        if (script.then === "end") t.end();
+        else if (script.then === "reset") raw.resetAndDestroy();
+      });
+    });
+    P = await listenLoopback(server);
+  }, 30_000);
+  afterAll(async () => {
+    for (const s of open) s.destroy();
+    await new Promise<void>((r) => server?.close(() => r()));
+  });
+
+  it("a cut or malformed answer without a length reaches curl -0 as a reset, never as a clean end of a shorter body", async () => {
+    const cases: [string, { pieces: string[]; then: "end" | "reset" | "wait" }, string][] = [
+      ["/cut-in-a-chunk", { pieces: [CHUNKED + big, "10\r\nabc"], then: "end" }, "a chunked answer that ends in the middle of a chunk"],
+      ["/cut-after-a-chunk", { pieces: [CHUNKED + big], then: "end" }, "a chunked answer that ends before its last chunk"],
+      ["/bare-lf", { pieces: [CHUNKED + big, "5\r\nhello\r\n0\n\r\n"], then: "wait" }, "a chunked answer with a bare LF after its last chunk"],
+      ["/bad-size", { pieces: [CHUNKED + big, "zz\r\nhello\r\n"], then: "wait" }, "a chunked answer with a size that is not hex"],
+      ["/data-too-long", { pieces: [CHUNKED + big, "5\r\nhello, world\r\n0\r\n\r\n"], then: "wait" }, "a chunk longer than its size"],
+      ["/reset", { pieces: [UNTIL_CLOSE + data], then: "reset" }, "an answer delimited by the close, its TCP connection reset"],
+      ["/reset-chunked", { pieces: [CHUNKED + big], then: "reset" }, "a chunked answer, its TCP connection reset"],
+    ];
+    const whole: [string, { pieces: string[]; then: "end" }, number][] = [
+      ["/whole-chunked", { pieces: [CHUNKED + big, "5\r\nhello\r\n0\r\n\r\n"], then: "end" }, data.length + 5],
+      ["/whole-until-close", { pieces: [UNTIL_CLOSE + data], then: "end" }, data.length],
+    ];
+    for (const [path, script] of [...cases, ...whole]) scripts.set(path, script);
+    const ws = mkdtempSync(join(tmpdir(), "vak-tls-http10-"));
+    // Each path twice: curl -0, which offers ALPN http/1.0, and curl --http1.0 without ALPN. curl's exit status
+    // tells a cut it saw (56: a reset) from a clean end (0), which would make the part it got look whole.
+    const clients = { alpn: "-0", "no-alpn": "--http1.0 --no-alpn" };
+    const runs = [...cases, ...whole].flatMap(([path]) => Object.entries(clients).map(([client, flags]) => ({ path, client, flags })));
+    // And through a provider endpoint (plain HTTP to the relay, carried by Node's client over TLS): curl -0 there too.
+    const viaEndpoint = ["/cut-in-a-chunk", "/bad-size", "/reset", "/whole-chunked", "/whole-until-close"];
+    const script = [
+      ...runs.map(({ path, client, flags }) => `curl -s ${flags} -o /dev/null -w '${path} ${client} %{size_download} ' --max-time 10 https://127.0.0.1:${P}${path}; echo $?`),
+      ...viaEndpoint.map((path) => `curl -s -0 -o /dev/null -w '${path} endpoint %{size_download} ' --max-time 10 "$UP${path}"; echo $?`),
+    ].join("; ");
+    const r = await runVak(["exec", "--json", "--ca-file", ca.file, "--allow-net", `read:127.0.0.1:${P}`, "--endpoint", `UP=https://127.0.0.1:${P}`, "--", "/bin/sh", "-c", script], { cwd: ws });
+    const got = new Map(r.stdout.trim().split("\n").map((l) => l.split(" ")).map(([path, client, size, code]) => [`${path} ${client}`, { size: Number(size), code: Number(code) }]));
+    const egress = (r.summary?.egress ?? []) as EgressEvent[];
+    expect(egress.some((e) => e.method === "CONNECT" && e.tls === "terminated"), r.stderr.slice(-2000)).toBe(true);
+    const ends = (path: string) => egress.filter((e) => e.outcome !== undefined && e.asked.endsWith(path)).map((e) => e.outcome);
+    const through = (path: string) => [...Object.keys(clients), ...(viaEndpoint.includes(path) ? ["endpoint"] : [])];
+    for (const [path, , what] of cases) {
+      for (const client of through(path)) expect(got.get(`${path} ${client}`)?.code, `${what} (curl ${client}): ${JSON.stringify(got.get(`${path} ${client}`))}`).toBe(56);
+      expect(ends(path), what).toEqual(Array(through(path).length).fill(expect.stringMatching(/^upstream failed: /)));
+    }
+    for (const [path, , size] of whole) {
+      for (const client of through(path)) expect(got.get(`${path} ${client}`), `${path} (curl ${client})`).toEqual({ size, code: 0 });
+      expect(ends(path), path).toEqual(Array(through(path).length).fill("completed"));
+    }
+  }, 120_000);
 });
