@@ -29,7 +29,7 @@ export const PROFILE_KEYS = {
   allow_write: { kind: "paths", where: "any", help: "writable paths (--allow-write); a path that does not exist is skipped" },
   deny_read: { kind: "paths", where: "any", help: "never readable (--deny-read)" },
   deny_write: { kind: "paths", where: "any", help: "never writable (--deny-write)" },
-  allow_read_redacted: { kind: "paths", where: "any", help: "files shown with their credentials removed (tokens, passwords, user:password@ in URLs)" },
+  allow_read_redacted: { kind: "paths", where: "any", help: "files shown with their credentials removed (tokens, passwords, user:password@ in URLs; a git config file by git's grammar, with what it includes)" },
   state_dirs: { kind: "paths", where: "any", help: "a tool's own state directories: created (0700) if missing, then writable" },
   state_files: { kind: "paths", where: "any", help: "a tool's own state files (locks, caches): created empty (0600) if missing, then writable" },
   allow_net: { kind: "hosts", where: "any", help: "reachable through the egress gate (--allow-net)" },
