@@ -5,6 +5,7 @@ import type { Journal } from "../journal/journal.js";
 import { openJournal } from "../journal/open.js";
 import { providerKeys } from "../model/provider-keys.js";
 import { resolveModel } from "../model/providers.js";
+import { describeSource } from "../policy/compose.js";
 import { parseNetGrants, RuleError } from "../policy/net-grants.js";
 import { loadUserConfig, type UserConfig } from "../policy/config.js";
 import type { HubServer } from "../mcp/hub.js";
@@ -80,9 +81,11 @@ export function sessionOptionsWith(flags: AgentFlags, journal: Journal): { optio
   // Named profiles (yours, the presets, a trusted repository's) add their grants; [exec] is vak exec's alone.
   const r = resolveGrantsWith(configFiles, { ...flags, workspace }, { execDefaults: false });
   const c = r.composition;
-  const execOnly = [c.setEnv.size && "set_env", c.files.size && "files", c.lists.allow_read_redacted.length && "allow_read_redacted", Object.keys(c.limits).length && "limits"].filter(Boolean);
+  const execOnly = [c.setEnv.size && "set_env", c.files.size && "files", Object.keys(c.limits).length && "limits"].filter(Boolean);
   if (execOnly.length)
     throw new VakError("bad-input", `${execOnly.join(", ")} (from ${c.applied.map((p) => `profile ${p.name}`).join(", ") || "the flags"}) apply to \`vak exec\` only; an agent session takes a profile's read, write, deny, net, env and secrets`);
+  // A file shown without its credentials is a copy in vak exec's view; a session's sandboxes have none: not shown.
+  for (const g of c.lists.allow_read_redacted) r.notes.push(`${g.value} (allow_read_redacted, ${describeSource(g.source)}) is shown to \`vak exec\` only, as a copy without its credentials: not to this session`);
   for (const n of r.notes) processOutput().err.line(fmt`vak: ${n}`);
   createStatePaths(c.create);
   let net;

@@ -6,10 +6,13 @@ import { findProjectConfig, userConfigPath } from "../policy/config-paths.js";
 import { VakError } from "../policy/errors.js";
 import type { Grants, Mode } from "../policy/grants.js";
 import type { Limits } from "../policy/limits.js";
-import { canonicalDir, exists } from "../policy/paths.js";
+import { shownPath } from "../policy/config-text.js";
+import { canonicalDir, canonicalMaybe, exists } from "../policy/paths.js";
 import { BuiltPresets } from "../policy/presets-built.js";
 import type { LimitKey } from "../policy/profile.js";
 import type { ProfilesFile } from "../policy/profiles-file.js";
+import { redactedCopies } from "../policy/redacted-files.js";
+import { RUNTIME_DIRS, RUNTIME_ETC } from "../policy/runtime-set.js";
 import type { LoadedProject } from "../policy/trust.js";
 
 /** The flags that carry grants, as commander gives them. */
@@ -45,8 +48,8 @@ export interface ResolvedGrants {
   secrets: string[];
   setEnv: Record<string, string>;
   files: { path: string; content: string; why: string }[];
-  /** Credential-stripped copies: the file and the lines removed (never their content). */
-  redacted: { path: string; removed: string[]; source: Granted }[];
+  /** Credential-stripped copies: the file and the lines removed (never their content); includedBy for a file a git config includes. */
+  redacted: { path: string; removed: string[]; source: Granted; includedBy?: string | undefined }[];
   user?: ProfilesFile | undefined;
   project?: LoadedProject | undefined;
   /** Lines for stderr before the run: what a repository config asked for and did not get, and the like. */
@@ -73,7 +76,7 @@ type ConfigFiles = typeof import("./exec-config.js");
 
 /**
  * Whether a config file is there to read, or a profile that the compiled presets cannot give alone (the TOML
- * parser, the presets' files and the credential stripper load only then).
+ * parser and the presets' files load only then).
  */
 function configNeeded(opts: GrantOptions, ctx: GrantContext, built: BuiltPresets | undefined): boolean {
   const env = ctx.env ?? process.env;
@@ -122,15 +125,26 @@ export function resolveGrantsWith(loaded: ConfigFiles | undefined, opts: GrantOp
   const L = composition.lists;
   const values = (xs: Granted[]) => xs.map((x) => x.value);
 
-  // Credential-stripped copies of the files a profile shows that way.
+  // Credential-stripped copies of the files a profile shows that way, and of what the git config among them include.
   const viewFiles: ResolvedGrants["files"] = [];
   const redacted: ResolvedGrants["redacted"] = [];
-  for (const g of L.allow_read_redacted) {
-    const text = files!.readConfigText(g.value);
-    if (text === undefined) continue;
-    const s = files!.stripCredentials(text);
-    viewFiles.push({ path: g.value, content: s.text, why: `${files!.shownPath(g.value)}, credentials removed` });
-    redacted.push({ path: g.value, removed: s.removed, source: g });
+  if (L.allow_read_redacted.length > 0) {
+    const canon = (p: string) => {
+      try {
+        return [canonicalMaybe(p, workspace, "allow_read")];
+      } catch {
+        return [];
+      }
+    };
+    const copies = redactedCopies(values(L.allow_read_redacted), {
+      home,
+      bound: () => [workspace, ...[...L.allow_read, ...L.allow_write].flatMap((g) => canon(g.value)), ...RUNTIME_DIRS, ...RUNTIME_ETC],
+      denied: () => L.deny_read.flatMap((g) => canon(g.value)),
+    });
+    for (const c of copies) {
+      viewFiles.push({ path: c.path, content: c.content, why: `${shownPath(c.path, home)}${c.includedBy ? ` (included by ${c.includedBy})` : ""}, credentials removed` });
+      redacted.push({ path: c.path, removed: c.removed, source: L.allow_read_redacted.find((g) => g.value === c.top)!, includedBy: c.includedBy });
+    }
   }
   for (const [path, g] of composition.files) viewFiles.push({ path, content: g.value, why: `files ${path}` });
 

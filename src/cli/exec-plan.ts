@@ -73,7 +73,7 @@ export function planView(plan: LaunchPlan, r: ResolvedGrants): PlanView {
     write: plan.grants.write.map((p) => ({ path: p, from: wsFrom(p) ?? sourceOf(p, L.allow_write, ws, "?") })),
     denyRead: plan.grants.denyRead.map((p) => ({ path: p, from: sourceOf(p, L.deny_read, ws, "?") })),
     denyWrite: plan.grants.denyWrite.map((p) => ({ path: p, from: sourceOf(p, L.deny_write, ws, "?") })),
-    redacted: r.redacted.map((x) => ({ path: x.path, removed: x.removed, from: from(x.source.source) })),
+    redacted: r.redacted.map((x) => ({ path: x.path, removed: x.removed, from: `${from(x.source.source)}${x.includedBy ? `; included by ${x.includedBy}` : ""}` })),
     files: [...c.files].map(([path, g]) => ({ path, from: from(g.source) })),
     network: plan.network.kind === "gate"
       ? {

@@ -360,7 +360,10 @@ export async function warmUp(dir: string): Promise<void> {
   const config = join(dir, "xdg-config", "vak");
   mkdirSync(config, { recursive: true });
   writeFileSync(join(config, "config.toml"), `[exec]\nprofiles = ["git"]\ntimeout = 600\ndeny_read = ["~/.ssh"]\n\n[profiles.warm]\nextends = ["npm"]\nallow_env = ["LANG", "LC_*"]\nset_env = { WARM = "1" }\n`);
-  await resolveGrants({ workspace: dir, profile: ["warm", "python"], allowRead: [dir] }, { execDefaults: true, env: { ...process.env, XDG_CONFIG_HOME: join(dir, "xdg-config") }, home: dir });
+  // The git preset's config copies (strip-git-config.ts), whatever this machine's own git config is.
+  writeFileSync(join(dir, ".gitconfig"), `[user]\n\tname = Warm\n\temail = warm@example.invalid ; a comment\n[credential]\n\thelper = store\n[http "https://h.invalid/"] extraheader = x\n[url "https://t@h.invalid/"]\n\tinsteadOf = https://h.invalid/\n[include]\n\tpath = warm.inc\n`);
+  writeFileSync(join(dir, "warm.inc"), "[core]\n\tabbrev = 12\n");
+  await resolveGrants({ workspace: dir, profile: ["warm", "python", "git"], allowRead: [dir] }, { execDefaults: true, env: { ...process.env, XDG_CONFIG_HOME: join(dir, "xdg-config") }, home: dir });
   // And one whole run of the typical command line, so that the cache also holds what recording, launching and
   // reading the report run (lazily compiled, they were ~8 ms of a short command): its record goes to a scratch
   // state directory, its output nowhere. Where no sandbox can start here, what ran up to that point is cached.

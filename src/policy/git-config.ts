@@ -64,85 +64,148 @@ export function readGitFile(file: string): string | undefined {
   }
 }
 
-const isAlnum = (c: string) => /^[A-Za-z0-9]$/.test(c);
+const isAlpha = (c: string) => (c >= "A" && c <= "Z") || (c >= "a" && c <= "z");
+const isAlnum = (c: string) => isAlpha(c) || (c >= "0" && c <= "9");
 
 /** Parses one config file's text into entries. */
 export function parseGitConfig(text: string, file: string): GitConfigEntry[] {
-  const out: GitConfigEntry[] = [];
+  const scan = scanGitConfig(text, file);
+  if (scan.error) throw new GitConfigError(file, scan.error.what);
+  return scan.entries.map((e) => ({ key: e.key, value: e.value, file: e.file }));
+}
+
+/** An entry with where it is: its first and last line (a value continued with a backslash spans several). */
+export interface PlacedEntry extends GitConfigEntry {
+  line: number;
+  lastLine: number;
+  /** The section, lower-cased; the subsection as git reads it (undefined for none); the variable, lower-cased. */
+  section: string;
+  sub: string | undefined;
+  name: string;
+}
+
+/** A section header, with its line and where on that line it ends (just past its `]`). */
+export interface PlacedHeader {
+  line: number;
+  end: number;
+  section: string;
+  sub: string | undefined;
+}
+
+/** What scanGitConfig read: every header and entry in order, and where the file stops being readable, if it does. */
+export interface GitConfigScan {
+  headers: PlacedHeader[];
+  entries: PlacedEntry[];
+  /** Where each comment starts (`#` or `;` outside quotes, to the end of its line): line and column. */
+  comments: { line: number; start: number }[];
+  /** The first line of what could not be read (the item that failed started there), and why. */
+  error?: { line: number; what: string } | undefined;
+}
+
+/** Where the grammar stops: the first line of the item being read, and why. */
+class Unreadable {
+  constructor(readonly line: number, readonly what: string) {}
+}
+
+/**
+ * The grammar, with every header and entry placed on its lines: for the held-path walk (parseGitConfig, which
+ * refuses a file it cannot read) and for a copy written without credentials (strip-git-config.ts, which keeps
+ * nothing from where the file stops being readable). Line numbers count the host file's lines (a CR LF is one end).
+ */
+export function scanGitConfig(text: string, file: string): GitConfigScan {
+  const headers: PlacedHeader[] = [];
+  const entries: PlacedEntry[] = [];
+  const comments: GitConfigScan["comments"] = [];
   let s = text.startsWith("\uFEFF") ? text.slice(1) : text;
   s = s.replace(/\r\n/g, "\n");
   let i = 0;
   let line = 1;
-  let section: string | undefined;
+  let lineStart = 0;
+  let itemLine = 1;
+  let section: { name: string; sub: string | undefined } | undefined;
   const fail = (what: string): never => {
-    throw new GitConfigError(file, `line ${line}: ${what}`);
+    throw new Unreadable(itemLine, `line ${line}: ${what}`);
   };
   const peek = () => s[i];
-  while (i < s.length) {
-    const c = s[i]!;
-    if (c === "\n") {
-      line++;
-      i++;
-      continue;
-    }
-    if (c === " " || c === "\t") {
-      i++;
-      continue;
-    }
-    if (c === "#" || c === ";") {
-      while (i < s.length && s[i] !== "\n") i++;
-      continue;
-    }
-    if (c === "[") {
-      i++;
-      let name = "";
-      while (i < s.length && (isAlnum(s[i]!) || s[i] === "-" || s[i] === ".")) name += s[i++];
-      if (name === "") fail("empty section name");
-      let sub: string | undefined;
-      if (peek() === " " || peek() === "\t") {
-        while (peek() === " " || peek() === "\t") i++;
-        if (peek() !== '"') fail("a section's subsection must be quoted");
+  try {
+    while (i < s.length) {
+      const c = s[i]!;
+      itemLine = line;
+      if (c === "\n") {
+        line++;
         i++;
-        sub = "";
-        for (;;) {
-          const d = s[i];
-          if (d === undefined || d === "\n") fail("unterminated subsection");
-          i++;
-          if (d === '"') break;
-          if (d === "\\") {
-            const e = s[i];
-            if (e === undefined || e === "\n") fail("unterminated subsection");
-            sub += e;
-            i++;
-          } else sub += d;
-        }
-      } else if (name.includes(".")) {
-        // [section.sub]: the old spelling, subsection lower-cased.
-        const dot = name.indexOf(".");
-        sub = name.slice(dot + 1).toLowerCase();
-        name = name.slice(0, dot);
-        if (name === "") fail("empty section name");
+        lineStart = i;
+        continue;
       }
-      if (peek() !== "]") fail("bad section header");
-      i++;
-      section = sub === undefined ? name.toLowerCase() : `${name.toLowerCase()}.${sub}`;
-      continue;
+      if (c === " " || c === "\t") {
+        i++;
+        continue;
+      }
+      if (c === "#" || c === ";") {
+        comments.push({ line, start: i - lineStart });
+        while (i < s.length && s[i] !== "\n") i++;
+        continue;
+      }
+      if (c === "[") {
+        i++;
+        let name = "";
+        while (i < s.length && (isAlnum(s[i]!) || s[i] === "-" || s[i] === ".")) name += s[i++];
+        if (name === "") fail("empty section name");
+        let sub: string | undefined;
+        if (peek() === " " || peek() === "\t") {
+          while (peek() === " " || peek() === "\t") i++;
+          if (peek() !== '"') fail("a section's subsection must be quoted");
+          i++;
+          sub = "";
+          for (;;) {
+            const d = s[i];
+            if (d === undefined || d === "\n") fail("unterminated subsection");
+            i++;
+            if (d === '"') break;
+            if (d === "\\") {
+              const e = s[i];
+              if (e === undefined || e === "\n") fail("unterminated subsection");
+              sub += e;
+              i++;
+            } else sub += d;
+          }
+        } else if (name.includes(".")) {
+          // [section.sub]: the old spelling, subsection lower-cased.
+          const dot = name.indexOf(".");
+          sub = name.slice(dot + 1).toLowerCase();
+          name = name.slice(0, dot);
+          if (name === "") fail("empty section name");
+        }
+        if (peek() !== "]") fail("bad section header");
+        i++;
+        section = { name: name.toLowerCase(), sub };
+        headers.push({ line, end: i - lineStart, section: section.name, sub });
+        continue;
+      }
+      if (!isAlpha(c)) fail(`unexpected character ${JSON.stringify(c)}`);
+      if (section === undefined) fail("a variable before any section");
+      let name = "";
+      while (i < s.length && (isAlnum(s[i]!) || s[i] === "-")) name += s[i++];
+      while (peek() === " " || peek() === "\t") i++;
+      let value: string | undefined;
+      if (peek() === "=") {
+        i++;
+        value = readValue();
+      } else if (peek() === undefined || peek() === "\n" || peek() === "#" || peek() === ";") {
+        value = undefined;
+      } else fail("bad variable name");
+      const sec = section!;
+      const lower = name.toLowerCase();
+      entries.push({
+        key: `${sec.sub === undefined ? sec.name : `${sec.name}.${sec.sub}`}.${lower}`, value, file,
+        line: itemLine, lastLine: line, section: sec.name, sub: sec.sub, name: lower,
+      });
     }
-    if (!/^[A-Za-z]$/.test(c)) fail(`unexpected character ${JSON.stringify(c)}`);
-    if (section === undefined) fail("a variable before any section");
-    let name = "";
-    while (i < s.length && (isAlnum(s[i]!) || s[i] === "-")) name += s[i++];
-    while (peek() === " " || peek() === "\t") i++;
-    let value: string | undefined;
-    if (peek() === "=") {
-      i++;
-      value = readValue();
-    } else if (peek() === undefined || peek() === "\n" || peek() === "#" || peek() === ";") {
-      value = undefined;
-    } else fail("bad variable name");
-    out.push({ key: `${section}.${name.toLowerCase()}`, value, file });
+  } catch (e) {
+    if (e instanceof Unreadable) return { headers, entries, comments, error: { line: e.line, what: e.what } };
+    throw e;
   }
-  return out;
+  return { headers, entries, comments };
 
   function readValue(): string {
     let v = "";
@@ -155,6 +218,7 @@ export function parseGitConfig(text: string, file: string): GitConfigEntry[] {
       if (c === "\n") fail("unterminated quote");
       i++;
       if (!quoted && (c === "#" || c === ";")) {
+        comments.push({ line, start: i - 1 - lineStart });
         while (i < s.length && s[i] !== "\n") i++;
         break;
       }
@@ -176,6 +240,7 @@ export function parseGitConfig(text: string, file: string): GitConfigEntry[] {
         i++;
         if (e === "\n") {
           line++;
+          lineStart = i;
           continue;
         }
         if (e === "n") v += "\n";

@@ -59,14 +59,14 @@ export class BuiltPresets {
   }
 
   /**
-   * Whether the preset, and every preset it extends, composes from the compiled copies alone: each current,
-   * none reading a file with its credentials stripped (that needs the configs chunk).
+   * Whether the preset, and every preset it extends, composes from the compiled copies alone: each current.
+   * A file shown with its credentials stripped needs no TOML parser (redacted-files.ts).
    */
   plain(name: string, seen: Set<string> = new Set()): boolean {
     if (seen.has(name)) return true;
     seen.add(name);
     const p = this.preset(name);
-    return p !== undefined && p.body.lists.allow_read_redacted.length === 0 && [...p.body.extends, ...p.body.profiles].every((e) => this.plain(e, seen));
+    return p !== undefined && [...p.body.extends, ...p.body.profiles].every((e) => this.plain(e, seen));
   }
 
   /** Whether presets/NAME.toml, a regular file and no link, holds exactly `text`. */

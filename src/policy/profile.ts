@@ -1,5 +1,6 @@
 import { ENV_NAME } from "./env.js";
 import { VakError } from "./errors.js";
+import { parseSecretGrant } from "./secret-ref.js";
 import { parseDuration, parseSeconds, parseSize, UnitError } from "./units.js";
 
 /**
@@ -28,7 +29,7 @@ export const PROFILE_KEYS = {
   allow_write: { kind: "paths", where: "any", help: "writable paths (--allow-write); a path that does not exist is skipped" },
   deny_read: { kind: "paths", where: "any", help: "never readable (--deny-read)" },
   deny_write: { kind: "paths", where: "any", help: "never writable (--deny-write)" },
-  allow_read_redacted: { kind: "paths", where: "any", help: "files shown with their credentials removed (tokens, passwords, user:password@ in URLs)" },
+  allow_read_redacted: { kind: "paths", where: "any", help: "files shown with their credentials removed (tokens, passwords, user:password@ in URLs; a git config file by git's grammar, with what it includes)" },
   state_dirs: { kind: "paths", where: "any", help: "a tool's own state directories: created (0700) if missing, then writable" },
   state_files: { kind: "paths", where: "any", help: "a tool's own state files (locks, caches): created empty (0600) if missing, then writable" },
   allow_net: { kind: "hosts", where: "any", help: "reachable through the egress gate (--allow-net)" },
@@ -163,7 +164,7 @@ export function checkProfile(raw: unknown, ctx: { file: string; table: string[];
       case "paths":
       case "hosts":
       case "secrets":
-        body.lists[key as ListKey] = strings(spec.kind === "secrets" ? (s) => (/^[A-Za-z_][A-Za-z0-9_]*=./.test(s) ? undefined : "write it as NAME=REF (NAME=secret:x, env:X or cmd:x)") : undefined);
+        body.lists[key as ListKey] = strings(spec.kind === "secrets" ? secretProblem : undefined);
         break;
       case "env-patterns":
         body.lists.allow_env = strings((s) => {
@@ -225,6 +226,17 @@ function limitValue(key: string, kind: "seconds" | "bytes" | "count", value: unk
 function placeOk(key: string, isProfile: boolean): boolean {
   const where = (PROFILE_KEYS as Record<string, { where: string }>)[key]?.where;
   return where === "any" || (where === "profile" ? isProfile : !isProfile);
+}
+
+/** What is wrong with a secret grant (NAME=REF[@HOST,HOST]), in the words --secret would use, if anything. */
+function secretProblem(spec: string): string | undefined {
+  try {
+    parseSecretGrant(spec, "it");
+    return undefined;
+  } catch (e) {
+    if (e instanceof VakError) return e.message.replace(/^it: /, "");
+    throw e;
+  }
 }
 
 /** Why a path cannot be a file written into the view, if it cannot. */

@@ -1,6 +1,5 @@
-import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
-import { homedir } from "node:os";
 import { parse, TomlError } from "smol-toml";
+import { readConfigText, shownPath } from "./config-text.js";
 import { VakError } from "./errors.js";
 import { checkProfile, keyError, PROFILE_NAME, type Profile, type ProfileOrigin } from "./profile.js";
 import { userConfigPath } from "./config-paths.js";
@@ -29,45 +28,6 @@ export interface ProfilesFile {
 export const USER_CONFIG_SECTIONS = ["journal", "model", "providers", "secret_commands", "mcp_servers", "approvals", "egress", "server", "exec", "profiles"] as const;
 /** Sections of a repository config that another part of Vak reads, under its own approval (MCP proposals: `vak mcp approve`). */
 export const PROJECT_ELSEWHERE = ["mcp_servers"] as const;
-
-/** Config files are small; a bigger one is refused rather than read. */
-export const MAX_CONFIG_BYTES = 256 * 1024;
-
-export function shownPath(path: string, home: string = homedir()): string {
-  return home !== "/" && path.startsWith(home + "/") ? `~${path.slice(home.length)}` : path;
-}
-
-/**
- * Reads a config file without following a final link into a FIFO or a device:
- * a regular file of at most MAX_CONFIG_BYTES. undefined when it does not exist.
- */
-export function readConfigText(path: string, follow = true): string | undefined {
-  let fd: number;
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | (follow ? 0 : constants.O_NOFOLLOW));
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    if (code === "ENOENT" || code === "ENOTDIR") return undefined;
-    throw new VakError("bad-input", `${shownPath(path)}: cannot be read (${code === "ELOOP" ? "it is a symbolic link" : (e as Error).message})`);
-  }
-  try {
-    const st = fstatSync(fd);
-    if (!st.isFile()) throw new VakError("bad-input", `${shownPath(path)}: not a regular file`);
-    if (st.size > MAX_CONFIG_BYTES) throw new VakError("bad-input", `${shownPath(path)}: over ${MAX_CONFIG_BYTES} bytes; a config file is never that big`);
-    const buf = Buffer.alloc(st.size);
-    let got = 0;
-    while (got < st.size) {
-      const n = readSync(fd, buf, got, st.size - got, got);
-      if (n === 0) break;
-      got += n;
-    }
-    const text = buf.subarray(0, got).toString("utf8");
-    if (text.includes("\uFFFD")) throw new VakError("bad-input", `${shownPath(path)}: not UTF-8`);
-    return text;
-  } finally {
-    closeSync(fd);
-  }
-}
 
 /** Parses TOML, naming the line of a syntax error. */
 export function parseToml(text: string, shown: string): Record<string, unknown> {
@@ -109,6 +69,7 @@ export function parseProfilesFile(path: string, text: string, tier: "user" | "pr
 }
 
 export { userConfigPath };
+export { MAX_CONFIG_BYTES, readConfigText, shownPath } from "./config-text.js";
 
 /**
  * The profile tables of the user's config ([exec], [profiles.NAME]), without

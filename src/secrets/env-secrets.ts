@@ -1,7 +1,6 @@
 import { loadUserConfig } from "../policy/config.js";
-import { VakError } from "../policy/errors.js";
-import { checkEnvRecipient } from "./grant.js";
-import { parseRef, resolveRefAsync } from "./store.js";
+import { parseSecretGrant } from "../policy/secret-ref.js";
+import { resolveRefAsync } from "./store.js";
 
 /**
  * `--secret NAME=REF` flags (vak exec, vak mcp): each reference resolved on the
@@ -17,14 +16,8 @@ export async function envSecrets(specs: readonly string[], caller: { env?: NodeJ
   const out: { name: string; ref: string; value: string; hosts?: string[] }[] = [];
   // One at a time, in order: the first that fails stops the run, and no later command runs.
   for (const spec of specs) {
-    const eq = spec.indexOf("=");
-    if (eq <= 0) throw new VakError("bad-input", `--secret ${spec}: write it as NAME=REF (e.g. GITHUB_TOKEN=secret:github)`);
-    const name = spec.slice(0, eq);
-    checkEnvRecipient(name);
-    const at = spec.indexOf("@", eq);
-    const hosts = at < 0 ? undefined : spec.slice(at + 1).split(",").filter(Boolean);
-    if (hosts && hosts.length === 0) throw new VakError("bad-input", `--secret ${spec}: name the hosts after @ (NAME=REF@api.example.com)`);
-    const ref = parseRef(spec.slice(eq + 1, at < 0 ? undefined : at));
+    // A profile's secrets were checked by this grammar where its file was read (profile.ts), naming the line.
+    const { name, ref, hosts } = parseSecretGrant(spec, `--secret ${spec}`);
     // A cmd: reference's command runs without holding the thread (the resident host serves its other clients meanwhile).
     out.push({ name, ref: ref.text, value: await resolveRefAsync(ref, { commands, env: caller.env, cwd: caller.cwd }), ...(hosts ? { hosts } : {}) });
   }

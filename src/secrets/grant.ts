@@ -1,6 +1,4 @@
 import { createHash, randomBytes } from "node:crypto";
-import { ENV_NAME } from "../policy/env.js";
-import { VakError } from "../policy/errors.js";
 import { unhandled } from "../protocol/unhandled.js";
 
 /**
@@ -25,13 +23,7 @@ export interface InjectedSecret {
   recipient: SecretRecipient;
 }
 
-/** Variables that describe the sandbox: a secret cannot take their place. */
-const RESERVED = new Set(["PATH", "HOME", "USER", "LOGNAME", "SHELL", "PWD", "TMPDIR", "LD_PRELOAD", "LD_LIBRARY_PATH", "NODE_OPTIONS", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"]);
-
-export function checkEnvRecipient(name: string): void {
-  if (!ENV_NAME.test(name)) throw new VakError("bad-input", `${name}: not an environment variable name`);
-  if (RESERVED.has(name)) throw new VakError("bad-input", `${name}: Vak sets this variable itself; give the secret another name`);
-}
+export { checkEnvRecipient } from "../policy/secret-ref.js";
 
 export function describeRecipient(r: SecretRecipient): string {
   switch (r.kind) {

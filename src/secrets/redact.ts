@@ -22,10 +22,10 @@ const SHAPES: RegExp[] = [
 const AFTER: RegExp[] = [
   /(\bBearer\s+)[A-Za-z0-9._~+/=-]{8,}/gi,
   /(\bBasic\s+)[A-Za-z0-9+/=]{8,}/gi,
-  // A reference to a secret (env:NAME, secret:NAME, cmd:NAME) is not a value: left alone.
-  /((?:authorization|x-api-key|api[-_]?key|proxy-authorization)["']?\s*[:=]\s*["']?)(?!(?:env|secret|cmd):[A-Za-z_][A-Za-z0-9_.-]*(?:[\s"',;]|$))[^\s"',;]{8,}/gi,
-  // "secret:NAME" with nothing between is a reference to a secret, not a value: left alone.
-  /((?:password|passwd|secret|token)["']?\s*(?:=\s*|:\s+|:(?=["']))["']?)[^\s"',;]{6,}/gi,
+  // A reference to a secret (env:NAME, secret:NAME, cmd:NAME, as --secret NAME=REF[@HOST] and the plan write it) is not a value: left alone.
+  /((?:authorization|x-api-key|api[-_]?key|proxy-authorization)["']?\s*[:=]\s*["']?)(?!(?:env|secret|cmd):[A-Za-z_][A-Za-z0-9_.-]*(?:[\s"',;@)]|$))[^\s"',;]{8,}/gi,
+  // So is "secret:NAME" with nothing between, and GITHUB_TOKEN=env:GITHUB_TOKEN.
+  /((?:password|passwd|secret|token)["']?\s*(?:=\s*|:\s+|:(?=["']))["']?)(?!(?:env|secret|cmd):[A-Za-z_][A-Za-z0-9_.-]*(?:[\s"',;@)]|$))[^\s"',;]{6,}/gi,
   /(:\/\/[^/\s:@]+:)[^@\s/]{3,}(@)/g, // user:password@ in URLs
 ];
 

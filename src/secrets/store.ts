@@ -2,7 +2,7 @@ import { execFile, execFileSync } from "node:child_process";
 import { closeSync, constants, fstatSync, mkdirSync, openSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { z } from "zod";
-import { ENV_NAME } from "../policy/env.js";
+import { SECRET_NAME, type SecretRef } from "../policy/secret-ref.js";
 import { VakError } from "../policy/errors.js";
 import { vakDirs } from "../policy/state.js";
 import { unhandled } from "../protocol/unhandled.js";
@@ -14,18 +14,7 @@ import { unhandled } from "../protocol/unhandled.js";
  * manager). The host resolves a reference when it injects the value; the
  * value never appears in a spec, the journal or anything a model is sent.
  */
-export const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_.-]{0,127}$/;
-
-export type SecretRef = { kind: "secret" | "env" | "cmd"; name: string; text: string };
-
-export function parseRef(text: string): SecretRef {
-  const m = /^(secret|env|cmd):(.+)$/.exec(text);
-  if (!m) throw new VakError("bad-input", `${text}: a secret reference is secret:NAME, env:NAME or cmd:NAME`);
-  const kind = m[1] as SecretRef["kind"];
-  const name = m[2]!;
-  if (kind === "env" ? !ENV_NAME.test(name) : !SECRET_NAME.test(name)) throw new VakError("bad-input", `${text}: "${name}" is not a valid ${kind === "env" ? "environment variable" : "secret"} name`);
-  return { kind, name, text };
-}
+export { parseRef, SECRET_NAME, type SecretRef } from "../policy/secret-ref.js";
 
 const StoreFile = z
   .object({

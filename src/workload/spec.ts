@@ -341,8 +341,9 @@ type ComponentSpec = z.infer<typeof Component>;
  * A component's grants with those of the profiles it names added (the user's
  * own profiles and the presets; the user's config is the trusted tier, so a
  * profile changed there is not asked about again). A profile's path that does
- * not exist is skipped; what only `vak exec` can do (set_env, files,
- * allow_read_redacted) is refused.
+ * not exist is skipped; what only `vak exec` can do (set_env, files) is
+ * refused, and a file it shows without its credentials (allow_read_redacted,
+ * a copy in vak exec's view: ~/.gitconfig of the git preset) is not granted.
  */
 function withProfiles(c: ComponentSpec, workspace: string, fail: (message: string) => never): ComponentSpec {
   let comp;
@@ -356,8 +357,8 @@ function withProfiles(c: ComponentSpec, workspace: string, fail: (message: strin
     throw e;
   }
   const names = comp.applied.map((p) => p.name).join(", ");
-  if (comp.setEnv.size || comp.files.size || comp.lists.allow_read_redacted.length)
-    fail(`${names}: set_env, files and allow_read_redacted apply to \`vak exec\` only; a component takes a profile's read, write, deny, net, env, secrets and limits`);
+  if (comp.setEnv.size || comp.files.size)
+    fail(`${names}: set_env and files apply to \`vak exec\` only; a component takes a profile's read, write, deny, net, env, secrets and limits (and not the files allow_read_redacted shows)`);
   if (comp.create.length) fail(`${names}: ${comp.create[0]!.path} does not exist yet; create it (a component's grants name paths that exist)`);
   const L = comp.lists;
   const v = (xs: { value: string }[]) => xs.map((x) => x.value);

@@ -97,6 +97,29 @@ describe("profiles in the user's config", () => {
     expect(text.stdout).toMatch(/hidden \(--deny-read\)\n .*\.git-credentials +profile git \(preset presets\/git\.toml:\d+\)/);
   });
 
+  it("--print-plan shows a secret as the reference it is resolved from, even under a credential's name, and never its value", async () => {
+    write(`[exec]\nsecrets = ["DB_PASSWORD=cmd:db-pass"]\n`);
+    const r = await vak(["exec", "--secret", "QA_TOKEN=env:QA_HOST_SECRET", "--secret", "QA=env:QA_HOST_SECRET", "--print-plan", "--", "true"], { QA_HOST_SECRET: "the-value-itself-42" });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^ {2}QA_TOKEN=env:QA_HOST_SECRET +--secret$/m);
+    expect(r.stdout).toMatch(/^ {2}QA=env:QA_HOST_SECRET +--secret$/m);
+    expect(r.stdout).toMatch(/^ {2}DB_PASSWORD=cmd:db-pass +\[exec\] .*config\.toml:2$/m);
+    expect(r.stdout + r.stderr).not.toContain("the-value-itself-42");
+  });
+
+  it("a bad secret in a config file is refused with file, line and key, before anything runs", async () => {
+    for (const [spec, why] of [["X=bogus:Y", "bogus:Y: a secret reference is secret:NAME, env:NAME or cmd:NAME"], ["PATH=env:X", "PATH: Vak sets this variable itself"], ["X=env:A@", "name the hosts after @"]]) {
+      write(`# mine\n\n[exec]\nsecrets = ["${spec}"]\n`);
+      const r = await vak(["exec", "--", "sh", "-c", "touch RAN"]);
+      expect(r.code).toBe(125);
+      expect(r.stderr).toContain(`config.toml:4: exec.secrets: "${spec}": ${why}`);
+      expect(existsSync(join(s.ws, "RAN"))).toBe(false);
+    }
+    write(`[profiles.p]\n\nsecrets = ["X=env:not a name"]\n`);
+    const p = await vak(["exec", "--profile", "p", "--", "true"]);
+    expect(p.stderr).toMatch(/config\.toml:3: profiles\.p\.secrets: "X=env:not a name": env:not a name: "not a name" is not a valid environment variable name/);
+  });
+
   it("limits in config take the flags' forms (\"1K\", \"10m\") and extends takes one name as a string; a bad size is refused with file, line and key", async () => {
     write(`[exec]\nmax_output = "1K"\ntimeout = "10m"\n\n[profiles.mine]\nextends = "git"\nmax_memory = "512M"\n`);
     const plan = await vak(["exec", "--profile", "mine", "--print-plan", "--json", "--", "true"]);

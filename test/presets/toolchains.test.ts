@@ -50,10 +50,12 @@ describe("toolchain presets, with the real tools", () => {
     expect(r.stdout).toContain("no-credentials");
     expect(r.stdout).not.toContain("ghp_");
     expect(execFileSync("git", ["log", "--format=%an"], { cwd: repo, encoding: "utf8" }).trim()).toBe("Daily User");
-    // Read-only: the sandbox cannot change the identity the host's git uses.
-    const w = await vak(["--profile", "git", "--", "git", "config", "--global", "user.name", "Someone Else"], {}, repo);
-    expect(w.code).not.toBe(0);
+    // The sandbox cannot change the identity the host's git uses: ~/.gitconfig inside is a copy in its own
+    // private home (credentials removed), which it may rewrite for itself; the host's file, and the next run's copy, stay.
+    await vak(["--profile", "git", "--", "git", "config", "--global", "user.name", "Someone Else"], {}, repo);
     expect(readFileSync(join(home, ".gitconfig"), "utf8")).toContain("Daily User");
+    const again = await vak(["--profile", "git", "--", "git", "config", "--global", "user.name"], {}, repo);
+    expect(again.stdout.trim()).toBe("Daily User");
   });
 
   describe("npm, from a registry served on loopback", () => {

@@ -42,4 +42,12 @@ describe("credential shapes after the quick scan", () => {
     const s = '{"op":"read","path":"/workspace/src/index.ts","digest":"' + "a".repeat(64) + '"}';
     expect(r.text(s)).toBe(s);
   });
+
+  // --print-plan and errors show a secret as NAME=REF: the reference says where the value comes from, and is not it.
+  it("a secret's reference after a credential's name is left as it is; a value there is still redacted", () => {
+    for (const ref of ["GITHUB_TOKEN=env:GITHUB_TOKEN", "QA_TOKEN=env:QA_HOST_SECRET", "DB_PASSWORD=cmd:db-pass", "API_SECRET=secret:api.prod", "X_TOKEN=env:X_TOKEN@api.example.com", "API_KEY=env:OPENAI_API_KEY", 'token: "env:GH_TOKEN"', "(e.g. GITHUB_TOKEN=secret:github)"])
+      expect(r.text(`  ${ref}   --secret`), ref).toBe(`  ${ref}   --secret`);
+    for (const value of ["GITHUB_TOKEN=hunter22hunter22", "QA_TOKEN=env:abc/def", "DB_PASSWORD=cmd:x!y-hunter22", "token=envy:hunter22", "API_KEY=secret-hunter22"])
+      expect(r.text(value), value).toContain(REDACTED);
+  });
 });
