@@ -8,6 +8,7 @@
 // polled on the loop). It decides nothing: the host's TypeScript checks who the peer is and what
 // the request says, and refuses what does not add up.
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <node_api.h>
@@ -364,6 +365,45 @@ static napi_value exited(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+/**
+ * cloexecFrom(n): every descriptor from n up is marked close-on-exec, so that what this process inherited (a
+ * caller's file, socket or pipe left open across its exec) reaches no program it starts: Node's spawn passes on
+ * every descriptor not so marked (the container engine, a broker's launcher, an MCP server). Node's own are marked
+ * already. One close_range(2) where the kernel has CLOSE_RANGE_CLOEXEC (5.11), else each of /proc/self/fd.
+ */
+static napi_value cloexec_from(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  int32_t from = 3;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 || napi_get_value_int32(env, argv[0], &from) != napi_ok || from < 0) {
+    errno = EINVAL;
+    return throw_errno(env, "cloexecFrom");
+  }
+  if (syscall(SYS_close_range, (unsigned)from, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return NULL;
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return throw_errno(env, "cloexecFrom: /proc/self/fd");
+  int self = dirfd(d);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    char *end;
+    long fd = strtol(e->d_name, &end, 10);
+    if (*end || end == e->d_name || fd < from || fd == self) continue;
+    int flags = fcntl((int)fd, F_GETFD);
+    if (flags >= 0 && !(flags & FD_CLOEXEC) && fcntl((int)fd, F_SETFD, flags | FD_CLOEXEC) != 0) {
+      int err = errno;
+      closedir(d);
+      errno = err;
+      return throw_errno(env, "cloexecFrom: fcntl");
+    }
+  }
+  closedir(d);
+  return NULL;
+}
+
 /** pipe() -> [read, write]: a pipe, both ends close-on-exec (spawn hands one on by its fds). */
 static napi_value make_pipe(napi_env env, napi_callback_info info) {
   int p[2];
@@ -379,7 +419,7 @@ static napi_value init(napi_env env, napi_value exports) {
   const struct {
     const char *name;
     napi_callback fn;
-  } fns[] = {{"peer", peer}, {"receive", receive}, {"spawn", spawn_child}, {"exited", exited}, {"pipe", make_pipe}};
+  } fns[] = {{"peer", peer}, {"receive", receive}, {"spawn", spawn_child}, {"exited", exited}, {"pipe", make_pipe}, {"cloexecFrom", cloexec_from}};
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
     napi_value f;
     if (napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &f) != napi_ok) return NULL;

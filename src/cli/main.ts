@@ -5,7 +5,7 @@ import { decide } from "../policy/plan.js";
 import { resolveGrants } from "./exec-grants.js";
 import { hostFacts } from "../sandbox/host.js";
 import { execCommand, type ExecContext, type ExecOptions } from "./exec.js";
-import { nativeSpawner } from "../sandbox/native-spawn.js";
+import { withholdInherited, nativeSpawner } from "../sandbox/native-spawn.js";
 import { Redactor } from "../secrets/redact.js";
 import { EXIT_REFUSED } from "./exit.js";
 import { upgradeError } from "./upgraded.js";
@@ -406,6 +406,7 @@ export async function parseExec(argv: readonly string[]): Promise<{ command: str
 
 /** Runs the CLI; resolves to the process exit status (bin/vak.cjs exits with it once output is flushed: exitWhenFlushed). */
 export async function main(argv: string[]): Promise<number> {
+  withholdInherited();
   const escaped: { message?: string[] | undefined } = {};
   const p = program(argv[0] === "exec", escaped);
   try {

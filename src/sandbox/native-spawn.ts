@@ -3,7 +3,23 @@ import { join } from "node:path";
 import { installation } from "../policy/install.js";
 import type { Spawner } from "./launcher.js";
 
-let loaded: Spawner | null | undefined;
+interface Addon extends Spawner {
+  /** Marks every descriptor from n up close-on-exec (native/resident.c). */
+  cloexecFrom?(n: number): void;
+}
+
+let loaded: Addon | null | undefined;
+
+function addon(): Addon | undefined {
+  if (loaded === undefined) {
+    const p = join(installation().root, "build", "Release", "vak-resident.node");
+    // process.dlopen, not require: the resolver's realpath walk and stats cost more than loading the addon.
+    const m = { exports: {} };
+    if (existsSync(p)) process.dlopen(m, p);
+    loaded = existsSync(p) ? (m.exports as Addon) : null;
+  }
+  return loaded ?? undefined;
+}
 
 /**
  * posix_spawn from the resident host's addon (build/Release/vak-resident.node, native/resident.c), for
@@ -12,12 +28,16 @@ let loaded: Spawner | null | undefined;
  * the addon is not built: the caller then uses Node's spawn, which does the same.
  */
 export function nativeSpawner(): Spawner | undefined {
-  if (loaded === undefined) {
-    const p = join(installation().root, "build", "Release", "vak-resident.node");
-    // process.dlopen, not require: the resolver's realpath walk and stats cost more than loading the addon.
-    const m = { exports: {} };
-    if (existsSync(p)) process.dlopen(m, p);
-    loaded = existsSync(p) ? (m.exports as Spawner) : null;
-  }
-  return loaded ?? undefined;
+  return addon();
+}
+
+/**
+ * Descriptors this process inherited above 2 (a caller's file, socket or pipe it left open across its exec) reach
+ * no program Vak starts: Node's spawn passes on every descriptor not marked close-on-exec, to the container engine,
+ * a broker's launcher (its monitor, init, resolver and relay, which parse what the command sends), an MCP server.
+ * Called once, as the CLI starts. Where the addon is not built, they stay as they are (the launcher started by
+ * posix_spawn closes them anyway; Node's spawn does not).
+ */
+export function withholdInherited(): void {
+  addon()?.cloexecFrom?.(3);
 }
