@@ -31,7 +31,7 @@ static void add_op(struct plan *p, enum op_kind k, const char *path, const char 
 static void add_rule(struct plan *p, enum prot_kind k, const char *pat) {
   if (p->nrules >= MAX_RULES) die_step("args", "too many protection rules (max %d)", MAX_RULES);
   if (!*pat || strstr(pat, "//") || pat[strlen(pat) - 1] == '/') die_step("args", "bad protection pattern '%s'", pat);
-  if (k != PROT_ABS && k != PROT_NOREAD && pat[0] == '/') die_step("args", "relative protection pattern expected, got '%s'", pat);
+  if (k != PROT_ABS && k != PROT_NOREAD && k != PROT_NOLINKS && pat[0] == '/') die_step("args", "relative protection pattern expected, got '%s'", pat);
   p->rules[p->nrules++] = (struct protect_rule){k, pat};
 }
 
@@ -85,6 +85,7 @@ void parse_args(struct plan *p, int argc, char **argv) {
     else if (!strcmp(a, "--protect-tree")) { NEED(1); add_rule(p, PROT_TREE, argv[++i]); }
     else if (!strcmp(a, "--protect-file")) { NEED(1); add_rule(p, PROT_FILE, argv[++i]); }
     else if (!strcmp(a, "--protect-abs")) { NEED(1); add_rule(p, PROT_ABS, abs_path(a, argv[++i])); }
+    else if (!strcmp(a, "--protect-nolinks")) { NEED(1); add_rule(p, PROT_NOLINKS, abs_path(a, argv[++i])); }
     else if (!strcmp(a, "--protect-noread")) { NEED(1); add_rule(p, PROT_NOREAD, abs_path(a, argv[++i])); p->read_denied = 1; }
     else if (!strcmp(a, "--net-gate")) { NEED(1); p->net_gate = abs_path(a, argv[++i]); p->allow_inet = 1; }
     else if (!strcmp(a, "--net-port")) { NEED(1); p->net_port = (int)number(a, argv[++i]); }

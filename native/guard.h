@@ -81,6 +81,15 @@ int obj_is_link(const struct target *t);
 const char *check(const struct plan *p, const char *op, const char *path, enum access access, char *why, size_t cap);
 int allow(struct call *c, const struct target *t, enum access access);
 
+/* guard_links.c: a host tool's state (--protect-nolinks) takes only regular files and directories.
+ * Each returns 0, -EXDEV (a rename into it from outside), or -EPERM with a line. */
+const char *nolinks_root(const struct plan *p, const char *path);
+int nolinks_symlink(struct call *c, const struct target *t);
+int nolinks_link(struct call *c, const struct target *src, const struct target *dst);
+int nolinks_mknod(struct call *c, const struct target *t, mode_t mode);
+int nolinks_bind(struct call *c, const struct target *t);
+int nolinks_rename(struct call *c, const struct target *from, const struct target *to, unsigned flags);
+
 /* Set-id bits and file capabilities are never planted: a set-id or
  * capability-carrying file in the workspace would run with its owner's, its
  * group's or its capabilities' rights when the host executes it later (root's

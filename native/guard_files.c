@@ -140,6 +140,7 @@ static int make_node(struct call *c, long dirfd, __u64 path, mode_t mode, dev_t 
   int r = entry(c, dirfd, path, NEW_ENTRY, t);
   if (r) return r;
   if (setid_added(mode, 0)) return refuse_setid(c, t, WHY_SETID);
+  if ((r = nolinks_mknod(c, t, mode))) return r;
   umask(umask_of(c->tid));
   return RESULT(mknodat(t->parent, t->name, mode, dev));
 }
@@ -157,6 +158,7 @@ static int make_symlink(struct call *c, __u64 text, long dirfd, __u64 path, stru
   int r = read_str(c->tid, text, link, sizeof link);
   if (r) return r;
   if ((r = entry(c, dirfd, path, NEW_ENTRY, t))) return r;
+  if ((r = nolinks_symlink(c, t))) return r;
   return RESULT(symlinkat(link, t->parent, t->name));
 }
 
@@ -175,6 +177,7 @@ static int make_link(struct call *c, long olddir, __u64 oldpath, long newdir, __
   if (r) return r;
   if (is_setid_file(t)) return refuse_setid(c, t, WHY_SETID_NAME);
   if ((r = entry(c, newdir, newpath, NEW_ENTRY, u))) return r;
+  if ((r = nolinks_link(c, t, u))) return r;
   if (obj_is_link(t) && t->parent >= 0) return RESULT(linkat(t->parent, t->name, u->parent, u->name, 0));
   return RESULT(linkat(AT_FDCWD, self_fd(t->obj), u->parent, u->name, AT_SYMLINK_FOLLOW));
 }
@@ -193,6 +196,7 @@ static int move(struct call *c, long olddir, __u64 oldpath, long newdir, __u64 n
   if (r) return r;
   if (t->obj >= 0 && is_setid_file(t)) return refuse_setid(c, t, WHY_SETID_NAME);
   if ((r = entry(c, newdir, newpath, REPLACE_ENTRY, u))) return r;
+  if ((r = nolinks_rename(c, t, u, flags))) return r;
   return RESULT(renameat2(t->parent, t->name, u->parent, u->name, flags));
 }
 

@@ -166,7 +166,7 @@ const char *check(const struct plan *p, const char *op, const char *path, enum a
   int places = !strcmp(op, "rename") || !strcmp(op, "symlink");
   for (int r = 0; r < p->nrules; r++) {
     const struct protect_rule *pr = &p->rules[r];
-    if (pr->kind == PROT_ABS || pr->kind == PROT_NOREAD) continue;
+    if (pr->kind == PROT_ABS || pr->kind == PROT_NOREAD || pr->kind == PROT_NOLINKS) continue;
     char pat[PATH_MAX], *pc[64];
     snprintf(pat, sizeof pat, "%s", pr->pattern);
     int k = split(pat, pc, 64);

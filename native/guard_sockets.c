@@ -164,6 +164,7 @@ static int do_bind(struct call *c, int sock, const struct sockaddr_storage *ss, 
   if (r) return r;
   if (t->parent < 0 || t->obj >= 0) return -EADDRINUSE;
   if ((r = allow(c, t, ACCESS_ENTRY))) return r;
+  if ((r = nolinks_bind(c, t))) return r;
   struct sockaddr_un here = {.sun_family = AF_UNIX};
   if (strlen(t->name) >= sizeof here.sun_path) return -ENAMETOOLONG;
   snprintf(here.sun_path, sizeof here.sun_path, "%s", t->name);

@@ -34,6 +34,8 @@ enum prot_kind {
   PROT_FILE,  /* the entry itself: no create, write, rename or remove */
   PROT_ABS,   /* an absolute path and everything below it */
   PROT_NOREAD, /* as PROT_ABS, and not read either: a --deny-read path the view masks (guard_lookup.c) */
+  PROT_NOLINKS, /* an absolute path (a host tool's state) at and below which only regular files and directories are
+                 * made: no symbolic or hard link, FIFO, socket or device, made there or moved in (guard_links.c) */
 };
 
 struct protect_rule {

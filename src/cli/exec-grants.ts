@@ -159,7 +159,10 @@ export function resolveGrantsWith(loaded: ConfigFiles | undefined, opts: GrantOp
 
   return {
     composition, mode: composition.mode, workspace,
-    grants: { read: values(L.allow_read), write: values(L.allow_write), denyRead: values(L.deny_read), denyWrite: values(L.deny_write), env: values(L.allow_env) },
+    grants: {
+      read: values(L.allow_read), write: values(L.allow_write), denyRead: values(L.deny_read), denyWrite: values(L.deny_write),
+      noLinks: [...values(L.state_dirs), ...values(L.state_files)], env: values(L.allow_env),
+    },
     limits, allowNet: values(L.allow_net), denyNet: values(L.deny_net), secrets: values(L.secrets),
     setEnv: Object.fromEntries([...composition.setEnv].map(([k, g]) => [k, g.value])),
     files: viewFiles, redacted, user, project, notes,

@@ -25,6 +25,8 @@ export interface PlanView {
   write: { path: string; from: string }[];
   denyRead: { path: string; from: string }[];
   denyWrite: { path: string; from: string }[];
+  /** A host tool's state: writable, with no link, FIFO, socket or device made there. */
+  noLinks: { path: string; from: string }[];
   redacted: { path: string; removed: string[]; from: string }[];
   files: { path: string; from: string }[];
   network: { allow: { rule: string; from: string }[]; deny: { rule: string; from: string }[] } | null;
@@ -73,6 +75,7 @@ export function planView(plan: LaunchPlan, r: ResolvedGrants): PlanView {
     write: plan.grants.write.map((p) => ({ path: p, from: wsFrom(p) ?? sourceOf(p, L.allow_write, ws, "?") })),
     denyRead: plan.grants.denyRead.map((p) => ({ path: p, from: sourceOf(p, L.deny_read, ws, "?") })),
     denyWrite: plan.grants.denyWrite.map((p) => ({ path: p, from: sourceOf(p, L.deny_write, ws, "?") })),
+    noLinks: plan.grants.noLinks.map((p) => ({ path: p, from: sourceOf(p, [...L.state_dirs, ...L.state_files], ws, "?") })),
     redacted: r.redacted.map((x) => ({ path: x.path, removed: x.removed, from: `${from(x.source.source)}${x.includedBy ? `; included by ${x.includedBy}` : ""}` })),
     files: [...c.files].map(([path, g]) => ({ path, from: from(g.source) })),
     network: plan.network.kind === "gate"
@@ -124,6 +127,7 @@ export function printPlan(v: PlanView, out: Output): void {
   section("shown with credentials removed", v.redacted.map((x) => [shownPath(x.path), `${x.from}; ${x.removed.length ? `removed: ${x.removed.join(", ")}` : "nothing to remove"}`]));
   section("hidden (--deny-read)", v.denyRead.map((x) => [shownPath(x.path), x.from]));
   section("never writable (--deny-write)", v.denyWrite.map((x) => [shownPath(x.path), x.from]));
+  section("a host tool's state: only files and directories made there, no links", v.noLinks.map((x) => [shownPath(x.path), x.from]));
   section("files written into the view (never on the host)", v.files.map((x) => [x.path, x.from]));
   if (v.network) section("network, through the egress gate", [...v.network.allow.map((x): [string, string] => [`allow ${x.rule}`, x.from]), ...v.network.deny.map((x): [string, string] => [`deny ${x.rule}`, x.from])]);
   else if (v.sandbox !== "none") section("network", [["none", "no --allow-net: names do not resolve, nothing is reachable"]]);

@@ -1,4 +1,5 @@
 import { basename, dirname } from "node:path";
+import { isWithin } from "../policy/paths.js";
 import { describeSource, type Granted } from "../policy/compose.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { PROTECTED_PATHS } from "../policy/protected.js";
@@ -136,6 +137,13 @@ export class Refusals {
       }
       const p = presetFor(dir, this.presetsNow().map((x) => ({ ...x, read: [] })));
       return fmt`; grant the directory with --allow-write ${dir}${p ? fmt`, or --profile ${p}` : own("")}`;
+    }
+    // A host tool's state (a profile's state_dirs): say which profile made it one.
+    const state = /^(\/.*?) is a host tool's state: /.exec(d.reason)?.[1];
+    if (state !== undefined) {
+      const L = this.grants?.composition.lists;
+      const g = L ? [...L.state_dirs, ...L.state_files].find((x) => x.value === state || isWithin(x.value, state) || isWithin(state, x.value)) : undefined;
+      return g ? fmt` (${g.source.kind === "profile" ? "state_dirs" : "a state directory"}, from ${describeSource(g.source)})` : own("");
     }
     if (/ is outside every grant$/.test(d.reason)) return fmt`; it is in none of the granted paths (--allow-write ${dir} if it is a host directory you mean to share)`;
     // A worktree's pointers, by a pattern rule or an absolute one: say what to do instead.

@@ -355,7 +355,7 @@ export function program(onlyExec = false, escaped: { message?: string[] | undefi
  * state directory), so that it holds what launching and recording run too.
  */
 export async function warmUp(dir: string): Promise<void> {
-  decide({ mode: "workspace-write", sandbox: "namespaces", workspace: dir, grants: { read: [], write: [], denyRead: [], denyWrite: [], env: [] }, limits: {}, command: ["/bin/true"] }, hostFacts());
+  decide({ mode: "workspace-write", sandbox: "namespaces", workspace: dir, grants: { read: [], write: [], denyRead: [], denyWrite: [], noLinks: [], env: [] }, limits: {}, command: ["/bin/true"] }, hostFacts());
   // And what composes a run's grants from a config and presets (their TOML, the checks, the expansions).
   const config = join(dir, "xdg-config", "vak");
   mkdirSync(config, { recursive: true });

@@ -59,7 +59,7 @@ export async function mcpServe(command: string[], opts: McpOptions): Promise<num
   const secrets = await envSecrets(opts.secret ?? []);
   if (secrets.some((x) => x.hosts))
     throw new VakError("unsupported", "--secret NAME=REF@HOST: vak mcp gives secrets to the server's environment only; drop the @HOST");
-  const grants: Grants = { read: opts.allowRead ?? [], write: opts.allowWrite ?? [], denyRead: opts.denyRead ?? [], denyWrite: opts.denyWrite ?? [], env: opts.allowEnv ?? [] };
+  const grants: Grants = { read: opts.allowRead ?? [], write: opts.allowWrite ?? [], denyRead: opts.denyRead ?? [], denyWrite: opts.denyWrite ?? [], noLinks: [], env: opts.allowEnv ?? [] };
   let net: NetGrants | undefined;
   if (opts.allowNet?.length || opts.denyNet?.length) {
     const { parseNetGrants, RuleError } = await import("../policy/net-grants.js");

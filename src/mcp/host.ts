@@ -170,7 +170,7 @@ export function serverPlan(name: string, def: McpServerDef, workspace: string, h
   const plan = decide(
     {
       mode: def.mode, sandbox: "namespaces", workspace, command: def.command, net,
-      grants: { read: def.read, write: def.write, denyRead: def.deny_read, denyWrite: def.deny_write, env: def.env },
+      grants: { read: def.read, write: def.write, denyRead: def.deny_read, denyWrite: def.deny_write, noLinks: [], env: def.env },
       limits: { ...(def.max_procs ? { maxProcs: def.max_procs } : {}), ...(def.max_memory ? { maxMemoryBytes: def.max_memory } : {}) },
     },
     host,

@@ -290,7 +290,9 @@ function add(c: Composition, key: ListKey, g: Granted, input: ComposeInput, proj
     return;
   }
   if (STATE.includes(key)) {
+    // Writable, and kept under its own key too: a host tool's state, where the sandbox makes no link (decide()'s noLinks).
     push(c, "allow_write", { ...g });
+    push(c, key, { ...g });
     return;
   }
   push(c, key, g);

@@ -33,6 +33,8 @@ export const GrantsSchema = z
     write: z.array(z.string()).default([]),
     denyRead: z.array(z.string()).default([]),
     denyWrite: z.array(z.string()).default([]),
+    /** A host tool's state (a profile's state_dirs and state_files): writable, but no link, FIFO, socket or device made there (native/guard_links.c). */
+    noLinks: z.array(z.string()).default([]),
     env: z.array(EnvNameSchema).default([]),
   })
   .strict();

@@ -35,8 +35,12 @@ export type MountOp =
   | { kind: "file"; path: string; content: string; why: string };
 
 export interface ProtectRule {
-  /** abs: an absolute path, never changed; noread: also never read (a --deny-read path the view masks: native/guard_noread.c). */
-  kind: "tree" | "file" | "abs" | "noread";
+  /**
+   * abs: an absolute path, never changed; noread: also never read (a --deny-read path the view masks:
+   * native/guard_noread.c); nolinks: a host tool's state, where only regular files and directories are made
+   * (native/guard_links.c).
+   */
+  kind: "tree" | "file" | "abs" | "noread" | "nolinks";
   pattern: string;
 }
 
@@ -95,7 +99,7 @@ export interface LaunchPlan {
   /** Applied when limits.maxProcs is unset, and only where the host can hold it. */
   defaultMaxProcs: number;
   /** Canonical grants, for reports and `vak doctor`. */
-  grants: { read: string[]; write: string[]; denyRead: string[]; denyWrite: string[]; env: string[] };
+  grants: { read: string[]; write: string[]; denyRead: string[]; denyWrite: string[]; noLinks: string[]; env: string[] };
   network: Network;
   /** Directories of the host's PATH left out of the sandbox's PATH, because the sandbox cannot see them. */
   pathDropped: string[];
@@ -130,12 +134,13 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
   const write = g.write.map((p) => canonicalGrant(p, workspace, "--allow-write"));
   const denyRead = g.denyRead.map((p) => canonicalMaybe(p, workspace, "--deny-read"));
   const denyWrite = g.denyWrite.map((p) => canonicalMaybe(p, workspace, "--deny-write"));
+  const noLinks = g.noLinks.map((p) => canonicalMaybe(p, workspace, "state_dirs"));
 
   if (input.mode === "full-access") {
     return {
       mode: input.mode, sandbox: "none", workspace, cwd, command: [...input.command], mounts: [], protect: [],
       env: { ...host.env } as Record<string, string>, limits: input.limits, defaultMaxProcs: 0,
-      grants: { read, write, denyRead, denyWrite, env: [...g.env] }, network: { kind: "none" }, held: [], pathDropped: [],
+      grants: { read, write, denyRead, denyWrite, noLinks, env: [...g.env] }, network: { kind: "none" }, held: [], pathDropped: [],
     };
   }
   if (input.sandbox === "none") throw new VakError("internal", "a restricted mode needs a sandbox");
@@ -237,6 +242,11 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
     if (!reduced && !access.has(h.path) && h.why === OWN_INSTALL && isPlainDir(h.path)) mounts.push({ kind: "ro", path: h.path, why: OWN_INSTALL });
   }
 
+  // A host tool's state: the tool on the host later writes there and follows what it finds, so the sandbox makes
+  // only regular files and directories there (native/guard_links.c). Only where something is writable.
+  const stateRoots = noLinks.filter((p) => writable.some((w) => isWithin(p, w) || isWithin(w, p)));
+  for (const p of stateRoots) protect.push({ kind: "nolinks", pattern: p });
+
   if (protect.length + host.stateDirs.length + denyRead.length + denyWrite.length > MAX_PROTECT_RULES)
     throw new VakError("unsupported", `the writable grants reach ${held.length} paths Vak must hold read-only (links to protected files, git configuration, Vak's own files), more than the sandbox can carry (${MAX_PROTECT_RULES} rules); grant narrower writable paths`);
 
@@ -281,7 +291,7 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
     grants: {
       read: [...access].filter(([, a]) => a === "ro").map(([p]) => p),
       write: [...access].filter(([, a]) => a === "rw").map(([p]) => p),
-      denyRead, denyWrite, env: [...g.env],
+      denyRead, denyWrite, noLinks: stateRoots, env: [...g.env],
     },
     network,
     held: [...held, ...links],

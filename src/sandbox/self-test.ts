@@ -27,7 +27,7 @@ export function installCheck(): { ok: boolean; line: string; root: string; held:
     return { ok: true, root: install.packageRoot, held: all.length, line: `${install.packageRoot} is outside this workspace; any grant that reaches it holds it read-only (${all.length} paths: the package, the modules it loads, its launchers, Node)` };
   let held: Set<string>;
   try {
-    const plan = decide({ mode: "workspace-write", sandbox: "namespaces", workspace: cwd, grants: { read: [], write: [], denyRead: [], denyWrite: [], env: [] }, limits: {}, command: ["/bin/true"] }, host);
+    const plan = decide({ mode: "workspace-write", sandbox: "namespaces", workspace: cwd, grants: { read: [], write: [], denyRead: [], denyWrite: [], noLinks: [], env: [] }, limits: {}, command: ["/bin/true"] }, host);
     held = new Set(plan.protect.filter((r) => r.kind === "abs" || r.kind === "noread").map((r) => r.pattern));
   } catch (e) {
     return { ok: false, root: install.packageRoot, held: 0, line: `cannot plan a sandbox for this directory: ${e instanceof Error ? e.message : String(e)}` };
@@ -51,7 +51,7 @@ export async function smokeTest(sandbox: "namespaces" | "reduced"): Promise<stri
   try {
     if (sandbox === "reduced") mkdirSync(scratch.home, { recursive: true });
     const plan = decide(
-      { mode: "workspace-write", sandbox, workspace: ws, grants: { read: [], write: [], denyRead: [], denyWrite: [], env: [] }, limits: { timeoutMs: 10_000 }, command: ["/bin/sh", "-c", "echo ok > probe && cat probe"], scratch },
+      { mode: "workspace-write", sandbox, workspace: ws, grants: { read: [], write: [], denyRead: [], denyWrite: [], noLinks: [], env: [] }, limits: { timeoutMs: 10_000 }, command: ["/bin/sh", "-c", "echo ok > probe && cat probe"], scratch },
       hostFacts(),
     );
     const sb = launch(plan, ["ignore", "pipe", "pipe"]);

@@ -110,6 +110,8 @@ export interface ComponentPlan {
   write: string[];
   denyRead: string[];
   denyWrite: string[];
+  /** Its profiles' state_dirs and state_files (among write): a host tool's state, where no link is made. */
+  noLinks: string[];
   env: string[];
   net?: NetGrants | undefined;
   netText: string[];
@@ -213,7 +215,8 @@ export function checkSpec(
   const components: ComponentPlan[] = [];
   for (const [name, raw] of Object.entries(spec.tools)) {
     const at = (...p: (string | number)[]) => ["tools", name, ...p];
-    const c = raw.profiles.length ? withProfiles(raw, workspace, (m) => fail(where, at("profiles"), m)) : raw;
+    const withP = raw.profiles.length ? withProfiles(raw, workspace, (m) => fail(where, at("profiles"), m)) : { spec: raw, state: [] };
+    const c = withP.spec;
     if ([c.builtin, c.command, c.mcp].filter((x) => x !== undefined).length !== 1)
       fail(where, at(), "give exactly one of builtin (a list of built-in tools), command (an external command) or mcp (an MCP server's command)");
     if (c.mcp && c.secrets.some((s) => "header" in s)) fail(where, at("secrets"), "an MCP server gets its secrets in its environment; the header form is for command components");
@@ -307,6 +310,7 @@ export function checkSpec(
       read, write,
       denyRead: paths(c.deny_read, "deny_read", false),
       denyWrite: paths(c.deny_write, "deny_write", false),
+      noLinks: paths(withP.state, "profiles", false),
       env: c.env,
       net, netText: c.net, denyNetText: c.deny_net,
       secrets,
@@ -345,7 +349,7 @@ type ComponentSpec = z.infer<typeof Component>;
  * refused, and a file it shows without its credentials (allow_read_redacted,
  * a copy in vak exec's view: ~/.gitconfig of the git preset) is not granted.
  */
-function withProfiles(c: ComponentSpec, workspace: string, fail: (message: string) => never): ComponentSpec {
+function withProfiles(c: ComponentSpec, workspace: string, fail: (message: string) => never): { spec: ComponentSpec; state: string[] } {
   let comp;
   try {
     comp = compose({
@@ -364,7 +368,7 @@ function withProfiles(c: ComponentSpec, workspace: string, fail: (message: strin
   const v = (xs: { value: string }[]) => xs.map((x) => x.value);
   const secrets = v(L.secrets).map((spec) => ({ ref: spec.slice(spec.indexOf("=") + 1), env: spec.slice(0, spec.indexOf("=")) }));
   const lim = comp.limits;
-  return {
+  const spec: ComponentSpec = {
     ...c,
     read: [...c.read, ...v(L.allow_read)], write: [...c.write, ...v(L.allow_write)],
     deny_read: [...c.deny_read, ...v(L.deny_read)], deny_write: [...c.deny_write, ...v(L.deny_write)],
@@ -380,6 +384,7 @@ function withProfiles(c: ComponentSpec, workspace: string, fail: (message: strin
       ...c.limits,
     },
   };
+  return { spec, state: [...v(L.state_dirs), ...v(L.state_files)] };
 }
 
 function canonical(path: string, where: Where, at: (string | number)[], mustExist: boolean): string {

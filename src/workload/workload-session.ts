@@ -149,7 +149,7 @@ export class WorkloadSession {
         base,
         mode: "workspace-write",
         // The command's own files (command-paths.ts) are read-only grants of its sandbox, beside the component's.
-        grants: { read: [...c.read, ...c.commandPaths], write: c.write, denyRead: c.denyRead, denyWrite: c.denyWrite, env: c.env },
+        grants: { read: [...c.read, ...c.commandPaths], write: c.write, denyRead: c.denyRead, denyWrite: c.denyWrite, noLinks: c.noLinks, env: c.env },
         net: c.net,
         secrets,
         caFiles: this.opts.caFiles,

@@ -244,7 +244,7 @@ describe("protected paths via edit, write and exec", () => {
 /** A sandboxed process that plays a worker gone wrong, driven by the real WorkerProcess. */
 function rogueWorker(script: string): WorkerProcess {
   const plan = decide(
-    { mode: "workspace-write", sandbox: "namespaces", workspace: s.ws, grants: { read: [], write: [], denyRead: [], denyWrite: [], env: [] }, limits: { timeoutMs: 30_000 }, command: ["/bin/sh", "-c", script] },
+    { mode: "workspace-write", sandbox: "namespaces", workspace: s.ws, grants: { read: [], write: [], denyRead: [], denyWrite: [], noLinks: [], env: [] }, limits: { timeoutMs: 30_000 }, command: ["/bin/sh", "-c", script] },
     hostFacts(),
   );
   return new WorkerProcess(plan, 1);

@@ -36,7 +36,7 @@ describe("the container around the sandbox", () => {
   /** Runs a probe in the container vak would start for a plan, in place of the launcher: the wall alone. */
   function wallOnly(script: string): string {
     const img = engine();
-    const plan = decide({ mode: "read-only", sandbox: "container", workspace: s.ws, command: ["/bin/true"], grants: { read: [], write: [], denyRead: [], denyWrite: [], env: [] }, limits: {} }, hostFacts());
+    const plan = decide({ mode: "read-only", sandbox: "container", workspace: s.ws, command: ["/bin/true"], grants: { read: [], write: [], denyRead: [], denyWrite: [], noLinks: [], env: [] }, limits: {} }, hostFacts());
     const dir = mkdtempSync(join(tmpdir(), "vak-wall-"));
     const a = containerArgs(plan, img, { hostDir: dir, uid: process.getuid!(), gid: process.getgid!(), stdin: false, cpus: 1, memory: 1 << 30, runId: "wall" }, launcherArgs(plan, { hostDir: dir }));
     const argv = [...a.slice(0, a.indexOf(img.image) + 1), "/bin/sh", "-c", script];

@@ -31,7 +31,7 @@ let spawner: Spawner | undefined;
 
 function held(script: string, sandbox: "namespaces" | "reduced" = "namespaces"): HeldSandbox {
   const plan = decide(
-    { mode: "workspace-write", sandbox, workspace: s.ws, grants: { read: [], write: [], denyRead: [], denyWrite: [], env: [] }, limits: { timeoutMs: 30_000 }, command: ["/bin/sh", "-c", script],
+    { mode: "workspace-write", sandbox, workspace: s.ws, grants: { read: [], write: [], denyRead: [], denyWrite: [], noLinks: [], env: [] }, limits: { timeoutMs: 30_000 }, command: ["/bin/sh", "-c", script],
       scratch: sandbox === "reduced" ? { tmp: dir("tmp"), home: dir("home") } : undefined },
     hostFacts(),
   );

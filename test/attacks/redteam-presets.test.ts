@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
@@ -44,6 +44,78 @@ describe("a preset's writable state is not what the host's tool later loads", ()
     expect(existsSync(join(tmp, "ws", "memory", ".inbox"))).toBe(false);
   });
 
+  // The host's tools open the names they always open, without O_NOFOLLOW: what each writes, as it writes it.
+  // Codex 0.171 (strace): create_dir_all(sessions/YYYY/MM/DD), then open(rollout-….jsonl, O_RDWR|O_CREAT|O_APPEND).
+  const hostCodexWrites = (codexHome: string) => {
+    const now = new Date();
+    const dir = join(codexHome, "sessions", String(now.getUTCFullYear()), String(now.getUTCMonth() + 1).padStart(2, "0"), String(now.getUTCDate()).padStart(2, "0"));
+    mkdirSync(dir, { recursive: true });
+    appendFileSync(join(dir, "rollout-2026-01-01T00-00-00-0000.jsonl"), '{"type":"session_meta","payload":{"note":"the host\'s session"}}\n');
+  };
+  const victim = () => {
+    const dir = join(s.root, "victim");
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, "file"), "the host's own file\n");
+    return dir;
+  };
+  const sessions = () => join(home, ".codex", "sessions");
+
+  it("codex: a session cannot plant a symbolic link where the host's next Codex writes its session (sessions/YYYY → a directory of its choosing), nor a link moved in or a hard link", async () => {
+    const v = victim();
+    const year = String(new Date().getUTCFullYear());
+    const S = sessions();
+    const r = await vak(["--profile", "codex", "--", "sh", "-c",
+      `(ln -s ${v} ${S}/${year} 2>/dev/null && echo DIR-LINK-PLANTED || echo no-dir-link); ` +
+      `(ln -s ${v}/file ${S}/latest.jsonl 2>/dev/null && echo FILE-LINK-PLANTED || echo no-file-link); ` +
+      `(ln -s ${v} ${s.ws}/l && mv ${s.ws}/l ${S}/moved 2>/dev/null && echo LINK-MOVED-IN || echo no-moved-link); ` +
+      `(python3 -c 'import os, sys; os.rename(sys.argv[1], sys.argv[2])' ${s.ws}/l ${S}/renamed 2>/dev/null && echo LINK-RENAMED-IN || echo no-renamed-link); ` +
+      `(echo x > ${S}/own.jsonl && ln ${S}/own.jsonl ${S}/second.jsonl 2>/dev/null && echo HARD-LINK-MADE || echo no-hard-link); ` +
+      `(mkfifo ${S}/${year}.fifo 2>/dev/null && echo FIFO-MADE || echo no-fifo); ` +
+      `mkdir -p ${S}/2000/01 && echo '{}' > ${S}/2000/01/rollout.jsonl && mv ${S}/2000/01/rollout.jsonl ${S}/2000/kept.jsonl && echo sessions-kept`]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("sessions-kept");
+    for (const bad of ["DIR-LINK-PLANTED", "FILE-LINK-PLANTED", "LINK-MOVED-IN", "LINK-RENAMED-IN", "HARD-LINK-MADE", "FIFO-MADE"]) expect(r.stdout).not.toContain(bad);
+    expect(r.stderr).toMatch(/refused symlink \S+: \S+\/\.codex\/sessions is a host tool's state: only regular files and directories are made there/);
+    expect(r.stderr).toContain("state_dirs, from profile codex");
+    // Then Codex on the host writes its next session: into its own directory, never into the victim's.
+    hostCodexWrites(join(home, ".codex"));
+    expect(readdirSync(v)).toEqual(["file"]);
+    expect(readFileSync(join(v, "file"), "utf8")).toBe("the host's own file\n");
+    expect(lstatSync(join(S, year)).isDirectory()).toBe(true);
+  });
+
+  it("claude: a session cannot turn its plan file into a link that the host's Claude Code, resuming it in plan mode, writes the model's plan through", async () => {
+    // Claude Code 2.1: plans/<slug>.md, the slug kept in the session's transcript; `claude --resume ID` in plan mode writes it again.
+    const v = victim();
+    const plans = join(home, ".claude", "plans");
+    mkdirSync(plans, { recursive: true });
+    writeFileSync(join(plans, "make-a-plan-parsed-teacup.md"), "# the plan\n");
+    const r = await vak(["--profile", "claude", "--", "sh", "-c",
+      `rm ${plans}/make-a-plan-parsed-teacup.md; (ln -s ${v}/file ${plans}/make-a-plan-parsed-teacup.md 2>/dev/null && echo PLAN-LINKED || echo no-plan-link); ` +
+      `(ln -s ${v} ${home}/.claude/todos/t 2>/dev/null && echo TODO-LINKED || echo no-todo-link); echo '# mine' > ${plans}/other.md && echo plans-kept`]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("plans-kept");
+    expect(r.stdout).not.toContain("PLAN-LINKED");
+    expect(r.stdout).not.toContain("TODO-LINKED");
+    writeFileSync(join(plans, "make-a-plan-parsed-teacup.md"), "# the model's plan\n"); // the host's Claude Code, later
+    expect(readFileSync(join(v, "file"), "utf8")).toBe("the host's own file\n");
+  });
+
+  it("a profile's own state_dirs hold no links either (npm's cache, granted as the npm preset says): the host's npm would write its index where a link leads", async () => {
+    // npm 11's cacache: mkdir -p index-v5/XX/YY, then rename its new bucket there; a link at XX takes it elsewhere.
+    const v = victim();
+    const cache = join(home, ".npm", "_cacache");
+    mkdirSync(join(home, ".config", "vak"), { recursive: true });
+    writeFileSync(join(home, ".config", "vak", "config.toml"), `[profiles.npmcache]\nextends = ["npm"]\nstate_dirs = ["~/.npm/_cacache"]\n`);
+    const r = await runVak(["exec", "--profile", "npmcache", "--", "sh", "-c",
+      `mkdir -p ${cache}/index-v5 && (ln -s ${v} ${cache}/index-v5/ad 2>/dev/null && echo INDEX-LINKED || echo no-index-link); mkdir -p ${cache}/index-v5/ab && echo x > ${cache}/index-v5/ab/cd && echo cache-kept`],
+      { cwd: s.ws, env: baseEnv({ HOME: home, XDG_CONFIG_HOME: join(home, ".config") }) });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("cache-kept");
+    expect(r.stdout).not.toContain("INDEX-LINKED");
+    expect(existsSync(join(cache, "index-v5", "ad"))).toBe(false);
+  });
+
   const cargo = (() => {
     try {
       return execFileSync("sh", ["-c", "command -v cargo"], { encoding: "utf8" }).trim() || undefined;
@@ -71,4 +143,19 @@ describe("a preset's writable state is not what the host's tool later loads", ()
     // The subdirectory's sandbox could write only bin/: nothing beside it.
     expect(existsSync(join(sub, "..", "pwned"))).toBe(false);
   }, 120_000);
+
+  it("rust: a sandbox cannot plant a link in its cargo home that makes the host's Vak grant another directory writable to a later sandbox of a workspace whose cache lies inside it (repo/home/y)", async () => {
+    // Workspace repo's cargo home is .../cargo/REPO/home; repo/home/y's is .../cargo/REPO/home/y/home, inside it. A link
+    // .../cargo/REPO/home/y -> DIR made the host's Vak canonicalise y's grant to DIR/home and bind it writable.
+    const v = victim();
+    mkdirSync(join(v, "home"));
+    const sub = join(s.ws, "home", "y");
+    mkdirSync(sub, { recursive: true });
+    const planted = await runVak(["exec", "--profile", "rust", "--", "sh", "-c", `ln -s ${v} "$CARGO_HOME/y" 2>/dev/null && echo PLANTED || echo not-planted`], { cwd: s.ws, env: baseEnv({ HOME: home }) });
+    expect(planted.code, planted.stderr).toBe(0);
+    expect(planted.stdout).not.toContain("PLANTED");
+    const r = await runVak(["exec", "--profile", "rust", "--", "sh", "-c", `echo pwned > ${v}/home/escaped 2>/dev/null; true`], { cwd: sub, env: baseEnv({ HOME: home }) });
+    expect(r.code, r.stderr).toBe(0);
+    expect(existsSync(join(v, "home", "escaped"))).toBe(false);
+  });
 });

@@ -1,9 +1,11 @@
 import { createServer, type Server } from "node:net";
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { processesWith, scratch, type Scratch } from "../support/fs.js";
-import { runVak, sandboxSh } from "../support/vak.js";
+import { baseEnv, runVak, sandboxSh } from "../support/vak.js";
+
+const isLink = (p: string) => lstatSync(p, { throwIfNoEntry: false })?.isSymbolicLink() ?? false;
 
 // Every test here runs vak under a seccomp filter that makes creating a user
 // namespace fail, as on hosts that forbid it. Nothing machine-wide changes.
@@ -63,6 +65,20 @@ except OSError as e: print('refused', e.errno)
     expect(existsSync(join(s.ws, ".envrc"))).toBe(false);
     expect(r.stdout).toContain("refused 13");
     expect(hits).toEqual([]);
+  });
+
+  it("reduced mode: a directory holding a link, renamed from the workspace into a host tool's state directory, does not arrive (no mounts there to answer EXDEV: the guard does)", async () => {
+    const home = join(s.root, "home-links");
+    mkdirSync(join(home, ".config", "vak"), { recursive: true });
+    mkdirSync(join(home, "state"));
+    writeFileSync(join(home, ".config", "vak", "config.toml"), `[profiles.tool]\nstate_dirs = ["~/state"]\n`);
+    const r = await runVak(["exec", "--sandbox", "reduced", "--profile", "tool", "--", "sh", "-c",
+      `mkdir -p carrier && ln -s ${s.outside} carrier/2026 && python3 -c 'import os; os.rename("carrier", "${home}/state/carrier")' 2>&1 | tail -1; ` +
+      `mv carrier ${home}/state/moved 2>/dev/null; ln -s ${s.outside} ${home}/state/direct 2>/dev/null; true`],
+      { cwd: s.ws, wrapper, env: baseEnv({ HOME: home, XDG_CONFIG_HOME: join(home, ".config") }) });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("Invalid cross-device link");
+    for (const p of ["carrier/2026", "moved/2026", "direct"]) expect(existsSync(join(home, "state", p)) || isLink(join(home, "state", p)), p).toBe(false);
   });
 
   it("reduced mode hides host processes' /proc and has no network", async () => {

@@ -27,7 +27,7 @@ const host = (): HostFacts => ({
   stateDirs: [state], nodePrefix: "/usr",
 });
 
-const grants = (g: Partial<Grants> = {}): Grants => ({ read: [], write: [], denyRead: [], denyWrite: [], env: [], ...g });
+const grants = (g: Partial<Grants> = {}): Grants => ({ read: [], write: [], denyRead: [], denyWrite: [], noLinks: [], env: [], ...g });
 const plan = (over: Partial<PlanInput> = {}): LaunchPlan =>
   decide({ mode: "workspace-write", sandbox: "namespaces", workspace: s.ws, grants: grants(), limits: {}, command: ["true"], ...over }, host());
 const mountOf = (p: LaunchPlan, path: string) => p.mounts.filter((m) => m.path === path).map((m) => m.kind);
@@ -67,6 +67,19 @@ describe("grants and deny rules (deny beats allow)", () => {
     const p = plan({ grants: grants({ denyWrite: ["later/file"] }) });
     expect(p.protect).toContainEqual({ kind: "abs", pattern: join(s.ws, "later/file") });
     expect(mountOf(p, join(s.ws, "later/file"))).toEqual([]);
+  });
+
+  it("a host tool's state (a profile's state_dirs) reaches the guard as a nolinks rule, only where something is writable", () => {
+    const state = join(s.outside, "state");
+    mkdirSync(state, { recursive: true });
+    const p = plan({ grants: grants({ write: [state], noLinks: [state] }) });
+    expect(p.protect).toContainEqual({ kind: "nolinks", pattern: state });
+    expect(p.grants.noLinks).toEqual([state]);
+    expect(mountOf(p, state)).toEqual(["rw"]);
+    // Read-only, or not granted at all: nothing to hold.
+    expect(plan({ grants: grants({ read: [state], noLinks: [state] }) }).protect.some((r) => r.kind === "nolinks")).toBe(false);
+    // The workspace keeps its links.
+    expect(plan().protect.some((r) => r.kind === "nolinks")).toBe(false);
   });
 
   it("a deny rule above a grant drops the grant entirely", () => {

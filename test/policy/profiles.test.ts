@@ -137,6 +137,17 @@ describe("composing a run's grants", () => {
     expect(c.skipped.map((s) => s.why)).toEqual(["does not exist", "UNSET_VAR is not set"]);
     expect(c.create).toEqual([{ path: join(dir, "state/new"), kind: "dir" }]);
     expect(c.lists.allow_write.map((g) => g.value)).toEqual([join(dir, "state/new")]);
+    // Kept as state too: a host tool's state, where the sandbox makes no link (decide()'s noLinks).
+    expect(c.lists.state_dirs.map((g) => g.value)).toEqual([join(dir, "state/new")]);
+  });
+
+  it("an untrusted repository config's state directories are ignored and said: they grant writes", () => {
+    const repo = join(dir, "repo");
+    const file = parseProfilesFile(join(repo, ".vak/config.toml"), `[exec]\nstate_dirs = ["~/state/new"]\n`, "project");
+    const c = compose(input({ project: { file, root: repo, trusted: false } }));
+    expect(c.lists.state_dirs).toEqual([]);
+    expect(c.lists.allow_write).toEqual([]);
+    expect(c.ignored.join("\n")).toMatch(/line 2: state_dirs/);
   });
 
   it("a variable pattern passes what the host has, but not what looks like a credential", () => {

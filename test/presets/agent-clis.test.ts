@@ -1,4 +1,5 @@
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentFake, PONG, type AgentFake } from "../support/agent-fakes.js";
@@ -22,6 +23,27 @@ const KEY = "test-key-0123456789abcdef";
 // The model asks the CLI's own shell tool to run this: it must run (the CLI's nested sandbox is off and
 // Vak's holds it), write in the workspace, and fail to change the CLI's configuration on the host.
 const COMMAND = (config: string) => `echo made-by-the-agent > agent-was-here.txt; (echo '# tampered' >> "${config}") 2>/dev/null && echo CONFIG-CHANGED || echo config-is-read-only`;
+
+/** Whether this process may make a network namespace (root), to run a CLI on the host with nothing reachable. */
+const netnsOfOwn = spawnSync("unshare", ["--net", "--", "true"]).status === 0;
+
+/** Session files under dir (Codex's rollouts), links not followed. */
+const rollouts = (dir: string): string[] =>
+  existsSync(dir) ? readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile() && e.name.endsWith(".jsonl")).map((e) => join(e.parentPath, e.name)) : [];
+
+/** Runs the host's own codex, unsandboxed, in a new network namespace (only its own loopback), until done() or 60 s. */
+async function hostCodex(args: string[], env: Record<string, string>, done: () => boolean): Promise<void> {
+  const child = spawn("unshare", ["--net", "--", bin("codex"), ...args], { detached: true, stdio: "ignore", env: baseEnv(env) });
+  const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
+  for (let i = 0; i < 300 && child.exitCode === null && !done(); i++) await new Promise((r) => setTimeout(r, 200));
+  // Its own process group: the npm wrapper and the native binary it started, and nothing else.
+  try {
+    process.kill(-child.pid!, "SIGKILL");
+  } catch {
+    // gone already
+  }
+  await exited;
+}
 
 describe.skipIf(!installed("codex") || !installed("claude"))(`the agent CLI presets, with the real CLIs (from ${WHERE})`, () => {
   let s: Scratch;
@@ -61,6 +83,29 @@ describe.skipIf(!installed("codex") || !installed("claude"))(`the agent CLI pres
     // Telemetry, update checks and plugins off: nothing tried a host outside the grants.
     expect(r.stderr).not.toMatch(/refused CONNECT/);
     await fake.close();
+  }, 180_000);
+
+  it.skipIf(!netnsOfOwn)("codex: a session cannot leave a link in ~/.codex/sessions through which the host's next Codex writes its session where the session chose", async () => {
+    // Codex 0.171 on the host: create_dir_all(sessions/YYYY/MM/DD), then its rollout opened O_RDWR|O_CREAT|O_APPEND.
+    const victim = join(s.root, "victim");
+    mkdirSync(victim);
+    // The session's own rollout is in today's directory already: it moves that aside and leaves a link in its place.
+    fake = await agentFake({ command: `d=${home}/.codex/sessions/$(date +%Y/%m/%d); mv $d $d.kept; ln -s ${victim} $d && echo LINK-PLANTED || echo no-link` });
+    const r = await vak(
+      ["--profile", "codex", "--secret", "CODEX_API_KEY=env:CODEX_API_KEY", "--", bin("codex"), "exec", "--skip-git-repo-check", "-c", `openai_base_url="${fake.url}/v1"`, "plant it"],
+      { CODEX_API_KEY: KEY },
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.stringify(fake.seen.map((x) => x.body.input))).toContain("no-link");
+    await fake.close();
+    // Later, the user's own Codex on the host: in a network namespace of its own (nothing can leave), its provider
+    // unreachable. It writes its session before it asks the provider; it is stopped once it has.
+    const sessions = join(home, ".codex", "sessions");
+    const before = rollouts(sessions).length;
+    await hostCodex(["exec", "--skip-git-repo-check", "-c", 'openai_base_url="http://127.0.0.1:9/v1"', "hello"], { HOME: home, CODEX_API_KEY: KEY },
+      () => rollouts(sessions).length > before || readdirSync(victim).length > 0);
+    expect(readdirSync(victim)).toEqual([]);
+    expect(rollouts(sessions).length).toBe(before + 1);
   }, 180_000);
 
   it("claude: runs a command for the model, its settings read-only, its ~/.claude.json a copy without credentials", async () => {

@@ -27,7 +27,7 @@ function plan(extra: { net?: string[]; maxProcs?: number; maxMemory?: number; wr
   const host: HostFacts = { home: "/nonexistent-home", uid: 1000, gid: 1000, user: "u", shell: "/bin/sh", env: { PATH: "/usr/bin:/bin" }, stateDirs: ["/nonexistent-state/vak"], nodePrefix: "/usr" };
   const p = decide({
     mode: "workspace-write", sandbox: "container", workspace: s.ws, command: ["/bin/true"],
-    grants: { read: [s.outside], write: extra.write ?? [], denyRead: [], denyWrite: [], env: [] },
+    grants: { read: [s.outside], write: extra.write ?? [], denyRead: [], denyWrite: [], noLinks: [], env: [] },
     limits: { ...(extra.maxProcs ? { maxProcs: extra.maxProcs } : {}), ...(extra.maxMemory ? { maxMemoryBytes: extra.maxMemory } : {}) },
     net: extra.net ? parseNetGrants(extra.net, []) : undefined,
   }, host);
