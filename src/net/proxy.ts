@@ -198,8 +198,9 @@ export class ProxyConnection implements Connection {
         path = ep.path;
       } else if (origin) {
         target = { host: origin.host, port: origin.port };
+        // A target not in origin form is recorded as sent, not glued to the tunnel's origin.
+        if (!head.target.startsWith("/")) return this.refuse(method, head.target, 400, "not-origin-form", "inside an HTTPS tunnel a request names a path on the tunnel's host");
         asked = `https://${hostText(origin.host)}${origin.port === 443 ? "" : `:${origin.port}`}${head.target}`;
-        if (!head.target.startsWith("/")) return this.refuse(method, asked, 400, "not-origin-form", "inside an HTTPS tunnel a request names a path on the tunnel's host");
         path = head.target;
       } else {
         const m = /^http:\/\/([^/?#]*)([^#]*)/i.exec(asked);
