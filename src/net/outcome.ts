@@ -42,13 +42,21 @@ export class TransferError extends Error {
 /** OpenSSL's codes for a certificate that does not verify. */
 const CERT_CODES = /^(UNABLE_TO_|SELF_SIGNED|DEPTH_ZERO|CERT_|ERR_TLS_CERT_ALTNAME|HOSTNAME_MISMATCH|INVALID_CA|PATH_LENGTH|INVALID_PURPOSE)/;
 
+/** What a user can do about a certificate that does not verify: trusting a CA helps only where the issuer is unknown. */
+function certHint(code: string): string {
+  if (/^(ERR_TLS_CERT_ALTNAME|HOSTNAME_MISMATCH)/.test(code))
+    return "Its certificate is for other names: this is not the server asked for (a wrong address, something in the way, or the server's mistake), and trusting another CA would not change that";
+  if (/^CERT_(HAS_EXPIRED|NOT_YET_VALID)/.test(code)) return "Its certificate is outside its validity period (or this machine's clock is wrong); trusting another CA would not change that";
+  return "If your own CA signs it, trust that CA with --ca-file PATH or [egress] ca_files";
+}
+
 /** How an error ended an allowed request, for the record. */
 export function outcomeOf(e: unknown): string {
   if (e instanceof UpstreamClosedError) return `upstream failed: ${e.message}`;
   if (e instanceof ClosedError) return "the client connection closed";
   const code = (e as NodeJS.ErrnoException)?.code;
   if (code && CERT_CODES.test(code))
-    return `refused: the upstream's certificate does not verify (${code}: ${(e as Error).message}); the gate sends nothing to a server it cannot verify. If your own CA signs it, trust that CA with --ca-file PATH or [egress] ca_files`;
+    return `refused: the upstream's certificate does not verify (${code}: ${(e as Error).message}); the gate sends nothing to a server it cannot verify. ${certHint(code)}`;
   if (e instanceof RecordError) return `not sent: ${e.message}`;
   if (e instanceof LimitError) return `stopped: ${e.message}`;
   if (e instanceof HttpError) return e.code === "bad-response" ? `upstream failed: ${e.message}` : `bad request body: ${e.message}`;

@@ -1,4 +1,4 @@
-import { type Host, hostText } from "../policy/address.js";
+import { classify, type Host, hostText } from "../policy/address.js";
 import type { HeaderList } from "./http1.js";
 
 /**
@@ -6,8 +6,8 @@ import type { HeaderList } from "./http1.js";
  * placeholder with its value in request header values (where credentials go:
  * `Authorization: Bearer …`, `x-api-key: …`), for requests to the secret's own
  * hosts, after the destination and method checks; never in the URL or the
- * body, and never for another host, where the placeholder goes out as it is
- * (and the record says so). A request that merely mentions a placeholder is
+ * body, never for another host, and never in clear text across a network
+ * (`carries`): there the placeholder goes out as it is (and the record says so). A request that merely mentions a placeholder is
  * not refused: that would break clients for nothing, since a placeholder is
  * worth nothing without the gate.
  */
@@ -26,6 +26,26 @@ export function forHost(hosts: readonly string[], host: Host, port: number): boo
   return hosts.some((x) => x.toLowerCase() === h || x.toLowerCase() === `${h}:${port}`);
 }
 
+/** How a request leaves the gate: over TLS it verifies (terminated, an https endpoint) or not, and to which address. */
+export interface Channel {
+  tls: boolean;
+  address: string;
+}
+
+/**
+ * Whether a secret for these hosts may go into a request to this destination: over TLS the gate verifies, at
+ * any port the grants allow; in clear text (plain HTTP) only to a loopback address, where nothing crosses a
+ * network, or to a host:port the secret names exactly. Otherwise a command could send its placeholder to
+ * http://api.example.com/ (a host grant covers port 80) and have the gate put the key on the wire, for anyone
+ * on the path, or anyone who answers for the name, to read.
+ */
+export function carries(hosts: readonly string[], host: Host, port: number, via: Channel): boolean {
+  if (!forHost(hosts, host, port)) return false;
+  if (via.tls || classify(via.address) === "loopback") return true;
+  const exact = `${hostText(host)}:${port}`.toLowerCase();
+  return hosts.some((x) => x.toLowerCase() === exact);
+}
+
 /** A value the gate may put in a header: no control characters (they would split the head), and bounded. */
 export function headerSafe(value: string): boolean {
   return value.length > 0 && value.length <= 8192 && /^[\x20-\x7e\x80-\xff\t]*$/.test(value) && !/^[ \t]|[ \t]$/.test(value);
@@ -39,8 +59,8 @@ export interface Substituted {
   withheld: string[];
 }
 
-/** Replaces placeholders in header values for this destination; the URL target is only looked at, for the record. */
-export function substitute(headers: HeaderList, target: string, secrets: readonly PlaceholderSecret[], host: Host, port: number): Substituted {
+/** Replaces placeholders in header values for this destination (where `carries` allows); the URL target is only looked at, for the record. */
+export function substitute(headers: HeaderList, target: string, secrets: readonly PlaceholderSecret[], host: Host, port: number, via: Channel): Substituted {
   if (secrets.length === 0) return { headers, used: [], withheld: [] };
   const used = new Set<string>();
   const withheld = new Set<string>();
@@ -48,7 +68,7 @@ export function substitute(headers: HeaderList, target: string, secrets: readonl
     let v = value;
     for (const s of secrets) {
       if (!v.includes(s.placeholder)) continue;
-      if (forHost(s.hosts, host, port)) {
+      if (carries(s.hosts, host, port, via)) {
         v = v.split(s.placeholder).join(s.value);
         used.add(s.ref);
       } else withheld.add(s.ref);

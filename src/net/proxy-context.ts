@@ -34,7 +34,7 @@ export interface ProxyContext {
   /** Whether a grant for this destination names a path: its requests are then checked, and sent, on their canonical path. */
   pathRules(host: Host, port: number): boolean;
   /** The secret headers this worker's grant puts on requests to this destination. */
-  secretHeaders(host: Host, port: number): readonly { ref: string; header: string; value: string; placeholder?: string | undefined }[];
+  secretHeaders(host: Host, port: number): readonly { ref: string; header: string; value: string; placeholder?: string | undefined; hosts: readonly string[] }[];
   /** Secrets the command holds as placeholders; the gate puts their values in headers for their hosts. */
   placeholders: readonly PlaceholderSecret[];
   /** Provider endpoints on the relay's own address. */

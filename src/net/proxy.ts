@@ -5,7 +5,7 @@ import {
   connectionTokens, type Framing, type HeaderList, headerValues, HOP_BY_HOP, HttpError, parseRequestHead,
   type RequestHead, requestFraming, responseHead, transferEncoding,
 } from "./http1.js";
-import { substitute } from "./placeholders.js";
+import { carries, substitute } from "./placeholders.js";
 import { type Injected, searchable, WITHHELD } from "./reflected.js";
 import { ClosedError, SocketReader } from "./reader.js";
 import { LimitError, outcomeOf, RecordError, TransferError } from "./outcome.js";
@@ -198,8 +198,9 @@ export class ProxyConnection implements Connection {
         path = ep.path;
       } else if (origin) {
         target = { host: origin.host, port: origin.port };
+        // A target not in origin form is recorded as sent, not glued to the tunnel's origin.
+        if (!head.target.startsWith("/")) return this.refuse(method, head.target, 400, "not-origin-form", "inside an HTTPS tunnel a request names a path on the tunnel's host");
         asked = `https://${hostText(origin.host)}${origin.port === 443 ? "" : `:${origin.port}`}${head.target}`;
-        if (!head.target.startsWith("/")) return this.refuse(method, asked, 400, "not-origin-form", "inside an HTTPS tunnel a request names a path on the tunnel's host");
         path = head.target;
       } else {
         const m = /^http:\/\/([^/?#]*)([^#]*)/i.exec(asked);
@@ -240,8 +241,11 @@ export class ProxyConnection implements Connection {
     // The Host sent is the canonical form of the one checked; framing is the gate's own, never the client's.
     const headers: HeaderList = [["Host", target.port === defaultPort ? hostText(target.host) : c.canonical]];
     const listed = connectionTokens(head.headers);
-    // A secret header for this destination replaces whatever the client put there (its placeholder).
-    const secrets = this.ctx.secretHeaders(target.host, target.port);
+    // A secret header for this destination replaces whatever the client put there (its placeholder); in clear
+    // text across a network, neither it nor a placeholder's value goes (placeholders.ts, carries).
+    const via = { tls: overTls, address: c.address };
+    const forTarget = this.ctx.secretHeaders(target.host, target.port);
+    const secrets = forTarget.filter((x) => carries(x.hosts, target.host, target.port, via));
     const replaced = new Set(secrets.map((x) => x.header.toLowerCase()));
     const kept: HeaderList = [];
     for (const [name, value] of head.headers) {
@@ -250,7 +254,8 @@ export class ProxyConnection implements Connection {
       kept.push([name, value]);
     }
     // Placeholders become values in header values for their own hosts only, after every check above.
-    const sub = substitute(kept, head.target, this.ctx.placeholders, target.host, target.port);
+    const sub = substitute(kept, head.target, this.ctx.placeholders, target.host, target.port, via);
+    const withheld = [...new Set([...sub.withheld, ...forTarget.filter((x) => !secrets.includes(x)).map((x) => x.ref)])];
     // The one place that decides how the answer is relayed: a request the gate put a secret into has its
     // answer searched for the value (reflected.ts), whole and unencoded; any other is passed on as it comes.
     const injected: Injected[] = [
@@ -267,7 +272,7 @@ export class ProxyConnection implements Connection {
       method, asked, canonical: c.canonical, resolved: c.resolved, address: c.address, decision: "allowed" as const, reason: `granted by ${c.rule}`,
       ...(origin ? { tls: "terminated" as const } : {}),
       ...(refs.length ? { secrets: refs } : {}),
-      ...(sub.withheld.length ? { withheld: sub.withheld } : {}),
+      ...(withheld.length ? { withheld } : {}),
       ...(upgrade ? { upgrade: "websocket" } : {}),
       ...(ep ? { endpoint: ep.endpoint.variable } : {}),
     };
@@ -281,7 +286,7 @@ export class ProxyConnection implements Connection {
       const key = UpstreamPool.key(c.address, target.port, headers[0]![1], c.rule);
       const plain = { method, path, version: head.version, headers, body: framing, expectContinue, clientClose: listed.has("close"), address: c.address, port: target.port, key, reflect };
       // Only a decision that carries nothing of its own: a secret or a placeholder put into the request, an endpoint, is waited for each time.
-      const decision = refs.length || sub.withheld.length || ep ? undefined : JSON.stringify([method, c.canonical, c.address, target.port, c.rule]);
+      const decision = refs.length || withheld.length || ep ? undefined : JSON.stringify([method, c.canonical, c.address, target.port, c.rule]);
       return this.plain(plain, allowed, decision);
     }
     if (this.tls && !upgrade) return this.tls.send({ method, path, version: head.version, headers, body: framing, expectContinue, clientClose: listed.has("close"), reflect }, allowed);

@@ -83,6 +83,13 @@ function withDeadline<T>(p: Promise<T>, ms: number, onTimeout: () => void, what:
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
+/** Why a client's handshake failed, in words it can act on: an h2-only client by name, OpenSSL's text without its trailing newline. */
+function handshakeFailure(e: Error & { code?: string }): string {
+  if (e.code === "ERR_SSL_NO_APPLICATION_PROTOCOL")
+    return "the client offered only protocols the gate does not speak here (HTTP/2, ALPN h2): where a grant is checked on each request, the gate reads HTTP/1.1 and 1.0 only; let the client use HTTP/1.1 (curl --http1.1)";
+  return `the TLS handshake with the client failed: ${e.message.trim()}`;
+}
+
 /** onHandshake: called once the client's first bytes are a TLS handshake, before the gate answers it. */
 export async function terminate(client: Socket, reader: SocketReader, target: Host, context: (host: Host) => Promise<SecureContext>, headerMs: number, onHandshake?: () => void): Promise<TLSSocket> {
   // The leaf is minted (or taken from the cache) while the client sends its ClientHello.
@@ -133,7 +140,7 @@ export async function terminate(client: Socket, reader: SocketReader, target: Ho
         reject(
           mismatch !== undefined
             ? new TerminateError("sni-mismatch", `the TLS handshake asked for ${mismatch.slice(0, 200)}, not the CONNECT target ${hostText(target)}`)
-            : new TerminateError("handshake", `the TLS handshake with the client failed: ${(e as Error).message}`),
+            : new TerminateError("handshake", handshakeFailure(e as Error & { code?: string })),
         ),
       );
       secure.once("close", () => reject(new TerminateError("handshake", "the client closed the tunnel during the TLS handshake")));
