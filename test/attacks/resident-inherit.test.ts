@@ -3,6 +3,7 @@ import { readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";
 import { VAK_BIN } from "../support/paths.js";
 import { CLIENT, residentHosts, until, type Host } from "../support/resident.js";
+import { httpsUpstream, testCa } from "../support/tls.js";
 import { baseEnv } from "../support/vak.js";
 
 /**
@@ -91,6 +92,26 @@ describe("a command through the resident host inherits what it would in-process"
       await until("the sandbox to be gone", () => running(tag).length === 0, 5000);
     } finally {
       for (const p of running(tag)) process.kill(p, "SIGKILL");
+    }
+  });
+
+  it("the gate verifies every upstream whatever NODE_TLS_REJECT_UNAUTHORIZED=0 is in: the host's own environment (the client that started it) or an in-process vak's; a gate-held secret never goes to a server whose certificate does not verify", async () => {
+    const untrusted = await testCa("Not trusted by the run");
+    const up = await httpsUpstream(untrusted, ["127.0.0.1"]);
+    try {
+      const ws = resident.workspace();
+      const value = `sk-unverified-${process.pid}-value`;
+      const args = ["exec", "--allow-net", `127.0.0.1:${up.port}`, "--secret", "TOKEN=env:THE_KEY@127.0.0.1", "--", "/bin/sh", "-c", `curl -s -H "Authorization: Bearer $TOKEN" https://127.0.0.1:${up.port}/keyed`];
+      // The host as the first command after an idle exit starts it: with that client's whole environment.
+      const h = await resident.start({ env: { NODE_TLS_REJECT_UNAUTHORIZED: "0" } });
+      const served = await run(h, `THE_KEY=${value} exec "$@"`, args, ws);
+      // The gate's answer to curl: it refused, and why.
+      expect(served.stdout, served.stderr).toContain("the upstream's certificate does not verify");
+      const inProcess = await run(undefined, `THE_KEY=${value} NODE_TLS_REJECT_UNAUTHORIZED=0 exec "$@"`, args, ws);
+      expect(inProcess.stdout, inProcess.stderr).toContain("the upstream's certificate does not verify");
+      expect(up.requests).toEqual([]);
+    } finally {
+      await up.close();
     }
   });
 });
