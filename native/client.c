@@ -222,7 +222,21 @@ static int refusal(int s, char *line, size_t size) {
   return strncmp(line, "refused ", 8) == 0;
 }
 
+/**
+ * A closed fd 0, 1 or 2 becomes /dev/null, as Node makes it when vak runs in-process: else the host's socket
+ * (or the cwd's descriptor) would take that number, and the host would be handed it as the command's stdio (a
+ * command holding a connection to the host, reading its replies, or writing "signal N" lines to it).
+ */
+static void stdio_open(void) {
+  for (int fd = 0; fd < 3; fd++) {
+    if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    int null = open("/dev/null", O_RDWR); /* the lowest free number: fd, those below it are open */
+    if (null != fd) die("cannot open /dev/null for a closed standard descriptor (%s)", null < 0 ? strerror(errno) : "it got another number");
+  }
+}
+
 int main(int argc, char **argv) {
+  stdio_open();
   const char *mode = getenv("VAK_RESIDENT");
   int off = mode && strcmp(mode, "off") == 0;
   only = mode && strcmp(mode, "only") == 0;

@@ -59,7 +59,8 @@ const BODY_HEADERS = new Set(["content-type", "content-language"]);
 
 function defaultConnect(address: string, port: number, tls: { servername?: string } | undefined): Socket {
   if (!tls) return netConnect({ host: address, port });
-  return tlsConnect({ host: address, port, servername: tls.servername, ALPNProtocols: ["http/1.1"] });
+  // Verified whatever NODE_TLS_REJECT_UNAUTHORIZED is in this process's environment (upstreamTls in node-forward.ts).
+  return tlsConnect({ host: address, port, servername: tls.servername, rejectUnauthorized: true, ALPNProtocols: ["http/1.1"] });
 }
 
 /** Splits a URL into scheme, canonical host, port and the rest, refusing what our parser and a client's could disagree on. */

@@ -183,12 +183,17 @@ export class NodeForwarder {
   }
 }
 
-/** The gate's TLS client to an upstream: verified against the gate's trust for the checked name (or IP), HTTP/1.1 only. */
+/**
+ * The gate's TLS client to an upstream: verified against the gate's trust for the checked name (or IP), HTTP/1.1
+ * only. Verified whatever NODE_TLS_REJECT_UNAUTHORIZED says: Node reads it from this process's environment on every
+ * connect, which is the user's shell's (meant for their own scripts) in-process, and in the resident host that of
+ * whichever client started it, for every client's run after.
+ */
 export function upstreamTls(s: Socket, host: Host, tls: ProxyContext["tls"]): TLSSocket {
   if (!tls) throw new UpstreamError("this gate has no TLS");
   const name = host.kind === "name" ? host.name : host.ip;
   s.setNoDelay(true);
-  return tlsConnect({ socket: s, host: name, ...(host.kind === "name" ? { servername: host.name } : {}), secureContext: tls.upstream(), ALPNProtocols: ["http/1.1"], ...TLS_BUFFERS });
+  return tlsConnect({ socket: s, host: name, ...(host.kind === "name" ? { servername: host.name } : {}), secureContext: tls.upstream(), rejectUnauthorized: true, ALPNProtocols: ["http/1.1"], ...TLS_BUFFERS });
 }
 
 

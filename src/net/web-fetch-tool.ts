@@ -56,7 +56,7 @@ export async function runWebFetch(args: WebFetchArgs, cap: WebFetchCapability): 
     const trust = upstreamTrust({ caFiles: cap.caFiles ?? [] });
     const connect: WebFetchOptions["connect"] = (address, port, tls) =>
       tls
-        ? tlsConnect({ host: address, port, ...(tls.servername ? { servername: tls.servername } : {}), secureContext: trust.context(), ALPNProtocols: ["http/1.1"] })
+        ? tlsConnect({ host: address, port, ...(tls.servername ? { servername: tls.servername } : {}), secureContext: trust.context(), rejectUnauthorized: true, ALPNProtocols: ["http/1.1"] })
         : netConnect({ host: address, port });
     const r = await webFetch(args.url, {
       grants: cap.grants, method: "GET", headers: { accept: "text/html,text/plain;q=0.9,application/json;q=0.8,*/*;q=0.1", "user-agent": "vak-web-fetch" },
