@@ -2,7 +2,9 @@
  * Anything unknown or malformed is refused: the launcher never guesses. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -46,12 +48,22 @@ static void read_token(struct plan *p, int fd) {
     if (!strchr("0123456789abcdef", p->net_token[k])) die_step("args", "--net-token-fd: malformed token");
 }
 
+/* The resident host's client's /proc/PID/stat, held open: it names that process, never one that takes its pid later. */
+static int client_stat(const char *flag, long long pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%lld/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (pid < 2 || fd < 0) die_step("args", "%s %lld: cannot open %s: %s", flag, pid, path, pid < 2 ? "not a client's pid" : strerror(errno));
+  return fd;
+}
+
 void parse_args(struct plan *p, int argc, char **argv) {
   memset(p, 0, sizeof *p);
   p->use_ns = 1;
   p->report_fd = -1;
   p->go_fd = -1;
   p->line_fd = -1;
+  p->foreground_of = -1;
   p->uid = getuid();
   p->gid = getgid();
   int i = 1;
@@ -63,7 +75,7 @@ void parse_args(struct plan *p, int argc, char **argv) {
     else if (!strcmp(a, "--guard")) p->guard = 1;
     else if (!strcmp(a, "--allow-inet")) p->allow_inet = 1;
     else if (!strcmp(a, "--explain")) p->explain = 1;
-    else if (!strcmp(a, "--foreground")) p->foreground = 1;
+    else if (!strcmp(a, "--foreground")) { NEED(1); p->foreground = 1; p->foreground_of = client_stat(a, number(a, argv[++i])); }
     else if (!strcmp(a, "--ro")) { NEED(1); add_op(p, OP_RO, abs_path(a, argv[++i]), NULL); }
     else if (!strcmp(a, "--rw")) { NEED(1); add_op(p, OP_RW, abs_path(a, argv[++i]), NULL); }
     else if (!strcmp(a, "--mask")) { NEED(1); add_op(p, OP_MASK, abs_path(a, argv[++i]), NULL); }

@@ -52,7 +52,8 @@ struct plan {
   int allow_inet;      /* inet sockets permitted (only inside a private netns) */
   int explain;         /* --explain: report paths the command looked for that are not in its view */
   int read_denied;     /* a PROT_NOREAD rule exists: the guard sees the command's lookups to refuse them by name */
-  int foreground;      /* --foreground: the terminal at fds 0-1 is in the foreground for this run (the resident host checked its client's process group) */
+  int foreground;      /* --foreground PID: the terminal at fds 0-1 is in the foreground for this run (the resident host checked its client's process group) */
+  int foreground_of;   /* /proc/PID/stat of that client, open: while its process group is not the terminal's foreground, nothing typed is read; or -1 */
   const char *net_gate; /* host directory holding the egress gate's socket; NULL: no network */
   int net_port;         /* the relay's port on the sandbox's loopback */
   char net_token[72];   /* names this worker to the gate; read from --net-token-fd */
@@ -190,6 +191,10 @@ struct streams {
    * many writes it made and whether the last ended a line, kept in line_fd for vak (streams_step). */
   int err_ch;
   int line_fd;
+  /* The channel of what is typed at the terminal, or -1; and the resident host's client (plan.foreground_of), or -1. */
+  int in_ch;
+  int foreground_of;
+  int in_paused; /* the client's job is not the terminal's foreground: what is typed is the shell's, not read */
   unsigned long long err_writes;
   int err_at_start;
 };

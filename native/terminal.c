@@ -106,6 +106,9 @@ void streams_setup(struct streams *s, const struct plan *p) {
   s->master = s->slave = s->ro_stdin = -1;
   for (int k = 0; k < 3; k++) s->pipe_w[k] = -1;
   s->err_ch = -1;
+  s->in_ch = -1;
+  s->in_paused = 0;
+  s->foreground_of = p->foreground_of;
   s->line_fd = p->line_fd;
   s->err_at_start = 1;
   s->budget = p->max_output;
@@ -162,6 +165,7 @@ void streams_setup(struct streams *s, const struct plan *p) {
       cfmakeraw(&raw);
       if (tcsetattr(0, TCSANOW, &raw) == 0) term.raw = 1;
       struct sink m = {.fd = s->master};
+      s->in_ch = s->nch;
       channel(&s->ch[s->nch++], 0, m, 0);
       fcntl(s->master, F_SETFL, fcntl(s->master, F_GETFL) | O_NONBLOCK);
     }
@@ -217,6 +221,7 @@ void streams_inside(const struct streams *s) {
    * they would keep a command writing into a pipe whose reader went away from ever getting EPIPE. */
   for (int i = 0; i < s->nch; i++)
     if (s->ch[i].counted && !s->ch[i].filtered) close(s->ch[i].from);
+  if (s->foreground_of >= 0) close(s->foreground_of);
 }
 
 void streams_parent(struct streams *s) {
@@ -235,6 +240,19 @@ void streams_parent(struct streams *s) {
 void streams_winch(struct streams *s) {
   struct winsize ws;
   if (s->master >= 0 && ioctl(s->winch_from, TIOCGWINSZ, &ws) == 0) ioctl(s->master, TIOCSWINSZ, &ws);
+}
+
+/* Whether the resident host's client's process group is still its terminal's foreground (/proc/PID/stat: pgrp
+ * and tpgid, after the command's name, which may hold anything); no, once it cannot be read (the client is gone). */
+static int client_in_foreground(int stat_fd) {
+  char buf[1024];
+  ssize_t n = pread(stat_fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  char *p = strrchr(buf, ')');
+  long pgrp = 0, tpgid = -1;
+  if (!p || sscanf(p + 1, " %*c %*d %ld %*d %*d %ld", &pgrp, &tpgid) != 2) return 0;
+  return pgrp > 0 && pgrp == tpgid;
 }
 
 /* Writes what channel i holds, as much as its sink takes now. */
@@ -268,14 +286,23 @@ int streams_step(struct streams *s, int sfd, int draining) {
   int n = 0;
   pf[n] = (struct pollfd){.fd = sfd, .events = POLLIN};
   idx[n++] = -1;
+  int timeout = -1;
   for (int i = 0; i < s->nch; i++) {
     struct channel *c = &s->ch[i];
+    /* Keystrokes wait while the client's job is stopped or in the background; looked at again every 100 ms. */
+    if (i == s->in_ch && s->in_paused && c->len <= c->off) {
+      if (!client_in_foreground(s->foreground_of)) {
+        timeout = 100;
+        continue;
+      }
+      s->in_paused = 0;
+    }
     if (c->len > c->off && !c->to.broken) pf[n] = (struct pollfd){.fd = c->to.fd, .events = POLLOUT};
     else if (c->open && !(draining && !c->counted)) pf[n] = (struct pollfd){.fd = c->from, .events = POLLIN};
     else continue;
     idx[n++] = i;
   }
-  if (poll(pf, (nfds_t)n, -1) < 0) {
+  if (poll(pf, (nfds_t)n, timeout) < 0) {
     if (errno == EINTR) return 0;
     die_step("monitor", "poll: %s", strerror(errno));
   }
@@ -284,6 +311,14 @@ int streams_step(struct streams *s, int sfd, int draining) {
     if (!pf[j].revents) continue;
     if (c->len > c->off && !c->to.broken) {
       put_out(s, idx[j]);
+      continue;
+    }
+    /* In-process the monitor is in vak's process group: once the user's shell has the terminal back (vak stopped),
+     * its read fails (EIO: SIGTTIN is ignored) and what is typed stays the shell's. Outside the terminal's session
+     * (the resident host's launcher) the kernel does not stop it: the client's process group is looked at instead,
+     * and nothing is read until it has the terminal again (fg). */
+    if (idx[j] == s->in_ch && s->foreground_of >= 0 && !client_in_foreground(s->foreground_of)) {
+      s->in_paused = 1;
       continue;
     }
     /* A filtered channel reads into raw and keeps room for what the filter held back from the last read. */

@@ -182,10 +182,11 @@ export interface ExecContext {
   onStop(stop: (signal: NodeJS.Signals) => void): () => void;
   /**
    * A terminal of the resident host's client (src/resident/terminal.ts): whether it is in the foreground (the
-   * launcher cannot ask a terminal that is not its own), and when its window changes (SIGWINCH reaches the
+   * launcher cannot ask a terminal that is not its own), the client's pid (whose process group must stay the
+   * foreground for the launcher to read what is typed), and when its window changes (SIGWINCH reaches the
    * client, not the launcher). In-process there is none: the launcher sees its own terminal and its signals.
    */
-  terminal?: { foreground: boolean; onResize(resize: () => void): () => void } | undefined;
+  terminal?: { foreground: boolean; client: number; onResize(resize: () => void): () => void } | undefined;
   /**
    * The resident host's journal, held open: the run is recorded into it directly (its group commit), durable
    * before the command starts as in-process, with no spool file. In-process there is none: the spool.
@@ -417,7 +418,7 @@ async function runWithGate(
   };
   // stdio is vak's own: the launcher keeps the terminal out of the sandbox (a pty of its own in
   // between) and counts every byte of output against --max-output (native/terminal.c).
-  const how = { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined, foreground: ctx.terminal?.foreground, spawner: ctx.spawner, lineWord: unseen(ctx.errFd) };
+  const how = { maxOutput: plan.limits.maxOutputBytes, onReport, explain: sources.explain !== undefined, foreground: ctx.terminal?.foreground ? ctx.terminal.client : undefined, spawner: ctx.spawner, lineWord: unseen(ctx.errFd) };
   let sb: RunningSandbox;
   let held: HeldSandbox | undefined;
   // The gate's TLS (every upstream root parsed, the first leaves) is ready before the command starts, so that its

@@ -400,6 +400,7 @@ async function serve(socket: Socket, req: Request, peerPid: number, host: HostSt
     terminal: term.tty.some(Boolean)
       ? {
           foreground: term.foreground,
+          client: peerPid,
           onResize(fn) {
             resize = fn;
             if (resizedEarly) fn();

@@ -40,10 +40,12 @@ export interface OutputOptions {
   /** --explain: the guard reports the paths the command looked up that are not in its view. */
   explain?: boolean | undefined;
   /**
-   * The terminal at fds 0-1 is in the foreground, as the resident host found its client's process group
-   * (src/resident/terminal.ts); without it the launcher asks the terminal (it is vak's own).
+   * The pid of the resident host's client, whose process group the host found in the terminal's foreground
+   * (src/resident/terminal.ts): the terminal at fds 0-1 is interactive, and what is typed there is read only while
+   * that group is still the foreground (the launcher is in no session of the terminal's, so the kernel would not
+   * stop it). Without it the launcher asks the terminal (it is vak's own).
    */
-  foreground?: boolean | undefined;
+  foreground?: number | undefined;
   /**
    * Vak cannot see whether the output its own lines go to (its stderr: a pipe, a socket, a terminal) ends a line:
    * the monitor then relays what the command writes there and keeps the answer in a file (LineWord).
@@ -86,7 +88,7 @@ export function launcherArgs(plan: LaunchPlan, io: number | { hostDir: string },
   if (l.timeoutMs) a.push("--timeout-ms", String(l.timeoutMs));
   if (output.maxOutput) a.push("--max-output", String(output.maxOutput));
   if (output.explain) a.push("--explain");
-  if (output.foreground) a.push("--foreground");
+  if (output.foreground) a.push("--foreground", String(output.foreground));
   // With --host-dir the environment arrives in a file, read after the launcher started (container backend).
   if (typeof io === "number") for (const [k, v] of Object.entries(plan.env)) if (loaderVariable(k)) a.push("--setenv", `${k}=${v}`);
   a.push("--", ...plan.command);

@@ -202,6 +202,22 @@ for fd in (0, os.open('/dev/tty', os.O_RDWR)):
     expect(r.output).not.toContain("PWNED");
   });
 
+  it("once vak is stopped and the user's shell has the terminal back, what is typed there is the shell's: the command reads none of it", async () => {
+    rmSync(join(s.ws, "started"), { force: true });
+    rmSync(join(s.ws, "got"), { force: true });
+    const r = await drive(s.ws, sh("touch started; cat > got"), [{ wait: "shell-has-it" }, { send: "typed-at-the-shell\r" }, { wait: "shell-read=" }, { sleep: 300 }], { timeout: 25 }, jobShell("read"));
+    expect(r.output).toContain("shell-read=typed-at-the-shell");
+    expect(readFileSync(join(s.ws, "got"), "utf8")).not.toContain("typed");
+  });
+
+  it("once vak is back in the foreground (fg), what is typed reaches the command again", async () => {
+    rmSync(join(s.ws, "started"), { force: true });
+    rmSync(join(s.ws, "got"), { force: true });
+    const r = await drive(s.ws, sh("touch started; cat > got"), [{ wait: "job-has-it" }, { sleep: 300 }, { send: "typed-after-fg\r" }, { wait: "job-read-it" }], { timeout: 25 }, jobShell("fg"));
+    expect(r.output).toContain("job-read-it");
+    expect(readFileSync(join(s.ws, "got"), "utf8")).toContain("typed-after-fg");
+  });
+
   it("the command holds no descriptor of the user's terminal: not at any fd, nor as /dev/tty", async () => {
     const probe = `import os, stat
 seen = set()
@@ -223,6 +239,47 @@ print('RDEVS', *sorted(seen), 'END')`;
     }
   });
 });
+
+/**
+ * A shell's job control in a few lines: runs ARGV in the terminal's foreground as a job of its own; once the
+ * command has started (it makes ./started), stops the job (SIGSTOP to its process group, as a shell does on Ctrl-Z),
+ * takes the terminal back with its own modes, as a shell does. Then, "read": reads the line typed meanwhile (typed
+ * ahead: a shell busy for a second), says what it read, and kills the job; "fg": gives the job the terminal back,
+ * continues it, and waits until ./got holds a line typed after that.
+ */
+const jobShell = (then: "read" | "fg") => ["/usr/bin/python3", "-c", `import os, select, signal, sys, termios, time
+signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+saved = termios.tcgetattr(0)
+pid = os.fork()
+if pid == 0:
+    os.setpgid(0, 0)
+    while os.tcgetpgrp(0) != os.getpgrp(): time.sleep(0.01)
+    signal.signal(signal.SIGTTOU, signal.SIG_DFL)
+    os.execv(sys.argv[2], sys.argv[2:])
+os.setpgid(pid, pid)
+os.tcsetpgrp(0, pid)
+while not os.path.exists("started"): time.sleep(0.02)
+time.sleep(0.5)
+os.killpg(pid, signal.SIGSTOP)
+os.waitpid(pid, os.WUNTRACED)
+os.tcsetpgrp(0, os.getpgrp())
+termios.tcsetattr(0, termios.TCSANOW, saved)
+os.write(1, b"shell-has-it\\r\\n")
+if sys.argv[1] == "read":
+    time.sleep(1)
+    got = os.read(0, 1000) if select.select([0], [], [], 5)[0] else b""
+    os.write(1, b"shell-read=" + got.strip() + b"\\r\\n")
+else:
+    time.sleep(0.5)
+    os.tcsetpgrp(0, pid)
+    os.killpg(pid, signal.SIGCONT)
+    os.write(1, b"job-has-it\\r\\n")
+    end = time.time() + 10
+    while time.time() < end and b"typed-after-fg" not in (open("got", "rb").read() if os.path.exists("got") else b""): time.sleep(0.05)
+    os.tcsetpgrp(0, os.getpgrp())
+    os.write(1, b"job-read-it\\r\\n" if time.time() < end else b"job-read-nothing\\r\\n")
+os.kill(pid, signal.SIGKILL)
+os.waitpid(pid, 0)`, then];
 
 /** A command that runs ARGV in a process group of its own: in its terminal's background. */
 const inBackground = ["/usr/bin/python3", "-c", "import os, sys\npid = os.fork()\nif pid == 0:\n    os.setpgid(0, 0)\n    os.execv(sys.argv[1], sys.argv[1:])\nsys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))"];
