@@ -125,6 +125,20 @@ function limitsText(hits: unknown): string {
   return hits.map((h: { flag?: unknown; value?: unknown; ended?: unknown; what?: unknown }) => `; ${h.ended ? "stopped by" : "hit"} ${String(h.flag)} ${String(h.value)}: ${String(h.what)}`).join("");
 }
 
+/**
+ * An egress event's line. An allowed request is recorded twice, when it is allowed and when it ends: the second
+ * says how it ended (outcome, status, bytes), else the two lines read the same. Secrets by reference only.
+ */
+function egressText(p: Record<string, unknown>): Text {
+  const refs = (label: string, v: unknown) => (Array.isArray(v) && v.length ? fmt`; ${own(label)} ${v.join(", ")}` : own(""));
+  const head = fmt`${p.method} ${p.asked}${p.address ? fmt` → ${p.address}` : ""}`;
+  if (p.decision === "denied") return fmt`${own("DENIED")} ${head}: ${p.reason}`;
+  if (p.outcome === undefined) return fmt`${own("allowed")} ${head}: ${p.reason}${p.tls === "spliced" || p.tls === "terminated" ? own(` (TLS ${p.tls})`) : ""}${refs("secrets", p.secrets)}${refs("withheld", p.withheld)}`;
+  const status = p.status === undefined ? own("") : fmt`, status ${p.status}`;
+  const reflected = typeof p.reflected === "number" && p.reflected > 0 ? fmt`; ${p.reflected} reflected secret value(s) replaced` : own("");
+  return fmt`${own("ended")} ${head}: ${p.outcome}${status}, ${p.bytesUp ?? 0} bytes up, ${p.bytesDown ?? 0} down${reflected}`;
+}
+
 /** One line per event, for people; every value in it is hostile until printed through the output. */
 export function describe(e: StoredEvent): Text {
   const p = e.payload as Record<string, unknown>;
@@ -136,7 +150,7 @@ export function describe(e: StoredEvent): Text {
       case "session.started": return fmt`${p.kind}: ${p.title}`;
       case "session.ended": return fmt`${p.outcome}`;
       case "decision": return fmt`${own(p.allowed ? "allowed" : "DENIED")} ${p.op} ${p.path ?? p.target ?? ""}: ${p.reason}`;
-      case "egress": return fmt`${own(p.decision === "denied" ? "DENIED" : "allowed")} ${p.method} ${p.asked}${p.address ? fmt` → ${p.address}` : ""}: ${p.reason}`;
+      case "egress": return egressText(p);
       case "worker.spawned": return fmt`${p.sandbox} ${Array.isArray(p.command) ? (p.command as string[]).join(" ") : ""}`;
       case "worker.exited": return fmt`exit ${p.code}${own(p.timedOut ? " (timed out)" : "")}${p.error ? fmt`: ${p.error}` : ""}${limitsText(p.limitsHit)}`;
       case "policy.generation": return fmt`generation ${p.generation}: ${p.mode ?? ""}`;

@@ -1,8 +1,10 @@
 import { type ChildProcess } from "node:child_process";
 import { readdirSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
+import { listenLoopback } from "../support/net.js";
 import { runVak, sandboxSh, spawnVak, TEST_STATE } from "../support/vak.js";
 
 // vak journal for a person: list with limits and filters, show last, ids by
@@ -170,5 +172,22 @@ describe("vak journal tail", () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/session\.started[\s\S]*worker\.exited .*exit 0[\s\S]*session\.ended/);
     await runDone;
+  });
+});
+
+describe("vak journal show, a command's network", () => {
+  it("an allowed request's closing record says how it ended (status, bytes), so its two lines do not read the same", async () => {
+    const server = createServer((_req, res) => res.writeHead(200, { "content-type": "text/plain" }).end("twelve bytes"));
+    const port = await listenLoopback(server);
+    try {
+      await sandboxSh(s.ws, `curl -s -o /dev/null http://127.0.0.1:${port}/page`, ["--allow-net", `127.0.0.1:${port}`]);
+      const r = await runVak(["journal", "show", await newest()], { cwd: s.ws });
+      const lines = r.stdout.split("\n").filter((l) => l.includes(` GET http://127.0.0.1:${port}/page`));
+      expect(lines).toHaveLength(2);
+      expect(lines[0]).toMatch(new RegExp(`allowed GET http://127\\.0\\.0\\.1:${port}/page → 127\\.0\\.0\\.1: granted by 127\\.0\\.0\\.1:${port}$`));
+      expect(lines[1]).toMatch(new RegExp(`ended GET http://127\\.0\\.0\\.1:${port}/page → 127\\.0\\.0\\.1: completed, status 200, 0 bytes up, 12 down$`));
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
   });
 });
