@@ -84,6 +84,22 @@ describe("a preset's writable state is not what the host's tool later loads", ()
     expect(lstatSync(join(S, year)).isDirectory()).toBe(true);
   });
 
+  it("codex: a session cannot rename ~/.codex (a directory of the view's own home, holding the sessions mount) so that the sessions no longer lie under their path, then plant a link in them", async () => {
+    const v = victim();
+    const S = sessions();
+    mkdirSync(S, { recursive: true });
+    const year = String(new Date().getUTCFullYear());
+    const r = await vak(["--profile", "codex", "--", "sh", "-c",
+      `(mv ${home}/.codex ${home}/.moved 2>/dev/null && echo CODEX-HOME-MOVED || echo codex-home-stays); ` +
+      `(ln -s ${v} ${home}/.moved/sessions/${year} 2>/dev/null && echo LINK-PLANTED || echo no-link); echo done`]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("done");
+    for (const bad of ["CODEX-HOME-MOVED", "LINK-PLANTED"]) expect(r.stdout).not.toContain(bad);
+    hostCodexWrites(join(home, ".codex"));
+    expect(readdirSync(v)).toEqual(["file"]);
+    expect(lstatSync(join(S, year)).isDirectory()).toBe(true);
+  });
+
   it("codex with CODEX_HOME in the workspace: a session cannot move CODEX_HOME, the way to its sessions, away and back with a link inside, nor put a link in its place", async () => {
     const v = victim();
     const home2 = join(s.ws, "codex-home");
