@@ -12,7 +12,13 @@
  * separate mounts of the namespace view (tools copy instead, and the copy's
  * creations are checked here), and one within it may move only regular files and
  * directories. Links the host made there itself stay, are followed as any other
- * (where they lead is checked as every path is) and cannot be moved.
+ * (where they lead is checked as every path is) and cannot be moved. A hard link
+ * out of it answers EXDEV too: the host tool's later writes would show through it.
+ *
+ * The directories on the way to it, where a writable grant holds them (a state
+ * directory inside the workspace), are walked by the tool too: none is made a
+ * symbolic link or moved, or a directory holding links could be moved away and
+ * back, or put in its place.
  *
  * The workspace and --allow-write grants keep links: projects hold them, and the
  * host's tools do not write into a project by names of their own. */
@@ -47,11 +53,29 @@ const char *nolinks_root(const struct plan *p, const char *path) {
   return best;
 }
 
+/* A --protect-nolinks path that lies strictly below path, or NULL. */
+static const char *nolinks_below(const struct plan *p, const char *path) {
+  size_t n = strlen(path);
+  if (n == 1) n = 0; /* "/" */
+  for (int i = 0; i < p->nrules; i++) {
+    const struct protect_rule *r = &p->rules[i];
+    if (r->kind == PROT_NOLINKS && !strncmp(r->pattern, path, n) && r->pattern[n] == '/') return r->pattern;
+  }
+  return NULL;
+}
+
 /* The nolinks path a target lies at or below, or NULL (also when it has no path in the view). */
 static const char *root_of(const struct call *c, const struct target *t) {
   char path[PATH_MAX];
   if (target_path(t, path, sizeof path) != 0 || path[0] != '/') return NULL;
   return nolinks_root(c->plan, path);
+}
+
+/* The nolinks path a target lies on the way to, or NULL. */
+static const char *below_of(const struct call *c, const struct target *t) {
+  char path[PATH_MAX];
+  if (target_path(t, path, sizeof path) != 0 || path[0] != '/') return NULL;
+  return nolinks_below(c->plan, path);
 }
 
 /* Reports the refusal of what was to be made at t, in root, and returns -EPERM. */
@@ -62,6 +86,18 @@ static int refuse(struct call *c, const struct target *t, const char *root, cons
            "%s is a host tool's state: only regular files and directories are made there, since the tool on the host "
            "writes there later and %s",
            root, would);
+  log_denial(c, path, why);
+  return -EPERM;
+}
+
+/* Reports the refusal of a link at, or a move of, a directory on the way to root, and returns -EPERM. */
+static int refuse_way(struct call *c, const struct target *t, const char *root) {
+  char path[PATH_MAX], why[PATH_MAX + 256];
+  if (target_path(t, path, sizeof path) != 0 || !path[0]) snprintf(path, sizeof path, "%s", root);
+  snprintf(why, sizeof why,
+           "%s is a host tool's state: the tool on the host reaches it through this directory later, so it is neither "
+           "moved nor replaced by a link",
+           root);
   log_denial(c, path, why);
   return -EPERM;
 }
@@ -80,14 +116,16 @@ static const char *odd_kind(int fd) {
 
 int nolinks_symlink(struct call *c, const struct target *t) {
   const char *root = root_of(c, t);
-  return root ? refuse(c, t, root, WOULD_FOLLOW) : 0;
+  if (root) return refuse(c, t, root, WOULD_FOLLOW);
+  return (root = below_of(c, t)) ? refuse_way(c, t, root) : 0;
 }
 
 /* src: the object linked (its fd checked); dst: the new name. (A file made with O_TMPFILE gets no name through
  * the guard anywhere: it is outside the view until it has one.) */
 int nolinks_link(struct call *c, const struct target *src, const struct target *dst) {
   const char *root = root_of(c, dst);
-  if (!root) return 0;
+  /* Out of it: as between two mounts. */
+  if (!root) return root_of(c, src) ? -EXDEV : 0;
   struct stat st = {0};
   int link = fstat(src->obj, &st) == 0 && S_ISLNK(st.st_mode);
   return refuse(c, dst, root, link ? WOULD_FOLLOW : WOULD_HARDLINK);
@@ -106,7 +144,10 @@ int nolinks_bind(struct call *c, const struct target *t) {
 
 /* from: the old name (its object checked), to: the new name. */
 int nolinks_rename(struct call *c, const struct target *from, const struct target *to, unsigned flags) {
-  const char *rf = root_of(c, from), *rt = root_of(c, to);
+  const char *rf = root_of(c, from), *rt = root_of(c, to), *way;
+  /* The way to it stays: moved away, a directory could come back holding links, or another take its place. */
+  if ((way = below_of(c, from))) return refuse_way(c, from, way);
+  if ((way = below_of(c, to))) return refuse_way(c, to, way);
   if (!rf && !rt) return 0;
   /* A whiteout is a device left at the old name. */
   if (rf && (flags & RENAME_WHITEOUT)) return refuse(c, from, rf, WOULD_HANG);

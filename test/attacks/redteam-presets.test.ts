@@ -84,6 +84,42 @@ describe("a preset's writable state is not what the host's tool later loads", ()
     expect(lstatSync(join(S, year)).isDirectory()).toBe(true);
   });
 
+  it("codex: a session cannot rename ~/.codex (a directory of the view's own home, holding the sessions mount) so that the sessions no longer lie under their path, then plant a link in them", async () => {
+    const v = victim();
+    const S = sessions();
+    mkdirSync(S, { recursive: true });
+    const year = String(new Date().getUTCFullYear());
+    const r = await vak(["--profile", "codex", "--", "sh", "-c",
+      `(mv ${home}/.codex ${home}/.moved 2>/dev/null && echo CODEX-HOME-MOVED || echo codex-home-stays); ` +
+      `(ln -s ${v} ${home}/.moved/sessions/${year} 2>/dev/null && echo LINK-PLANTED || echo no-link); echo done`]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("done");
+    for (const bad of ["CODEX-HOME-MOVED", "LINK-PLANTED"]) expect(r.stdout).not.toContain(bad);
+    hostCodexWrites(join(home, ".codex"));
+    expect(readdirSync(v)).toEqual(["file"]);
+    expect(lstatSync(join(S, year)).isDirectory()).toBe(true);
+  });
+
+  it("codex with CODEX_HOME in the workspace: a session cannot move CODEX_HOME, the way to its sessions, away and back with a link inside, nor put a link in its place", async () => {
+    const v = victim();
+    const home2 = join(s.ws, "codex-home");
+    mkdirSync(join(home2, "sessions"), { recursive: true });
+    const year = String(new Date().getUTCFullYear());
+    const r = await runVak(["exec", "--profile", "codex", "--", "sh", "-c",
+      `(mv ${home2} ${s.ws}/away 2>/dev/null && ln -s ${v} ${s.ws}/away/sessions/${year} && mv ${s.ws}/away ${home2} && echo MOVED-BACK-WITH-LINK || echo no-move); ` +
+      `(mkdir -p ${s.ws}/evil/sessions && ln -s ${v} ${s.ws}/evil/sessions/${year} && python3 -c 'import ctypes, sys; l = ctypes.CDLL(None); sys.exit(l.renameat2(-100, sys.argv[1].encode(), -100, sys.argv[2].encode(), 2))' ${s.ws}/evil ${home2} 2>/dev/null && echo EXCHANGED || echo no-exchange); ` +
+      `(mv ${home2} ${s.ws}/gone 2>/dev/null; ln -sT ${v} ${home2} 2>/dev/null && echo HOME-LINKED || echo no-home-link); ` +
+      `echo '{}' > ${home2}/sessions/kept.jsonl && echo sessions-kept`], { cwd: s.ws, env: baseEnv({ HOME: home, CODEX_HOME: home2 }) });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("sessions-kept");
+    for (const bad of ["MOVED-BACK-WITH-LINK", "EXCHANGED", "HOME-LINKED"]) expect(r.stdout).not.toContain(bad);
+    expect(r.stderr).toMatch(/refused rename \S+\/codex-home: \S+\/codex-home\/sessions is a host tool's state: the tool on the host reaches it through this directory later, so it is neither moved nor replaced by a link \(state_dirs, from profile codex/);
+    // Then Codex on the host writes its next session: into its own directory, never into the victim's.
+    hostCodexWrites(home2);
+    expect(readdirSync(v)).toEqual(["file"]);
+    expect(lstatSync(home2).isDirectory()).toBe(true);
+  });
+
   it("claude: a session cannot turn its plan file into a link that the host's Claude Code, resuming it in plan mode, writes the model's plan through", async () => {
     // Claude Code 2.1: plans/<slug>.md, the slug kept in the session's transcript; `claude --resume ID` in plan mode writes it again.
     const v = victim();
