@@ -352,8 +352,10 @@ async function sendOnce(socket: Socket, reader: SocketReader, ctx: PlainContext,
     if (!socket.destroyed) {
       socket.setTimeout(idleMs);
       resumeReads(socket);
-      // A chunked request body the upstream did not wait for: the client is not read again.
-      if (sendingChunks && st.outcome !== "completed") socket.end();
+      // A chunked request body the upstream did not wait for: the client is not read again. Not where the request
+      // failed (the byte budget, a cut answer): the caller cuts the connection, and a clean end sent first would
+      // reach the client before the cut.
+      if (sendingChunks && st.outcome !== "completed" && !failed) socket.end();
     }
   }
 }
