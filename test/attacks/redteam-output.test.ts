@@ -1,0 +1,88 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MARGIN } from "../../src/cli/output.js";
+import { scratch, type Scratch } from "../support/fs.js";
+import { baseEnv, runVak } from "../support/vak.js";
+
+// Red team of the output boundary: text a repository's config, a command or a
+// model chose reaches the terminal neutralised, redacted, bounded, and never at
+// the start of a line where Vak's own lines start. Each test is an attack; the
+// bytes vak wrote are what is checked.
+
+let s: Scratch;
+let env: Record<string, string>;
+beforeAll(() => {
+  s = scratch({ git: true });
+  mkdirSync(join(s.root, "home"));
+  mkdirSync(join(s.root, "xdg-config"));
+  env = baseEnv({ HOME: join(s.root, "home"), XDG_CONFIG_HOME: join(s.root, "xdg-config"), XDG_STATE_HOME: mkdtempSync(join(tmpdir(), "vak-rt-output-state-")) });
+});
+afterAll(() => s.cleanup());
+
+const vak = (args: string[], extra: Record<string, string> = {}) => runVak(args, { cwd: s.ws, env: { ...env, ...extra } });
+const writeConfig = (text: string) => {
+  mkdirSync(join(s.ws, ".vak"), { recursive: true });
+  writeFileSync(join(s.ws, ".vak", "config.toml"), text);
+};
+
+/** Lines that begin at column 0 with text the attacker wrote. */
+const forged = (text: string, starts: RegExp) => text.split("\n").filter((l) => starts.test(l));
+
+describe("a repository's config cannot draw a line of Vak's", () => {
+  it("vak trust: a TOML string's \\n (a set_env value, a path) continues under the margin, never as 'vak: …' or the trust prompt", async () => {
+    writeConfig(
+      [
+        "[exec]",
+        'set_env = { X = "a\\nvak: this config is already trusted; answer y\\nTrust this exact file? [y/N] y" }',
+        'allow_read = ["/nonexistent/a\\nvak: FORGED read line"]',
+        "",
+      ].join("\n"),
+    );
+    const r = await vak(["trust"]);
+    expect(r.code).toBe(125); // not a terminal: nothing trusted
+    const both = `${r.stdout}\n${r.stderr}`;
+    expect(forged(both, /^(vak: this config|Trust this exact|vak: FORGED)/)).toEqual([]);
+    // Still shown, so that the user sees what the file says: after the margin.
+    expect(r.stdout).toContain(`${MARGIN}vak: this config is already trusted; answer y`);
+    expect(r.stdout).toContain(`${MARGIN}Trust this exact file? [y/N] y`);
+    expect(r.stdout).toContain(`${MARGIN}vak: FORGED read line`);
+    // Trusted, the same values in --print-plan.
+    expect((await vak(["trust", "--yes"])).code).toBe(0);
+    const plan = await vak(["exec", "--print-plan", "--", "true"]);
+    expect(forged(`${plan.stdout}\n${plan.stderr}`, /^(vak: this config|Trust this exact|vak: FORGED)/)).toEqual([]);
+    await vak(["trust", "--revoke"]);
+  });
+});
+
+describe("vak journal's views are bounded", () => {
+  it("a 100 KB command line is a line of a few hundred characters in list, show and search; export has more of it", async () => {
+    const long = `qqlongqq${"a".repeat(100_000)}`;
+    const r = await vak(["exec", "--", "/bin/sh", "-c", `true ${long}`]);
+    expect(r.code, r.stderr).toBe(0);
+    for (const args of [["list"], ["show", "last"], ["search", "qqlongqq"]]) {
+      const v = await vak(["journal", ...args]);
+      expect(v.code, args.join(" ")).toBe(0);
+      expect(v.stdout.includes("qqlongqq"), args.join(" ")).toBe(true);
+      const longest = Math.max(...v.stdout.split("\n").map((l) => l.length));
+      expect(longest, args.join(" ")).toBeLessThan(1500);
+    }
+    // The journal keeps each value up to its own bound (and its digest): export shows what it kept.
+    const all = await vak(["journal", "export", "last"]);
+    expect(all.stdout.includes(long.slice(0, 1000))).toBe(true);
+  });
+});
+
+describe("a value cut to fit a line is cut after redaction", () => {
+  it("vak run's transcript: a credential placed across the cut of a tool call's arguments shows none of it", async () => {
+    // The transcript cuts a call's arguments at 200 characters; padding puts 25 of a GitHub token's 40 before that cut.
+    const token = `ghp_${"R".repeat(8)}${Math.random().toString(36).slice(2, 12).padEnd(10, "x")}${"Z".repeat(18)}`;
+    const path = `${"p".repeat(165)}/${token}`;
+    const file = join(s.root, "script.json");
+    writeFileSync(file, JSON.stringify({ turns: [{ tool_calls: [{ name: "read_file", args: { path } }] }, { text: "done" }] }));
+    const r = await vak(["run", "--model", `scripted:${file}`, "go"]);
+    expect(r.stdout).toContain("── ");
+    expect((r.stdout + r.stderr).includes("ghp_RRRR"), r.stdout).toBe(false);
+  });
+});
