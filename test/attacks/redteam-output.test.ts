@@ -56,6 +56,20 @@ describe("a repository's config cannot draw a line of Vak's", () => {
   });
 });
 
+describe("a repository's config cannot make Vak print a host variable's value", () => {
+  it("a path naming ${HOST_TOKEN} (deny_read applies untrusted) is skipped as written: --print-plan, its --json, vak trust and vak exec never print the value", async () => {
+    writeConfig(['[exec]', 'deny_read = ["/tmp/${HOST_TOKEN}", "${HOST_TOKEN}-w"]', 'allow_read = ["/nonexistent/${HOST_TOKEN}"]', ""].join("\n"));
+    const value = "tok-qqvalueqq-should-stay-out";
+    for (const args of [["exec", "--print-plan", "--", "true"], ["exec", "--print-plan", "--json", "--", "true"], ["trust"], ["exec", "--", "true"]]) {
+      const r = await vak(args, { HOST_TOKEN: value });
+      expect((r.stdout + r.stderr).includes("qqvalueqq"), `${args.join(" ")}: ${r.stdout}${r.stderr}`).toBe(false);
+    }
+    const plan = await vak(["exec", "--print-plan", "--", "true"], { HOST_TOKEN: value });
+    expect(plan.stdout).toContain("/tmp/${HOST_TOKEN}");
+    expect(plan.stdout).toMatch(/may name HOME, TMPDIR, XDG_\*_HOME or VAK_WORKSPACE, not HOST_TOKEN/);
+  });
+});
+
 describe("vak journal's views are bounded", () => {
   it("a 100 KB command line is a line of a few hundred characters in list, show and search; export has more of it", async () => {
     const long = `qqlongqq${"a".repeat(100_000)}`;
