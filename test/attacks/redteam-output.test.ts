@@ -88,6 +88,22 @@ describe("vak journal's views are bounded", () => {
   });
 });
 
+describe("vak exec's refusal lines are bounded", () => {
+  it("a CONNECT to a 5000-character host (the gate refuses it, nothing is resolved) is a line of at most a few KB", async () => {
+    // Only the gate, inside the run's own network, sees the request; a label over 63 characters resolves nowhere.
+    const connect = [
+      "const u = new URL(process.env.HTTPS_PROXY);",
+      "const t = 'a'.repeat(5000) + '.invalid:443';",
+      "const s = require('net').connect(Number(u.port), u.hostname, () => s.write('CONNECT ' + t + ' HTTP/1.1\\r\\nHost: ' + t + '\\r\\n\\r\\n'));",
+      "s.on('data', () => s.destroy());",
+    ].join(" ");
+    const r = await vak(["exec", "--allow-net", "127.0.0.1:9", "--", "node", "-e", connect]);
+    expect(r.stderr).toMatch(/refused CONNECT aaaa/);
+    const longest = Math.max(...r.stderr.split("\n").map((l) => l.length));
+    expect(longest).toBeLessThan(2000);
+  });
+});
+
 describe("a value cut to fit a line is cut after redaction", () => {
   it("vak run's transcript: a credential placed across the cut of a tool call's arguments shows none of it", async () => {
     // The transcript cuts a call's arguments at 200 characters; padding puts 25 of a GitHub token's 40 before that cut.
