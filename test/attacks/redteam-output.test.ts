@@ -1,9 +1,12 @@
+import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MARGIN } from "../../src/cli/output.js";
+import { displayWidth } from "../../src/text/visible.js";
 import { scratch, type Scratch } from "../support/fs.js";
+import { CLIENT, residentHosts } from "../support/resident.js";
 import { baseEnv, runVak } from "../support/vak.js";
 
 // Red team of the output boundary: text a repository's config, a command or a
@@ -101,6 +104,24 @@ describe("vak exec's refusal lines are bounded", () => {
     expect(r.stderr).toMatch(/refused CONNECT aaaa/);
     const longest = Math.max(...r.stderr.split("\n").map((l) => l.length));
     expect(longest).toBeLessThan(2000);
+  });
+});
+
+describe("through the resident host, hostile text is broken before the client's terminal wraps it", () => {
+  const resident = residentHosts("vak-rt-output-");
+  afterAll(() => resident.stopAll());
+
+  it("a refused path that fills a 40-column row cannot put 'vak:FORGED' at column 0 by the terminal's wrap", async () => {
+    const h = await resident.start();
+    const ws = resident.workspace();
+    // "vak: refused openat /usr/" is 25 columns: 15 more, and the terminal would wrap the rest to column 0.
+    const name = `${"x".repeat(15)}vak:FORGED`;
+    const r = spawnSync("script", ["-qec", `stty cols 40; ${CLIENT} exec -- /bin/sh -c 'touch /usr/${name} 2>/dev/null; true'`, "/dev/null"], {
+      cwd: ws, env: baseEnv({ XDG_RUNTIME_DIR: h.rt, VAK_RESIDENT: "only" }), encoding: "utf8",
+    });
+    const lines = r.stdout.split(/\r?\n/).filter((l) => l.startsWith("vak:") || l.startsWith(MARGIN));
+    expect(lines.join("\n")).toContain("refused openat");
+    for (const l of lines) expect(displayWidth(l), l).toBeLessThanOrEqual(40);
   });
 });
 
