@@ -6,7 +6,7 @@ import { PROTECTED_PATHS } from "../policy/protected.js";
 import type { EgressEvent } from "../net/egress-gate.js";
 import { type PresetEntry, presetFor } from "./exec-hints.js";
 import type { ResolvedGrants } from "./exec-grants.js";
-import { fmt, own, type Text } from "./output.js";
+import { clipped, fmt, own, type Text } from "./output.js";
 
 /**
  * What the sandbox refused, printed as it happens (a command that hangs
@@ -20,6 +20,10 @@ import { fmt, own, type Text } from "./output.js";
  * `token` never makes Vak's own next words look like a credential.
  */
 export const MAX_GROUPS = 12;
+
+/** A path, a host or a reason in a line is cut at this many characters (a 4 KB path, a 16 KB CONNECT target); the journal has it whole. */
+const SHOWN_MAX = 600;
+const c = (v: unknown) => clipped(v, SHOWN_MAX);
 
 export interface Denial {
   op: string;
@@ -72,13 +76,13 @@ export class Refusals {
   denied(d: Denial): void {
     const network = /^\[?[0-9a-f.:]+\]?:\d+$/i.test(d.path) && !d.path.startsWith("/");
     // Not a path ("(a new user namespace)", "(a TCP socket)"): one line per kind of call and reason.
-    if (!d.path.startsWith("/") && !network) return this.note(`${d.op}\0${d.reason}`, `(${d.op})`, () => fmt`refused ${d.op} ${d.path}: ${d.reason}`);
+    if (!d.path.startsWith("/") && !network) return this.note(`${d.op}\0${d.reason}`, `(${d.op})`, () => fmt`refused ${d.op} ${c(d.path)}: ${c(d.reason)}`);
     const place = network ? d.path : dirname(d.path);
     // One group per reason and directory. The one reason that names the refused path itself ("/etc/a is outside
     // every grant") is the same reason for /etc/b: its path is taken out of the key, and the line says the first.
     // Others name a grant or a rule ("/etc/ssl is granted read-only", "protected path /w/.env"), which stay apart.
     const kind = d.reason === `${d.path} is outside every grant` ? "outside every grant" : d.reason;
-    this.note(`${kind}\0${place}`, network ? d.path : `in ${place}`, () => fmt`refused ${d.op} ${d.path}: ${d.reason}${this.hint(d, place, network)}`, network ? undefined : basename(d.path));
+    this.note(`${kind}\0${place}`, network ? d.path : `in ${place}`, () => fmt`refused ${d.op} ${c(d.path)}: ${c(d.reason)}${this.hint(d, place, network)}`, network ? undefined : basename(d.path));
   }
 
   /** A request or connection the egress gate refused. */
@@ -90,7 +94,7 @@ export class Refusals {
     if (this.groups.has(key) || this.groups.size >= MAX_GROUPS) return;
     this.groups.set(key, { count: 0, place: e.asked, more: [] });
     this.egressShown += 1;
-    this.out(fmt`refused ${e.method === "-" ? own("a connection") : fmt`${e.method} ${e.asked}`}: ${this.denySource(e.reason)}`);
+    this.out(fmt`refused ${e.method === "-" ? own("a connection") : fmt`${c(e.method)} ${c(e.asked)}`}: ${c(this.denySource(e.reason))}`);
   }
 
   /** The gate names a deny rule as its flag; one a profile or a config wrote is said as that, with its file and line. */
@@ -115,8 +119,8 @@ export class Refusals {
   finish(): void {
     for (const g of this.groups.values()) {
       if (g.count <= 1) continue;
-      const names = g.more.length ? fmt`: ${g.more.join(", ")}${own(g.count - 1 > g.more.length ? ", …" : "")}` : own("");
-      this.out(fmt`… and ${g.count - 1} more refused ${g.place} (the same reason)${names}`);
+      const names = g.more.length ? fmt`: ${c(g.more.join(", "))}${own(g.count - 1 > g.more.length ? ", …" : "")}` : own("");
+      this.out(fmt`… and ${g.count - 1} more refused ${c(g.place)} (the same reason)${names}`);
     }
     if (this.overflow) this.out(fmt`… and ${this.overflow} more refusals of other kinds (all of them are in the journal)`);
     if (this.egressTotal > this.egressShown) this.out(fmt`… and ${this.egressTotal - this.egressShown} more egress refusals`);
@@ -124,7 +128,7 @@ export class Refusals {
 
   private hint(d: Denial, dir: string, network: boolean): Text {
     const plan = this.plan;
-    if (network) return plan.network.kind === "gate" ? own("") : fmt`; --allow-net ${d.path} would reach it through the egress gate`;
+    if (network) return plan.network.kind === "gate" ? own("") : fmt`; --allow-net ${c(d.path)} would reach it through the egress gate`;
     const readOnly = /^(.*) is granted read-only$/.exec(d.reason)?.[1];
     if (readOnly !== undefined) {
       if (plan.mode === "read-only" && readOnly === plan.workspace) {
@@ -136,7 +140,7 @@ export class Refusals {
         return own("; use --mode workspace-write to allow writes");
       }
       const p = presetFor(dir, this.presetsNow().map((x) => ({ ...x, read: [] })));
-      return fmt`; grant the directory with --allow-write ${dir}${p ? fmt`, or --profile ${p}` : own("")}`;
+      return fmt`; grant the directory with --allow-write ${c(dir)}${p ? fmt`, or --profile ${p}` : own("")}`;
     }
     // A host tool's state (a profile's state_dirs): say which profile made it one.
     const state = /^(\/.*?) is a host tool's state: /.exec(d.reason)?.[1];
@@ -145,7 +149,7 @@ export class Refusals {
       const g = L ? [...L.state_dirs, ...L.state_files].find((x) => x.value === state || isWithin(x.value, state) || isWithin(state, x.value)) : undefined;
       return g ? fmt` (${g.source.kind === "profile" ? "state_dirs" : "a state directory"}, from ${describeSource(g.source)})` : own("");
     }
-    if (/ is outside every grant$/.test(d.reason)) return fmt`; it is in none of the granted paths (--allow-write ${dir} if it is a host directory you mean to share)`;
+    if (/ is outside every grant$/.test(d.reason)) return fmt`; it is in none of the granted paths (--allow-write ${c(dir)} if it is a host directory you mean to share)`;
     // A worktree's pointers, by a pattern rule or an absolute one: say what to do instead.
     if (/^protected path /.test(d.reason) && /\/\.git\/worktrees\/[^/]+\/(commondir|gitdir)$/.test(d.path))
       return own(" (git worktree add cannot run inside: its pointers would redirect the host's git. Make a clone on the host instead, `git clone --shared REPO DIR`, and run vak exec --workspace DIR --allow-read REPO/.git/objects)");

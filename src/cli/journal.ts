@@ -6,7 +6,7 @@ import { parseDuration, UnitError } from "../policy/units.js";
 import { Redactor } from "../secrets/redact.js";
 import { visible } from "../text/visible.js";
 import { isConversation, transcript } from "./journal-transcript.js";
-import { fmt, own, padded, processOutput, type Text } from "./output.js";
+import { clipped, fmt, own, padded, processOutput, type Text } from "./output.js";
 
 // What the journal holds was chosen by models, files, commands and servers: every value is printed through the output's neutraliser.
 const out = (t: Text) => processOutput().out.line(t);
@@ -21,10 +21,18 @@ const redactor = new Redactor();
 export const relay = (l: string) => processOutput().out.relayed(visible(redactor.text(l)));
 
 /** At most n characters of a record's JSON, saying how many more there are. */
-function clipped(v: unknown, n = 200): Text {
-  const s = JSON.stringify(v) ?? "";
-  return s.length > n ? fmt`${s.slice(0, n)}${own(`… (+${s.length - n} characters)`)}` : fmt`${s}`;
+function clippedJson(v: unknown, n = 200): Text {
+  return clipped(JSON.stringify(v) ?? "", n);
 }
+
+/**
+ * Bounds for one value in a line of a view: a command line, a path or a host
+ * can be as long as the command made it (a title of 1 MB made `vak journal
+ * list` print 1 MB a session). `vak journal export` has every value whole.
+ */
+const TITLE_MAX = 200;
+const VALUE_MAX = 500;
+const v = (x: unknown, n = VALUE_MAX) => clipped(x, n);
 
 /** The journal the user's config names ([journal] url for PostgreSQL), or VAK_JOURNAL's SQLite file. */
 export function open(): Promise<Journal> {
@@ -60,9 +68,15 @@ export async function sessionOf(j: Journal, id: string): Promise<SessionInfo> {
   throw new VakError("bad-input", `${found.length} sessions start with ${visible(id)}; give more of the id:\n${shown.map((l) => visible(redactor.text(l))).join("\n")}${more}`);
 }
 
+/** A title cut to TITLE_MAX characters once redacted (cut before, a credential across the cut would show in part). */
+function shortTitle(title: string): string {
+  const t = redactor.text(title);
+  return t.length > TITLE_MAX ? `${t.slice(0, TITLE_MAX)}… (+${t.length - TITLE_MAX} characters)` : t;
+}
+
 /** One session a line; with hosts (a PostgreSQL journal many hosts share), the host that ran it. */
 function listLine(s: SessionInfo, hosts: boolean): string {
-  return `${s.id}  ${s.started.replace("T", " ").slice(0, 19)}  ${hosts ? `${(s.host ?? "").slice(0, 20).padEnd(20)} ` : ""}${s.kind.padEnd(7)} ${String(s.events).padStart(5)} events  ${(s.outcome ?? "(not ended)").padEnd(10)} ${s.title}`;
+  return `${s.id}  ${s.started.replace("T", " ").slice(0, 19)}  ${hosts ? `${(s.host ?? "").slice(0, 20).padEnd(20)} ` : ""}${s.kind.padEnd(7)} ${String(s.events).padStart(5)} events  ${(s.outcome ?? "(not ended)").padEnd(10)} ${shortTitle(s.title)}`;
 }
 
 /**
@@ -110,7 +124,7 @@ export function journalList(opts: ListOptions): Promise<number> {
     if (!sessions.length) return out(own(filtered ? "no session in the journal matches" : "the journal holds no sessions yet")), 0;
     const hosts = new Set(sessions.map((s) => s.host)).size > 1;
     for (const s of sessions)
-      out(fmt`${own(s.id)}  ${s.started.replace("T", " ").slice(0, 19)}  ${hosts ? fmt`${padded((s.host ?? "").slice(0, 20), 20)} ` : ""}${padded(s.kind, 7)} ${own(String(s.events).padStart(5))} events  ${padded(s.outcome ?? "(not ended)", 10)} ${s.title}`);
+      out(fmt`${own(s.id)}  ${s.started.replace("T", " ").slice(0, 19)}  ${hosts ? fmt`${padded((s.host ?? "").slice(0, 20), 20)} ` : ""}${padded(s.kind, 7)} ${own(String(s.events).padStart(5))} events  ${padded(s.outcome ?? "(not ended)", 10)} ${v(s.title, TITLE_MAX)}`);
     if (opts.limit && sessions.length === opts.limit) {
       const all = (await j.sessions({ ...filter, limit: undefined })).length;
       if (all > sessions.length) out(own(`(the newest ${sessions.length} of ${all}; --limit ${all} shows them all)`));
@@ -130,13 +144,13 @@ function limitsText(hits: unknown): string {
  * says how it ended (outcome, status, bytes), else the two lines read the same. Secrets by reference only.
  */
 function egressText(p: Record<string, unknown>): Text {
-  const refs = (label: string, v: unknown) => (Array.isArray(v) && v.length ? fmt`; ${own(label)} ${v.join(", ")}` : own(""));
-  const head = fmt`${p.method} ${p.asked}${p.address ? fmt` → ${p.address}` : ""}`;
-  if (p.decision === "denied") return fmt`${own("DENIED")} ${head}: ${p.reason}`;
-  if (p.outcome === undefined) return fmt`${own("allowed")} ${head}: ${p.reason}${p.tls === "spliced" || p.tls === "terminated" ? own(` (TLS ${p.tls})`) : ""}${refs("secrets", p.secrets)}${refs("withheld", p.withheld)}`;
-  const status = p.status === undefined ? own("") : fmt`, status ${p.status}`;
+  const refs = (label: string, x: unknown) => (Array.isArray(x) && x.length ? fmt`; ${own(label)} ${v(x.join(", "))}` : own(""));
+  const head = fmt`${v(p.method, 40)} ${v(p.asked)}${p.address ? fmt` → ${v(p.address)}` : ""}`;
+  if (p.decision === "denied") return fmt`${own("DENIED")} ${head}: ${v(p.reason)}`;
+  if (p.outcome === undefined) return fmt`${own("allowed")} ${head}: ${v(p.reason)}${p.tls === "spliced" || p.tls === "terminated" ? own(` (TLS ${p.tls})`) : ""}${refs("secrets", p.secrets)}${refs("withheld", p.withheld)}`;
+  const status = p.status === undefined ? own("") : fmt`, status ${v(p.status, 40)}`;
   const reflected = typeof p.reflected === "number" && p.reflected > 0 ? fmt`; ${p.reflected} reflected secret value(s) replaced` : own("");
-  return fmt`${own("ended")} ${head}: ${p.outcome}${status}, ${p.bytesUp ?? 0} bytes up, ${p.bytesDown ?? 0} down${reflected}`;
+  return fmt`${own("ended")} ${head}: ${v(p.outcome)}${status}, ${v(p.bytesUp ?? 0, 40)} bytes up, ${v(p.bytesDown ?? 0, 40)} down${reflected}`;
 }
 
 /** One line per event, for people; every value in it is hostile until printed through the output. */
@@ -147,30 +161,30 @@ export function describe(e: StoredEvent): Text {
   const detail = (() => {
     const kind = e.kind;
     switch (kind) {
-      case "session.started": return fmt`${p.kind}: ${p.title}`;
-      case "session.ended": return fmt`${p.outcome}`;
-      case "decision": return fmt`${own(p.allowed ? "allowed" : "DENIED")} ${p.op} ${p.path ?? p.target ?? ""}: ${p.reason}`;
+      case "session.started": return fmt`${v(p.kind, 40)}: ${v(p.title, TITLE_MAX)}`;
+      case "session.ended": return fmt`${v(p.outcome)}`;
+      case "decision": return fmt`${own(p.allowed ? "allowed" : "DENIED")} ${v(p.op, 40)} ${v(p.path ?? p.target ?? "")}: ${v(p.reason)}`;
       case "egress": return egressText(p);
-      case "worker.spawned": return fmt`${p.sandbox} ${Array.isArray(p.command) ? (p.command as string[]).join(" ") : ""}`;
-      case "worker.exited": return fmt`exit ${p.code}${own(p.timedOut ? " (timed out)" : "")}${p.error ? fmt`: ${p.error}` : ""}${limitsText(p.limitsHit)}`;
-      case "policy.generation": return fmt`generation ${p.generation}: ${p.mode ?? ""}`;
+      case "worker.spawned": return fmt`${v(p.sandbox, 40)} ${v(Array.isArray(p.command) ? (p.command as string[]).join(" ") : "", TITLE_MAX)}`;
+      case "worker.exited": return fmt`exit ${p.code}${own(p.timedOut ? " (timed out)" : "")}${p.error ? fmt`: ${v(p.error)}` : ""}${v(limitsText(p.limitsHit))}`;
+      case "policy.generation": return fmt`generation ${v(p.generation, 40)}: ${v(p.mode ?? "", 40)}`;
       case "run.cancelled": case "op.requested": case "target.resolved": case "approval.asked": case "approval.answered": case "approval.voided":
       case "model.call": case "secret.used": case "tool.result": case "message": case "journal.pruned": case "mcp.initialized":
       case "journal.migrated":
-        return clipped(p);
-      case "mcp.call": return fmt`${own(p.decision === "denied" ? "DENIED" : "allowed")} #${p.call} ${p.tool} ${clipped(p.arguments, 120)}${p.reason ? fmt`: ${p.reason}` : ""}`;
-      case "mcp.result": return fmt`#${p.call} ${p.tool} ${p.ok ? "ok" : fmt`error${p.error ? fmt`: ${p.error}` : ""}`}${p.bytes !== undefined ? fmt`, ${p.bytes} bytes in ${p.durationMs} ms` : ""}`;
-      case "mcp.tools": return fmt`listed ${(p.listed as unknown[]).length}; withheld ${(p.withheld as { tool: string; why: string }[]).map((w) => `${w.tool} (${w.why})`).join(", ") || "none"}`;
-      case "mcp.dropped": return fmt`from the ${p.from}: ${p.problem}`;
-      case "audit.fixed": return fmt`${p.check}: ${p.path} ${p.from} → ${p.to}`;
+        return clippedJson(p);
+      case "mcp.call": return fmt`${own(p.decision === "denied" ? "DENIED" : "allowed")} #${v(p.call, 40)} ${v(p.tool, 200)} ${clippedJson(p.arguments, 120)}${p.reason ? fmt`: ${v(p.reason)}` : ""}`;
+      case "mcp.result": return fmt`#${v(p.call, 40)} ${v(p.tool, 200)} ${p.ok ? "ok" : fmt`error${p.error ? fmt`: ${v(p.error)}` : ""}`}${p.bytes !== undefined ? fmt`, ${v(p.bytes, 40)} bytes in ${v(p.durationMs, 40)} ms` : ""}`;
+      case "mcp.tools": return fmt`listed ${(p.listed as unknown[]).length}; withheld ${v((p.withheld as { tool: string; why: string }[]).map((w) => `${w.tool} (${w.why})`).join(", ") || "none")}`;
+      case "mcp.dropped": return fmt`from the ${v(p.from, 40)}: ${v(p.problem)}`;
+      case "audit.fixed": return fmt`${v(p.check, 100)}: ${v(p.path)} ${v(p.from, 40)} → ${v(p.to, 40)}`;
       default: {
         // Every kind is named above, so a new kind does not compile until it has its line; a row from a newer Vak still shows.
         const unnamed: never = kind;
-        return clipped(p ?? unnamed);
+        return clippedJson(p ?? unnamed);
       }
     }
   })();
-  return fmt`${own(String(e.sessionSeq).padStart(4))} ${time} ${padded(e.kind, 17)} ${padded(who, 12)} ${detail}`;
+  return fmt`${own(String(e.sessionSeq).padStart(4))} ${time} ${padded(e.kind.slice(0, 40), 17)} ${padded(who.slice(0, 100), 12)} ${detail}`;
 }
 
 export function journalShow(id: string, opts: { json?: boolean; events?: boolean }): Promise<number> {
@@ -178,7 +192,7 @@ export function journalShow(id: string, opts: { json?: boolean; events?: boolean
     const s = await sessionOf(j, id);
     const events = await j.events(s.id);
     if (opts.json) return json({ session: s, events }), 0;
-    out(fmt`session ${own(s.id)} (${s.kind}) started ${s.started}${s.host ? fmt` on ${s.host}` : ""}${s.workspace ? fmt` in ${s.workspace}` : ""}: ${s.title}`);
+    out(fmt`session ${own(s.id)} (${v(s.kind, 40)}) started ${s.started}${s.host ? fmt` on ${v(s.host, 100)}` : ""}${s.workspace ? fmt` in ${v(s.workspace)}` : ""}: ${v(s.title, TITLE_MAX)}`);
     if (isConversation(s.kind) && !opts.events) {
       for (const l of transcript(events)) relay(l);
       out(own(`(every event: vak journal show ${s.id} --events)`));

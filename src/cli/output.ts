@@ -24,6 +24,8 @@ interface Segment {
   own: boolean;
   /** Pad a hostile value to this many characters once it is neutralised. */
   pad?: number | undefined;
+  /** Cut a hostile value to this many characters once it is redacted and neutralised. */
+  max?: number | undefined;
 }
 
 /** A line (or lines) of Vak's with hostile values in it, not yet redacted or neutralised. */
@@ -39,6 +41,22 @@ export function own(text: string): Text {
 /** A hostile value padded to n characters (for columns). */
 export function padded(value: unknown, n: number): Text {
   return new Text([{ text: plain(value), own: false, pad: n }]);
+}
+
+/**
+ * A hostile value cut to n characters, saying how many more there were. The
+ * cut is made after redaction: cut before, a secret across the cut would be
+ * shown in part (as much of it as the value's padding chose).
+ */
+export function clipped(value: unknown, n: number): Text {
+  return new Text([{ text: plain(value), own: false, max: n }]);
+}
+
+/** Text cut to n characters (never between the two halves of a surrogate pair), with how many were left out. */
+function cut(text: string, n: number): string {
+  if (text.length <= n) return text;
+  const at = /[\uD800-\uDBFF]/.test(text[n - 1] ?? "") ? n - 1 : n;
+  return `${text.slice(0, at)}… (+${text.length - at} characters)`;
 }
 
 function plain(v: unknown): string {
@@ -135,7 +153,8 @@ export class Output {
   private render(t: Text): string[] {
     const lines: { text: string; own: boolean }[] = [{ text: "", own: true }];
     for (const seg of t.segments) {
-      const text = seg.own ? seg.text : visible(this.redactor.text(seg.text));
+      const shown = seg.own ? seg.text : visible(this.redactor.text(seg.text));
+      const text = seg.max === undefined ? shown : cut(shown, seg.max);
       text.split("\n").forEach((p, i) => {
         if (i > 0) lines.push({ text: seg.own ? "" : MARGIN, own: seg.own });
         const cur = lines[lines.length - 1]!;

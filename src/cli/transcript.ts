@@ -1,7 +1,7 @@
 import { structuredPatch } from "diff";
 import type { AgentEvent, RunResult } from "../agent/agent.js";
 import { unhandled } from "../protocol/unhandled.js";
-import { fmt, own, type Output, Text } from "./output.js";
+import { clipped, fmt, own, type Output, Text } from "./output.js";
 
 /** Prints a run as it happens: the model's text, each tool call, and what came of it; everything through the output's redactor and neutraliser. */
 export function transcriptPrinter(out: Output): (e: AgentEvent) => void {
@@ -30,10 +30,9 @@ export function prefix(component: string): Text {
   return component === "agent" || component === "harness" ? own("") : fmt`[${component}] `;
 }
 
-/** One line of hostile text, cut at n characters, saying how much was left out. */
+/** One line of hostile text, cut at n characters (once redacted), saying how much was left out. */
 function clip(s: string, n: number): Text {
-  const one = s.replace(/\s*\n\s*/g, " ⏎ ");
-  return one.length > n ? fmt`${one.slice(0, n)}${own(`… (+${one.length - n} characters)`)}` : fmt`${one}`;
+  return clipped(s.replace(/\s*\n\s*/g, " ⏎ "), n);
 }
 
 function firstLines(s: string): Text {

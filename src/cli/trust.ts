@@ -89,10 +89,12 @@ async function ask(question: string): Promise<boolean> {
 }
 
 export async function trustCommand(dir: string | undefined, opts: TrustOptions): Promise<number> {
-  // Each line is Vak's words with every value from the repository's file already neutralised (visible()): printed as such.
+  // Each argument is one line of Vak's words with every value from the repository's file already neutralised
+  // (visible()). A newline that a value kept (a TOML "\n") continues that line under the margin (Output.relayed):
+  // it is never split off here, where it would print as a line of Vak's own ("vak: already trusted").
   const io = processOutput();
-  const put = (text: string) => void text.replace(/\n$/, "").split("\n").forEach((l) => io.out.relayed(l));
-  const putErr = (text: string) => void text.replace(/\n$/, "").split("\n").forEach((l) => io.err.relayed(l));
+  const put = (...lines: string[]) => void lines.forEach((l) => io.out.relayed(l));
+  const putErr = (line: string) => io.err.relayed(line);
   if (opts.list) {
     const t = readTrust();
     if (!t.trusted.length) put("no repository config is trusted\n");
@@ -115,25 +117,24 @@ export async function trustCommand(dir: string | undefined, opts: TrustOptions):
   }
   const numbered = loaded.text.split("\n").map((l, i) => `${String(i + 1).padStart(4)} │ ${visible(l)}`);
   if (numbered.at(-1)?.endsWith("│ ")) numbered.pop();
-  const exactly = [`${visible(shownPath(loaded.path))} (sha256 ${loaded.hash}), exactly:`, ...numbered, ""];
+  const exactly = [`${visible(shownPath(loaded.path))} (sha256 ${loaded.hash}), exactly:`, ...numbered];
   if (loaded.broken || !loaded.config) {
     // Shown, so that the user sees what to fix; never recorded: vak exec refuses to run with it until it reads.
-    if (loaded.text) put(exactly.join("\n"));
+    if (loaded.text) put(...exactly);
     throw new VakError("bad-input", `${loaded.broken ?? shownPath(loaded.path)}. It cannot be trusted as it is, and vak exec and vak run refuse to run with it; fix the file, then run vak trust again`);
   }
   if (t.trusted.some((r) => r.path === loaded.path && r.sha256 === loaded.hash)) {
     put(`${visible(shownPath(loaded.path))} is already trusted as it is now (sha256 ${loaded.hash.slice(0, 16)}…)\n`);
     return 0;
   }
-  put([
-    ...exactly.slice(0, -1),
+  put(
+    ...exactly,
     "",
     "Trusted, it would grant:",
     ...wouldGrant(loaded.config, workspace).map(visible),
     "",
     "Until then only its deny rules, a read-only mode and its limits apply. Any change to the file makes it untrusted again.",
-    "",
-  ].join("\n"));
+  );
   let yes = Boolean(opts.yes);
   if (!yes) {
     if (!process.stdin.isTTY || !io.err.isTTY) {

@@ -250,9 +250,18 @@ function narrowBy(c: Composition, project: ProjectConfig, input: ComposeInput): 
 /** The names Vak defines for a profile's paths and values (expand.ts): the run's workspace. */
 const vakVars = (input: ComposeInput): Record<string, string> => ({ VAK_WORKSPACE: isAbsolute(input.workspace) ? input.workspace : "" });
 
+/**
+ * The host variables a repository config's path may name: where things are. Any other would put what a
+ * variable holds (a token) into a path that --print-plan, vak trust and the guard's refusals print, chosen
+ * by whoever wrote the repository.
+ */
+const REPO_PATH_VARS = /^(HOME|TMPDIR|XDG_[A-Z]+_(HOME|DIR)|VAK_WORKSPACE)$/;
+
 function add(c: Composition, key: ListKey, g: Granted, input: ComposeInput, projectRoot: string | undefined): void {
   const fromProfile = g.source.kind === "profile";
   if (fromProfile && PATH_KEYS.includes(key)) {
+    const other = projectRoot ? [...g.value.matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)/g)].map((m) => m[1]!).find((n) => !REPO_PATH_VARS.test(n)) : undefined;
+    if (other) return void c.skipped.push({ ...g, why: `a repository config's path may name HOME, TMPDIR, XDG_*_HOME or VAK_WORKSPACE, not ${other}` });
     const e = expandValue(g.value, input.env, input.home, vakVars(input));
     if (!e.ok) return void c.skipped.push({ ...g, why: e.why });
     let value = e.value;

@@ -1,8 +1,8 @@
-import { chmodSync, closeSync, fstatSync, lstatSync, mkdirSync, readFileSync, readlinkSync, renameSync, statSync, unlinkSync, writeFileSync, writeSync } from "node:fs";
+import { chmodSync, closeSync, constants as fsConstants, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, readlinkSync, renameSync, statSync, unlinkSync, writeFileSync, writeSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
 import { constants, userInfo } from "node:os";
 import { dirname, join } from "node:path";
-import { isatty } from "node:tty";
+import { isatty, WriteStream } from "node:tty";
 import { execCommand, type ExecContext, type ExecOptions } from "../cli/exec.js";
 import { EXIT_REFUSED } from "../cli/exit.js";
 import { parseExec } from "../cli/main.js";
@@ -436,6 +436,30 @@ async function serve(socket: Socket, req: Request, peerPid: number, host: HostSt
 }
 
 /**
+ * How wide the terminal on fd is, read now (the window may have changed). Asked of a descriptor of our own for
+ * the same terminal (O_NOCTTY: the host takes no controlling terminal), which the TTY handle may replace and
+ * closes; the client's stays as it is.
+ */
+function columnsOf(fd: number): number | undefined {
+  let mine: number;
+  try {
+    mine = openSync(`/proc/self/fd/${fd}`, fsConstants.O_WRONLY | fsConstants.O_NOCTTY);
+  } catch {
+    return undefined;
+  }
+  let stream: WriteStream | undefined;
+  try {
+    stream = new WriteStream(mine);
+    return stream.columns || undefined;
+  } catch {
+    if (!stream) closeSync(mine);
+    return undefined;
+  } finally {
+    stream?.destroy();
+  }
+}
+
+/**
  * Vak's own lines for one client, on the stderr descriptor it sent: the CLI's
  * output module (src/cli/output.ts), so every value is redacted and
  * neutralised exactly as in-process. Written synchronously (a line at a time,
@@ -444,11 +468,17 @@ async function serve(socket: Socket, req: Request, peerPid: number, host: HostSt
  */
 export function clientOutput(fd: number): Output {
   let destroyed = false;
+  const tty = isatty(fd);
   const sink: Sink = {
     get destroyed() {
       return destroyed;
     },
-    isTTY: isatty(fd),
+    isTTY: tty,
+    // The client's terminal's width, as process.stderr.columns gives in-process: without it, hostile text long
+    // enough to wrap was not broken before the terminal wrapped it, and its rest could start a row at column 0.
+    get columns() {
+      return tty ? columnsOf(fd) : undefined;
+    },
     write(chunk) {
       try {
         if (typeof chunk === "string") writeSync(fd, chunk);
