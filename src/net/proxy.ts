@@ -162,8 +162,10 @@ export class ProxyConnection implements Connection {
    * one for the end of the body), so there as well the TCP connection under TLS is reset.
    */
   failed(e: unknown, outcome: string, status: number | undefined, untilClose: boolean): number | undefined {
-    if (untilClose) resetSocket(this.socket);
-    else if (status !== undefined || e instanceof ClosedError || e instanceof RecordError || e instanceof TransferError || (e instanceof LimitError && !e.status)) this.socket.destroy();
+    // A cut in the middle of an answer, or of a connection's bytes (its budget), is a reset: a plain close is a
+    // FIN whenever the gate has read all the client sent, and a client may take that for the end.
+    if (untilClose || status !== undefined || e instanceof TransferError || (e instanceof LimitError && !e.status)) resetSocket(this.socket);
+    else if (e instanceof ClosedError || e instanceof RecordError) this.socket.destroy();
     else {
       status = e instanceof HttpError || e instanceof LimitError ? (e.status ?? 502) : 502;
       this.reply(status, `vak egress gate: ${outcome}\n`);
