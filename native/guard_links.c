@@ -12,7 +12,7 @@
  * separate mounts of the namespace view (tools copy instead, and the copy's
  * creations are checked here), and one within it may move only regular files and
  * directories. Links the host made there itself stay, are followed as any other
- * (where they lead is checked as every path is) and cannot be moved. A hard link
+ * (where they lead is checked as every path is), and are not moved within it. A hard link
  * out of it answers EXDEV too: the host tool's later writes would show through it.
  *
  * The directories on the way to it, where a writable grant holds them (a state

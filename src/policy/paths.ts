@@ -9,7 +9,7 @@ export function isWithin(child: string, parent: string): boolean {
   return child === parent || child.startsWith(parent + sep);
 }
 
-function expandHome(p: string): string {
+export function expandHome(p: string): string {
   if (p === "~") return homedir();
   if (p.startsWith("~/")) return join(homedir(), p.slice(2));
   return p;

@@ -1,9 +1,10 @@
 import { lstatSync, readlinkSync, realpathSync } from "node:fs";
+import { resolve } from "node:path";
 import { sandboxEnv, sandboxPath } from "./env.js";
 import { VakError } from "./errors.js";
 import type { Grants, Mode } from "./grants.js";
 import { DEFAULT_MAX_PROCS, type Limits } from "./limits.js";
-import { canonicalDir, canonicalGrant, canonicalMaybe, exists, isWithin } from "./paths.js";
+import { canonicalDir, canonicalGrant, canonicalMaybe, exists, expandHome, isWithin } from "./paths.js";
 import type { HeldPath } from "./chain.js";
 import { deniedLinks } from "./deny-read.js";
 import { refuseCommittedDenied } from "./deny-read-git.js";
@@ -245,7 +246,11 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
   // A host tool's state: the tool on the host later writes there and follows what it finds, so the sandbox makes
   // only regular files and directories there (native/guard_links.c). Only where something is writable.
   const stateRoots = noLinks.filter((p) => writable.some((w) => isWithin(p, w) || isWithin(w, p)));
-  for (const p of stateRoots) protect.push({ kind: "nolinks", pattern: p });
+  // The tool on the host walks the path as written (CODEX_HOME=/w/.codex, /w/.codex -> codex-home), not the
+  // resolved one: where they differ, the written one gets the rule too, so that no directory or link on its way
+  // is moved or replaced (a link swapped for one to a directory holding links of the sandbox's choosing).
+  const written = g.noLinks.map((p) => resolve(workspace, expandHome(p))).filter((p) => !noLinks.includes(p) && writable.some((w) => isWithin(p, w) || isWithin(w, p)));
+  for (const p of [...new Set([...stateRoots, ...written])]) protect.push({ kind: "nolinks", pattern: p });
 
   if (protect.length + host.stateDirs.length + denyRead.length + denyWrite.length > MAX_PROTECT_RULES)
     throw new VakError("unsupported", `the writable grants reach ${held.length} paths Vak must hold read-only (links to protected files, git configuration, Vak's own files), more than the sandbox can carry (${MAX_PROTECT_RULES} rules); grant narrower writable paths`);

@@ -1,4 +1,4 @@
-import { lstatSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { lstatSync, mkdirSync, readdirSync, readlinkSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
@@ -162,4 +162,60 @@ for (const sandbox of ["namespaces", "reduced"] as const)
       expect(stderr).toMatch(/refused link \S+: \S+ is a host tool's state: .* would write another file through a hard link/);
       expect(stderr).toMatch(/refused mknod \S+: \S+ is a host tool's state: .* would hang or fail on a FIFO, socket or device/);
     });
+  });
+
+/**
+ * The tool on the host walks its state's path as written: CODEX_HOME=W/home-link with W/home-link -> home (both in
+ * the workspace, so writable). The rule on the resolved path alone let a sandbox swap the link for one to a
+ * directory holding links of its choosing, or put a directory or one moved in at its name: the host's tool then
+ * wrote through them. Each attack in its own workspace directory; after the run, the host walks the written path.
+ */
+for (const sandbox of ["namespaces", "reduced"] as const)
+  describe(`the state's path as written, through a link in the workspace, stays the way to it (${sandbox})`, () => {
+    const attacks: [string, string][] = [
+      ["the link replaced by one to a directory holding a link", "mkdir -p W/evil/sessions && ln -s O W/evil/sessions/2026; rm L && ln -s evil L"],
+      ["the link replaced by a directory with a link in it", "rm L && mkdir -p L/sessions && ln -s O L/sessions/2026"],
+      ["the link replaced by a directory holding a link, moved in", "mkdir -p W/evil/sessions && ln -s O W/evil/sessions/2026; rm L && mv W/evil L"],
+      ["the link renamed away and another made", "mkdir -p W/evil/sessions && ln -s O W/evil/sessions/2026; mv L W/old && ln -s evil L"],
+    ];
+    let s: Scratch;
+    const out = new Map<string, string>();
+    const ways: { W: string; L: string }[] = [];
+    beforeAll(async () => {
+      s = scratch();
+      const home = join(s.root, "home");
+      mkdirSync(join(home, ".config", "vak"), { recursive: true });
+      const written: string[] = [];
+      const rows = attacks.map(([, cmd], i) => {
+        const W = join(s.ws, `w${i}`);
+        const L = join(W, "home-link");
+        mkdirSync(join(W, "home", "sessions"), { recursive: true });
+        symlinkSync("home", L);
+        ways.push({ W, L });
+        written.push(join(L, "sessions"));
+        const c = cmd.replace(/\bW\//g, `${W}/`).replace(/\bL\b/g, L).replace(/\bO\b/g, s.outside);
+        return `( cd ${W} && ${c} ) >/dev/null 2>&1; echo ${i}:$?`;
+      });
+      writeFileSync(join(home, ".config", "vak", "config.toml"), `[profiles.tool]\nstate_dirs = [${written.map((x) => JSON.stringify(x)).join(", ")}]\n`);
+      const r = await runVak(["exec", "--sandbox", sandbox, "--profile", "tool", "--", "sh", "-c", rows.join("\n")], { cwd: s.ws, env: baseEnv({ HOME: home, XDG_CONFIG_HOME: join(home, ".config") }) });
+      for (const m of r.stdout.matchAll(/^(\d+):(\d+)$/gm)) out.set(attacks[Number(m[1])]![0], m[2]!);
+      out.set("stderr", r.stderr);
+    }, 120_000);
+    afterAll(() => s.cleanup());
+
+    for (const [i, [what]] of attacks.entries())
+      it(`${what}: refused, and the host's tool finds no link on its way`, () => {
+        expect(out.get(what), out.get("stderr")).not.toBe("0");
+        const { L } = ways[i]!;
+        // What the host's tool would walk: the written path, each name on it, and what lies below.
+        const walk = (dir: string): string[] =>
+          readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isSymbolicLink() ? [join(dir, e.name)] : e.isDirectory() ? walk(join(dir, e.name)) : []));
+        const sessions = join(L, "sessions");
+        if (lstatSync(sessions, { throwIfNoEntry: false })) {
+          expect(isLink(sessions)).toBe(false);
+          expect(walk(sessions)).toEqual([]);
+        }
+        // The link itself may be gone (removing it is allowed), but it never leads anywhere else.
+        if (isLink(L)) expect(readlinkSync(L)).toBe("home");
+      });
   });
