@@ -406,7 +406,9 @@ export async function parseExec(argv: readonly string[]): Promise<{ command: str
 
 /** Runs the CLI; resolves to the process exit status (bin/vak.cjs exits with it once output is flushed: exitWhenFlushed). */
 export async function main(argv: string[]): Promise<number> {
-  withholdInherited();
+  // Not for --full-access, which runs the command as its caller would, with what it was handed (make's jobserver).
+  const end = argv.indexOf("--");
+  if (!(argv[0] === "exec" && (end < 0 ? argv : argv.slice(0, end)).includes("--full-access"))) withholdInherited();
   const escaped: { message?: string[] | undefined } = {};
   const p = program(argv[0] === "exec", escaped);
   try {

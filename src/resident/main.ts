@@ -1,3 +1,4 @@
+import { withholdInherited } from "../sandbox/native-spawn.js";
 import { startHost } from "./host.js";
 
 /** bin/vak.cjs exits through it, as for the CLI: once what was written to stdout and stderr is flushed. */
@@ -8,6 +9,8 @@ const DEFAULT_IDLE_SECONDS = 300;
 
 /** `vak host [--idle-seconds N]`: runs the resident host in the foreground until it has been idle that long. */
 export async function main(argv: string[]): Promise<number> {
+  // Started by hand from a shell, as the CLI: what it inherited reaches nothing it starts (the client's start_host closes them).
+  withholdInherited();
   const i = argv.indexOf("--idle-seconds");
   const raw = i >= 0 ? argv[i + 1] : process.env.VAK_HOST_IDLE_SECONDS;
   const idle = raw === undefined ? DEFAULT_IDLE_SECONDS : Number(raw);
