@@ -1,4 +1,5 @@
-import { classify, type Host, hostText } from "../policy/address.js";
+import ipaddr from "ipaddr.js";
+import { type Host, hostText } from "../policy/address.js";
 import type { HeaderList } from "./http1.js";
 
 /**
@@ -41,9 +42,20 @@ export interface Channel {
  */
 export function carries(hosts: readonly string[], host: Host, port: number, via: Channel): boolean {
   if (!forHost(hosts, host, port)) return false;
-  if (via.tls || classify(via.address) === "loopback") return true;
+  if (via.tls || onThisMachine(via.address)) return true;
   const exact = `${hostText(host)}:${port}`.toLowerCase();
   return hosts.some((x) => x.toLowerCase() === exact);
+}
+
+/**
+ * The address itself is loopback (127.0.0.0/8, ::1, ::ffff:127.x.x.x): not an address that only names one, such
+ * as 6to4's 2002:7f00:1::, which the gate would connect to across a network.
+ */
+function onThisMachine(address: string): boolean {
+  if (!ipaddr.isValid(address)) return false;
+  const a = ipaddr.parse(address);
+  const v4 = a.kind() === "ipv6" && (a as ipaddr.IPv6).isIPv4MappedAddress() ? (a as ipaddr.IPv6).toIPv4Address() : a;
+  return v4.range() === "loopback";
 }
 
 /** A value the gate may put in a header: no control characters (they would split the head), and bounded. */
