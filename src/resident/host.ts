@@ -443,7 +443,7 @@ async function serve(socket: Socket, req: Request, peerPid: number, host: HostSt
 function columnsOf(fd: number): number | undefined {
   let mine: number;
   try {
-    mine = openSync(`/proc/self/fd/${fd}`, fsConstants.O_WRONLY | fsConstants.O_NOCTTY);
+    mine = openSync(`/proc/self/fd/${fd}`, fsConstants.O_WRONLY | fsConstants.O_NOCTTY | fsConstants.O_NONBLOCK);
   } catch {
     return undefined;
   }
