@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { EgressEvent } from "../../src/net/egress-gate.js";
-import { type LenientRequest, listenLoopback, readLeniently } from "../support/net.js";
+import { type LenientRequest, listenLoopback, rawUpstream, readLeniently } from "../support/net.js";
 import { ROOT } from "../support/paths.js";
 import { runVak } from "../support/vak.js";
 
@@ -682,19 +682,8 @@ describe("TCP urgent data inside chunk framing the engine reads", () => {
     // A large first chunk, so that the engine reads the framing after it (native/chunked.c's read_line). The
     // size line after it is "1", an urgent (out-of-band) "Z", then CRLF: read inline it would be malformed;
     // the kernel takes the urgent byte out of the stream (SO_OOBINLINE is off), so the line read is "1".
-    const raw: string[] = [];
-    const open = new Set<Socket>();
-    const server = createServer({ allowHalfOpen: true }, (s) => {
-      const i = raw.push("") - 1;
-      open.add(s);
-      s.on("close", () => open.delete(s));
-      s.on("error", () => {});
-      s.on("data", (d: Buffer) => {
-        raw[i] += d.toString("latin1");
-        if (raw[i]!.endsWith("\r\n0\r\n\r\n")) s.end("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nstored");
-      });
-    });
-    const P = await listenLoopback(server);
+    const up = await rawUpstream({ answer: (soFar, s) => (soFar.endsWith("\r\n0\r\n\r\n") ? void s.end("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nstored") : undefined) });
+    const P = up.port;
     const SIZE = 256 * 1024;
     const ws = mkdtempSync(join(tmpdir(), "vak-urgent-"));
     writeFileSync(
@@ -721,13 +710,13 @@ print(got.decode("latin1").split("\\r\\n")[0], got.endswith(b"stored"))
     try {
       const r = await runVak(["exec", "--json", "--allow-net", `127.0.0.1:${P}`, "--", "python3", join(ws, "urgent.py")], { cwd: ws });
       expect(r.stdout.trim(), r.stderr.slice(-2000)).toBe("HTTP/1.1 200 OK True");
-      const body = raw.join("").slice(raw.join("").indexOf("\r\n\r\n") + 4);
+      const raw = up.received();
+      const body = raw.slice(raw.indexOf("\r\n\r\n") + 4);
       expect(squeeze(body)).toBe(squeeze(`${SIZE.toString(16)}\r\n${"U".repeat(SIZE)}\r\n1\r\na\r\n0\r\n\r\n`));
-      expect(raw.join("")).not.toContain("Z");
+      expect(raw).not.toContain("Z");
       expect(endOf((r.summary?.egress ?? []) as EgressEvent[], "/urgent")?.outcome).toBe("completed");
     } finally {
-      for (const s of open) s.destroy();
-      await new Promise<void>((res) => server.close(() => res()));
+      await up.close();
     }
   }, 60_000);
 });
