@@ -8,8 +8,10 @@ import type { StoredEvent } from "../journal/events.js";
  * so a result is shown as that.
  *
  * Pure: events in, lines out. Every value in these lines was chosen by a model,
- * a command or a file; the caller redacts and neutralises each line before it
- * reaches a terminal, and the lengths here bound what one event can print.
+ * a command or a file; each is redacted (the caller's redact) before it is cut
+ * to the lengths here, which bound what one event can print (cut first, a
+ * credential across the cut would show in part), and the caller neutralises
+ * each line before it reaches a terminal.
  * A hostile value's own line breaks continue under MARGIN, which no line of
  * the transcript's own starts with, so a model cannot draw a line that passes
  * for one of Vak's.
@@ -21,21 +23,25 @@ const REASON_MAX = 400;
 
 type P = Record<string, unknown>;
 
-function clip(s: string, n: number): string {
-  return s.length > n ? `${s.slice(0, n)}… (+${s.length - n} characters; \`vak journal export\` has them all)` : s;
-}
-
-/** A hostile text as lines under a label: its first line after the label, the rest under the margin. */
-function block(label: string, text: string, max = TEXT_MAX): string[] {
-  const lines = clip(text, max).split(/\r\n|\r|\n/);
-  const pad = " ".repeat(label.length);
-  return lines.map((l, i) => (i === 0 ? `${label}${l}` : `${pad}${MARGIN}${l}`));
-}
-
-/** One line of hostile text (args, reasons): line breaks shown, not obeyed. */
-function one(v: unknown, max: number): string {
-  const s = typeof v === "string" ? v : (JSON.stringify(v) ?? String(v));
-  return clip(s.replace(/\r\n|\r|\n/g, " ⏎ "), max);
+/** The cutters of hostile text, each value redacted whole before it is cut. */
+function cutters(redact: (s: string) => string) {
+  const clip = (raw: string, n: number): string => {
+    const s = redact(raw);
+    return s.length > n ? `${s.slice(0, n)}… (+${s.length - n} characters; \`vak journal export\` has them all)` : s;
+  };
+  return {
+    /** A hostile text as lines under a label: its first line after the label, the rest under the margin. */
+    block(label: string, text: string, max = TEXT_MAX): string[] {
+      const lines = clip(text, max).split(/\r\n|\r|\n/);
+      const pad = " ".repeat(label.length);
+      return lines.map((l, i) => (i === 0 ? `${label}${l}` : `${pad}${MARGIN}${l}`));
+    },
+    /** One line of hostile text (args, reasons): line breaks shown, not obeyed. */
+    one(v: unknown, max: number): string {
+      const s = typeof v === "string" ? v : (JSON.stringify(v) ?? String(v));
+      return clip(s.replace(/\r\n|\r|\n/g, " ⏎ "), max);
+    },
+  };
 }
 
 const who = (e: StoredEvent) => (e.actor.component === "agent" || e.actor.component === "harness" || e.actor.component === "host" ? "" : `[${e.actor.component}] `);
@@ -45,7 +51,8 @@ export function isConversation(kind: string): boolean {
   return kind === "agent" || kind.startsWith("workload:");
 }
 
-export function transcript(events: readonly StoredEvent[]): string[] {
+export function transcript(events: readonly StoredEvent[], redact: (s: string) => string = (s) => s): string[] {
+  const { block, one } = cutters(redact);
   const out: string[] = [];
   // The calls of the model's last turn, in order, waiting for their results; and what Vak did about the current one.
   const queue = new Map<string, { name: string; args: unknown }[]>();

@@ -194,7 +194,7 @@ export function journalShow(id: string, opts: { json?: boolean; events?: boolean
     if (opts.json) return json({ session: s, events }), 0;
     out(fmt`session ${own(s.id)} (${v(s.kind, 40)}) started ${s.started}${s.host ? fmt` on ${v(s.host, 100)}` : ""}${s.workspace ? fmt` in ${v(s.workspace)}` : ""}: ${v(s.title, TITLE_MAX)}`);
     if (isConversation(s.kind) && !opts.events) {
-      for (const l of transcript(events)) relay(l);
+      for (const l of transcript(events, (t) => redactor.text(t))) relay(l);
       out(own(`(every event: vak journal show ${s.id} --events)`));
     } else for (const e of events) out(describe(e));
     return 0;
