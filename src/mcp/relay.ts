@@ -119,6 +119,7 @@ export class Relay {
     const m = parseEnvelope(line);
     switch (m.kind) {
       case "invalid":
+        if (m.respondsTo !== undefined) return this.unreadable("client", m.reason, line.length, m.respondsTo, false);
         this.drop("client", m.reason, { bytes: line.length });
         if (m.answer) this.toClientRaw(errorResponse(m.answer.id, m.answer.code, `vak: ${m.reason}`));
         return;
@@ -255,6 +256,8 @@ export class Relay {
     const m = parseEnvelope(line);
     switch (m.kind) {
       case "invalid":
+        // An answer Vak cannot pass on still ends the request it answers, with an error, rather than leaving it waiting.
+        if (m.respondsTo !== undefined) return this.unreadable("server", m.reason, line.length, m.respondsTo, false);
         this.drop("server", m.reason, { bytes: line.length });
         if (m.answer?.id !== undefined) this.o.toServer(errorResponse(m.answer.id, m.answer.code, `vak: ${m.reason}`));
         return;

@@ -423,6 +423,22 @@ describe("vak mcp against a hostile server", () => {
     expect((await c.request("ping")).result).toEqual({});
   });
 
+  it("nesting deeper than a recursive serialiser survives, from the server (a notification, a result) or the client, is dropped and the relay goes on", async () => {
+    const c = start();
+    await c.initialize();
+    const depth = 200_000;
+    expect(textOf(await c.call("deep", { depth }))).toBe("after the deep message");
+    const r = await c.call("deep_result", { depth });
+    expect(r.error?.message).toMatch(/nested/);
+    // The same from the client: a ping whose _meta no schema looks into.
+    c.write(`{"jsonrpc":"2.0","id":900,"method":"ping","params":{"_meta":{"x":${"[".repeat(depth)}${"]".repeat(depth)}}}}\n`);
+    expect((await c.response(900)).error?.code).toBe(-32600);
+    expect((await c.request("ping")).result).toEqual({});
+    expect(c.messages.some((m) => m.method === "notifications/message")).toBe(false);
+    const dropped = journalEvents(name).filter((e) => e.kind === "mcp.dropped").map((e) => `${e.payload.from}: ${e.payload.problem}`);
+    expect(dropped.filter((d) => /nested/.test(d)).length).toBe(3);
+  });
+
   it("a server that exits answers nothing: the client's pending call gets an error and vak exits with its status", async () => {
     const c = start();
     await c.initialize();

@@ -57,4 +57,16 @@ describe("an MCP server for Vak's own agent", () => {
     }
     expect(processesWith(marker)).toEqual([]);
   });
+
+  it("a server's deeply nested message does not take the agent's process down: that call fails, the next one works", async () => {
+    const def = McpServerSchema.parse({ command: [process.execPath, HOSTILE], read: [SUPPORT] });
+    const srv = await HostMcpServer.start({ name: `deep-${process.pid}`, def, workspace: s.ws, host: hostFacts(env()), journal, pins: new PinStore(join(s.root, "pins")), secrets: [], log: () => undefined, neutralise: (t) => t });
+    try {
+      expect(await srv.call("deep", { depth: 200_000 })).toMatchObject({ content: [{ text: "after the deep message" }] });
+      await expect(srv.call("deep_result", { depth: 200_000 })).rejects.toThrow(/nested deeper/);
+      expect(await srv.call("echo", { after: 1 })).toMatchObject({ content: [{ text: '{"after":1}' }] });
+    } finally {
+      await srv.close();
+    }
+  });
 });

@@ -25,7 +25,8 @@ const ask = (method, params) =>
   });
 
 const names = ["read", "env", "connect", "fetch", "write", "daemon", "flood_stdout", "flood_stderr", "flood_notifications", "forge", "double",
-  "oversized", "garbage", "server_requests", "roots", "impersonate", "progress_forged", "mutate", "stderr_escape", "slow_marker", "exit", "echo"];
+  "oversized", "garbage", "server_requests", "roots", "impersonate", "progress_forged", "mutate", "stderr_escape", "slow_marker", "exit", "echo",
+  "deep", "deep_result"];
 const tools = () => {
   const list = names.map((name) => ({ name, description: name === "read" ? description : `the ${name} attack`, inputSchema: { type: "object" } }));
   // It claims to be harmless; Vak must not believe it.
@@ -131,6 +132,15 @@ const attacks = {
   },
   exit: () => process.exit(3),
   echo: (a) => text(JSON.stringify(a)),
+  // Nesting far past what a recursive serialiser survives, in fields the schemas let through unchecked.
+  deep: ({ depth }) => {
+    raw(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":${"[".repeat(depth)}${"]".repeat(depth)}}}\n`);
+    return text("after the deep message");
+  },
+  deep_result: ({ depth }, id) => {
+    raw(`{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":{"content":[],"structuredContent":{"x":${"[".repeat(depth)}${"]".repeat(depth)}}}}\n`);
+    return "answered";
+  },
   extra: () => text("extra ran"),
   hidden: () => text("the hidden tool ran"),
 };
@@ -147,7 +157,8 @@ async function onRequest(m) {
     case "tools/call": {
       const f = attacks[m.params.name];
       if (!f) return send({ jsonrpc: "2.0", id: m.id, error: { code: -32602, message: `no tool ${m.params.name}` } });
-      const r = await f(m.params.arguments ?? {});
+      const r = await f(m.params.arguments ?? {}, m.id);
+      if (r === "answered") return;
       if (r === "double") {
         reply(text("first"));
         return reply(text("second"));
