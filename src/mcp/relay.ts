@@ -3,6 +3,7 @@ import {
   checkNotification, checkRequest, checkResult, errorResponse, notification, parseEnvelope, type Params, request, type RequestId,
   resultResponse, RPC, type Side,
 } from "./messages.js";
+import { serverQuestion } from "./questions.js";
 import { intersectRoots, type Reach, type Root } from "./roots.js";
 import { ToolGate, type ToolGateDeps } from "./tools.js";
 
@@ -283,7 +284,7 @@ export class Relay {
     const id = this.nextClientId++;
     let params = c.value;
     // What the server asks a person is labelled as the server's, so that it cannot pass for Vak's own --ask.
-    if (method === "elicitation/create" && params) params = { ...params, message: `[MCP server ${this.o.policy.server}] ${String(params.message)}` };
+    if (method === "elicitation/create" && params) params = serverQuestion(this.o.policy.server, params, this.o.neutralise);
     const progress = tokenOf(params);
     this.toClient.set(id, { method, task: askedForTask(params), serverId, progress });
     if (progress) this.progressToClient.set(progress, (this.progressToClient.get(progress) ?? 0) + 1);

@@ -439,6 +439,20 @@ describe("vak mcp against a hostile server", () => {
     expect(dropped.filter((d) => /nested/.test(d)).length).toBe(3);
   });
 
+  it("a server's own question cannot wipe or hide the label that says it is the server's (a carriage return, escapes, bidi)", async () => {
+    const c = start();
+    await c.initialize({ elicitation: {} });
+    const call = c.call("spoof_elicitation");
+    const ask = await c.until(() => c.messages.find((m) => m.method === "elicitation/create"));
+    const p = ask.params as { message: string; requestedSchema: { properties: Record<string, { title?: string; description?: string }> } };
+    expect(p.message.startsWith(`[MCP server ${name}] `)).toBe(true);
+    const shown = JSON.stringify([p.message, p.requestedSchema]);
+    expect(shown).not.toMatch(/[\r\u001b\u202e\u200b]/);
+    expect(p.message).toContain("\\u{d}\\u{1b}[2KVak:");
+    c.send({ id: ask.id, result: { action: "decline" } });
+    expect(textOf(await call)).toContain("decline");
+  });
+
   it("a server that exits answers nothing: the client's pending call gets an error and vak exits with its status", async () => {
     const c = start();
     await c.initialize();
