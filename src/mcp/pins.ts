@@ -30,8 +30,12 @@ const PinFileSchema = z
 export type PinFile = z.infer<typeof PinFileSchema>;
 export type ToolDefinition = Record<string, unknown>;
 
-/** pinned: as trusted. first-sight: pinned now, on this identity's first connection. changed/new: withheld. duplicate: listed twice in one listing, so which one a call reaches is unknowable: withheld. */
-export type PinVerdict = "pinned" | "first-sight" | "changed" | "new" | "duplicate";
+/**
+ * pinned: as trusted. first-sight: pinned now, on this identity's first connection. changed/new: withheld.
+ * duplicate: listed twice in one listing, so which one a call reaches is unknowable: withheld. over-limit: a
+ * definition too large to keep (tools.ts): withheld, and not stored.
+ */
+export type PinVerdict = "pinned" | "first-sight" | "changed" | "new" | "duplicate" | "over-limit";
 
 /** JSON with keys sorted at every level: the same definition always has the same digest. */
 export function canonicalJson(v: unknown): string {

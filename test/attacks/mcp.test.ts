@@ -7,6 +7,8 @@ import { readJournal } from "../support/journal-read.js";
 import { processesWith, scratch, type Scratch } from "../support/fs.js";
 import { HOSTILE, RawClient, SUPPORT, textOf, WITH_TERMINAL } from "../support/mcp.js";
 import { VAK_BIN } from "../support/paths.js";
+import { PinStore } from "../../src/mcp/pins.js";
+import { MAX_TOOLS } from "../../src/mcp/tools.js";
 import { baseEnv, TEST_STATE } from "../support/vak.js";
 
 // A hostile MCP server (test/support/hostile-mcp.mjs) behind `vak mcp`, driven by a raw client that sees every byte
@@ -435,8 +437,10 @@ describe("vak mcp against a hostile server", () => {
     expect((await c.response(900)).error?.code).toBe(-32600);
     expect((await c.request("ping")).result).toEqual({});
     expect(c.messages.some((m) => m.method === "notifications/message")).toBe(false);
-    const dropped = journalEvents(name).filter((e) => e.kind === "mcp.dropped").map((e) => `${e.payload.from}: ${e.payload.problem}`);
-    expect(dropped.filter((d) => /nested/.test(d)).length).toBe(3);
+    // Drops are recorded as they happen, not awaited: wait until the three are on the record.
+    const nested = () => journalEvents(name).filter((e) => e.kind === "mcp.dropped" && /nested/.test(String(e.payload.problem)));
+    await c.until(() => (nested().length >= 3 ? true : undefined));
+    expect(nested().map((e) => e.payload.from).sort()).toEqual(["client", "server", "server"]);
   });
 
   it("a server's own question cannot wipe or hide the label that says it is the server's (a carriage return, escapes, bidi)", async () => {
@@ -451,6 +455,20 @@ describe("vak mcp against a hostile server", () => {
     expect(p.message).toContain("\\u{d}\\u{1b}[2KVak:");
     c.send({ id: ask.id, result: { action: "decline" } });
     expect(textOf(await call)).toContain("decline");
+  });
+
+  it("a server cannot make Vak store or pass on tools without bound: thousands of new tools at every listing, a 3 MiB definition", async () => {
+    const c = start([], ["--many-tools", "4000", "--bulky-tool"]);
+    await c.initialize();
+    for (let i = 0; i < 3; i++) {
+      const names = ((await c.request("tools/list", undefined, 60_000)).result!.tools as { name: string }[]).map((t) => t.name);
+      expect(names.length).toBeLessThanOrEqual(MAX_TOOLS);
+      expect(names).not.toContain("bulky");
+    }
+    // The pins are Vak's state on the host: a server with no write grant must not be able to fill that disk.
+    expect(statSync(new PinStore(join(TEST_STATE, "vak", "mcp", "pins")).path(name)).size).toBeLessThan(4 * 1024 * 1024);
+    expect(textOf(await c.call("bulky"))).toMatch(/withheld/);
+    expect(textOf(await c.call("echo", { x: 1 }))).toBe('{"x":1}');
   });
 
   it("a server that exits answers nothing: the client's pending call gets an error and vak exits with its status", async () => {

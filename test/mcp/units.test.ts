@@ -21,6 +21,7 @@ describe("per-tool policy (a table)", () => {
     ["a new tool on a trusted server is withheld", {}, "t", "new", "deny", "withheld"],
     ["withheld even under --ask: asking cannot approve what was not trusted", { ask: "all" }, "t", "changed", "deny", "withheld"],
     ["a tool never listed is refused", {}, "t", undefined, "deny", "not-listed"],
+    ["a definition too large to keep is withheld, even under --ask", { ask: "all" }, "t", "over-limit", "deny", "withheld"],
     ["--ask all asks", { ask: "all" }, "t", "pinned", "ask"],
     ["--ask names ask only for those", { ask: new Set(["u"]) }, "t", "pinned", "allow"],
     ["--ask T asks for T", { ask: new Set(["t"]) }, "t", "pinned", "ask"],
