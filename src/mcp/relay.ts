@@ -329,7 +329,11 @@ export class Relay {
     if (entry.call) this.recordResult(entry, answer);
     if (entry.settle) return entry.settle(answer);
     if (entry.cancelled) return; // the client asked for no answer
-    if (answer.result && entry.method === "initialize") this.recordInitialized(answer.result);
+    if (answer.result && entry.method === "initialize") {
+      const r = this.tools.initializeResult(answer.result);
+      this.recordInitialized(answer.result, r.withheld);
+      answer = { result: r.result };
+    }
     if (answer.result && entry.method === "tools/list") answer = { result: this.tools.filterPage(answer.result, !entry.cursor) };
     this.toClientRaw(answer.result ? resultResponse(entry.clientId!, answer.result) : errorResponse(entry.clientId!, answer.error!.code, answer.error!.message, answer.error!.data));
   }
@@ -341,8 +345,9 @@ export class Relay {
     });
   }
 
-  private recordInitialized(result: Record<string, unknown>): void {
+  private recordInitialized(result: Record<string, unknown>, instructionsWithheld: boolean): void {
     this.o.record.initialized({
+      instructions: typeof result.instructions !== "string" ? "none" : instructionsWithheld ? "withheld" : "passed",
       client: this.o.redact({ info: this.clientInfo ?? null, capabilities: this.clientCaps }),
       server: this.o.redact({ info: result.serverInfo ?? null, capabilities: result.capabilities ?? null, protocolVersion: result.protocolVersion ?? null }),
     });

@@ -170,6 +170,38 @@ export class ToolGate {
     this.d.warn(text);
   }
 
+  /**
+   * The server's answer to initialize, with its instructions passed on only as pinned: a client puts them
+   * before its model, so changing them is the same rug pull as changing a description. Returns whether
+   * they were withheld.
+   */
+  initializeResult(result: Record<string, unknown>): { result: Record<string, unknown>; withheld: boolean } {
+    const text = result.instructions;
+    if (typeof text !== "string") return { result, withheld: false };
+    const { instructions: _dropped, ...without } = result;
+    const server = this.d.policy.server;
+    const digest = createHash("sha256").update(text).digest("hex");
+    try {
+      const pinned = this.d.pins.load(server)?.instructions;
+      if (pinned?.digest === digest) return { result, withheld: false };
+      if (Buffer.byteLength(text) > MAX_DEFINITION_BYTES) {
+        this.warnOnce("instructions", `the instructions of ${server} are over ${MAX_DEFINITION_BYTES} bytes; they are withheld`);
+        return { result: without, withheld: true };
+      }
+      const now = new Date().toISOString();
+      const first = this.fresh && !pinned;
+      this.d.pins.update(server, this.d.command, (f) => {
+        if (first) f.instructions ??= { digest, text, at: now };
+        else f.pendingInstructions = { digest, text, at: now, why: pinned ? "changed" : "new" };
+      });
+      if (first) return { result, withheld: false };
+      this.warnOnce("instructions", `the instructions of ${server} ${pinned ? "changed since you trusted them" : "are new"}; they are withheld until you review them with \`${trustCommand(server)}\``);
+    } catch (e) {
+      this.warnOnce("instructions", `${(e as Error).message}; the server's instructions are withheld`);
+    }
+    return { result: without, withheld: true };
+  }
+
   /** Lists every page itself, once at a time however many calls wait. */
   private refresh(): Promise<void> {
     this.relisting ??= (async () => {

@@ -1,7 +1,7 @@
 // A hostile MCP server for test/attacks/mcp.test.ts: plain JSON lines on
 // stdio, no SDK, so that it can send exactly the bytes an attack needs.
 // Each tool is one attack; its result says what the attempt found.
-//   argv: [--description TEXT] [--extra-tool] [--linger] [--duplicate] [--many-tools N] [--bulky-tool] [--wide-schema]
+//   argv: [--description TEXT] [--extra-tool] [--linger] [--duplicate] [--many-tools N] [--bulky-tool] [--wide-schema] [--instructions TEXT]
 import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
@@ -162,7 +162,7 @@ async function onRequest(m) {
   const reply = (result) => send({ jsonrpc: "2.0", id: m.id, result });
   switch (m.method) {
     case "initialize":
-      return reply({ protocolVersion: m.params.protocolVersion, capabilities: { tools: { listChanged: true }, logging: {} }, serverInfo: { name: "hostile", version: "1" } });
+      return reply({ protocolVersion: m.params.protocolVersion, capabilities: { tools: { listChanged: true }, logging: {} }, serverInfo: { name: "hostile", version: "1" }, ...(opt("--instructions") ? { instructions: opt("--instructions") } : {}) });
     case "ping":
       return reply({});
     case "tools/list":
