@@ -42,6 +42,9 @@ export interface HubOptions {
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const MAX_OUTPUT = 1024 * 1024;
 const MAX_DESCRIPTION = 1024;
+/** What one server may put before the model with every request: past these its tools are left out (said so), so that it cannot make every model call too large to send. */
+export const MAX_MODEL_TOOLS = 128;
+export const MAX_PARAMETERS = 16 * 1024;
 
 export function toolName(server: string, tool: string): string {
   return `mcp__${server}__${tool.replace(/[^A-Za-z0-9_-]/g, "_")}`;
@@ -68,11 +71,20 @@ export class McpHub implements McpCaller {
 
   private constructor(private readonly servers: Map<string, HostMcpServer>, log: (line: string) => void, neutralise: (t: string) => string) {
     for (const [name, srv] of servers) {
+      let offered = 0;
       for (const t of srv.tools) {
         const n = toolName(name, t.name);
         if (!TOOL_NAME.test(n) || this.byTool.has(n)) {
           log(`vak: mcp ${name}: tool ${neutralise(t.name)} is not offered to the model (its name cannot be told apart as ${n})`);
           continue;
+        }
+        if (JSON.stringify(t.inputSchema).length > MAX_PARAMETERS) {
+          log(`vak: mcp ${name}: tool ${neutralise(t.name)} is not offered to the model (its input schema is over ${MAX_PARAMETERS} characters)`);
+          continue;
+        }
+        if (offered++ >= MAX_MODEL_TOOLS) {
+          log(`vak: mcp ${name}: its tools past the first ${MAX_MODEL_TOOLS} are not offered to the model (it lists ${srv.tools.length})`);
+          break;
         }
         this.byTool.set(n, { server: name, tool: t.name });
         const description = `[MCP server ${name}] ${t.description ?? t.title ?? t.name}`.slice(0, MAX_DESCRIPTION);

@@ -32,8 +32,11 @@ export type Envelope =
   | { kind: "notification"; method: string; params: Params }
   | { kind: "result"; id: RequestId; result: Record<string, unknown> }
   | { kind: "error"; id: RequestId | undefined; error: { code: number; message: string; data?: unknown } }
-  /** answer: the JSON-RPC error to send back, when JSON-RPC says there is one to send. */
-  | { kind: "invalid"; reason: string; answer?: { id: RequestId | undefined; code: number } };
+  /**
+   * answer: the JSON-RPC error to send back, when JSON-RPC says there is one to send.
+   * respondsTo: the id of a response that cannot be passed on, so that the request it answers fails instead of waiting.
+   */
+  | { kind: "invalid"; reason: string; answer?: { id: RequestId | undefined; code: number }; respondsTo?: RequestId };
 
 /** JSON-RPC's error codes, as MCP uses them. */
 export const RPC = { parse: -32700, invalidRequest: -32600, methodNotFound: -32601, invalidParams: -32602, internal: -32603 } as const;
@@ -96,6 +99,24 @@ function issue(e: z.ZodError): string {
   return `${path}: ${i.message.slice(0, 200)}`;
 }
 
+/**
+ * How deep a message may nest: far more than any tool's schema needs, far less than what makes a
+ * recursive walk (JSON.stringify when a message is passed on, the pins' canonical JSON) overflow the
+ * stack. JSON.parse itself is not recursive, so one line of brackets would otherwise take Vak down.
+ */
+export const MAX_DEPTH = 100;
+
+/** Whether a parsed value nests deeper than max (objects and arrays), walked without recursion. */
+export function deeperThan(v: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[v, 1]];
+  while (stack.length > 0) {
+    const [x, depth] = stack.pop()!;
+    if (depth > max) return true;
+    for (const c of Array.isArray(x) ? x : Object.values(x as object)) if (typeof c === "object" && c !== null) stack.push([c, depth + 1]);
+  }
+  return false;
+}
+
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 const validId = (v: unknown): v is RequestId => typeof v === "string" || (typeof v === "number" && Number.isSafeInteger(v));
 
@@ -109,6 +130,11 @@ export function parseEnvelope(line: string): Envelope {
   }
   if (!isObject(v)) return { kind: "invalid", reason: Array.isArray(v) ? "a JSON-RPC batch (MCP has none)" : "not a JSON object", answer: { id: undefined, code: RPC.invalidRequest } };
   const id = validId(v.id) ? v.id : undefined;
+  if (deeperThan(v, MAX_DEPTH)) {
+    const reason = `a message nested deeper than ${MAX_DEPTH} levels`;
+    if (!("method" in v)) return { kind: "invalid", reason, ...(id !== undefined ? { respondsTo: id } : {}) };
+    return { kind: "invalid", reason, ...("id" in v && id !== undefined ? { answer: { id, code: RPC.invalidRequest } } : {}) };
+  }
   if ("method" in v) {
     const schema = "id" in v ? JSONRPCRequestSchema : JSONRPCNotificationSchema;
     const r = schema.safeParse(v);
@@ -119,11 +145,11 @@ export function parseEnvelope(line: string): Envelope {
   }
   if ("error" in v) {
     const r = JSONRPCErrorResponseSchema.safeParse(v);
-    if (!r.success) return { kind: "invalid", reason: `bad error response: ${issue(r.error)}` };
+    if (!r.success) return { kind: "invalid", reason: `bad error response: ${issue(r.error)}`, ...(id !== undefined ? { respondsTo: id } : {}) };
     return { kind: "error", id: r.data.id, error: r.data.error };
   }
   const r = JSONRPCResultResponseSchema.safeParse(v);
-  if (!r.success) return { kind: "invalid", reason: `bad response: ${issue(r.error)}` };
+  if (!r.success) return { kind: "invalid", reason: `bad response: ${issue(r.error)}`, ...(id !== undefined ? { respondsTo: id } : {}) };
   return { kind: "result", id: r.data.id, result: r.data.result as Record<string, unknown> };
 }
 

@@ -13,10 +13,13 @@ import { vakDirs } from "../policy/state.js";
  * checked and passed on (name, title, description, input and output schemas,
  * annotations, _meta). The first connection of an identity pins what it lists;
  * after that a changed or new definition is withheld and kept as pending until
- * `vak mcp trust NAME` accepts it.
+ * `vak mcp trust NAME` accepts it. The server's instructions, which a client
+ * puts before its model as it does descriptions, are pinned the same way.
  */
 const Definition = z.record(z.string(), z.unknown());
 const Entry = z.object({ digest: z.string().regex(/^[0-9a-f]{64}$/), definition: Definition, at: z.string() }).strict();
+/** The server's instructions (InitializeResult.instructions): text a client puts before its model, pinned like a definition. */
+const Instructions = z.object({ digest: z.string().regex(/^[0-9a-f]{64}$/), text: z.string(), at: z.string() }).strict();
 const PinFileSchema = z
   .object({
     v: z.literal(1),
@@ -25,13 +28,19 @@ const PinFileSchema = z
     created: z.string(),
     tools: z.record(z.string(), Entry),
     pending: z.record(z.string(), Entry.extend({ why: z.enum(["changed", "new"]) }).strict()),
+    instructions: Instructions.optional(),
+    pendingInstructions: Instructions.extend({ why: z.enum(["changed", "new"]) }).strict().optional(),
   })
   .strict();
 export type PinFile = z.infer<typeof PinFileSchema>;
 export type ToolDefinition = Record<string, unknown>;
 
-/** pinned: as trusted. first-sight: pinned now, on this identity's first connection. changed/new: withheld. duplicate: listed twice in one listing, so which one a call reaches is unknowable: withheld. */
-export type PinVerdict = "pinned" | "first-sight" | "changed" | "new" | "duplicate";
+/**
+ * pinned: as trusted. first-sight: pinned now, on this identity's first connection. changed/new: withheld.
+ * duplicate: listed twice in one listing, so which one a call reaches is unknowable: withheld. over-limit: a
+ * definition too large to keep (tools.ts): withheld, and not stored.
+ */
+export type PinVerdict = "pinned" | "first-sight" | "changed" | "new" | "duplicate" | "over-limit";
 
 /** JSON with keys sorted at every level: the same definition always has the same digest. */
 export function canonicalJson(v: unknown): string {
@@ -157,8 +166,14 @@ export class PinStore {
  * user says yes. Only the definitions the user was shown (name and digest) are
  * accepted; one that changed again since is left pending.
  */
-export function acceptPending(f: PinFile, shown: ReadonlyMap<string, string>): string[] {
+export function acceptPending(f: PinFile, shown: ReadonlyMap<string, string>, shownInstructions?: string): string[] {
   const accepted: string[] = [];
+  const p = f.pendingInstructions;
+  if (p && shownInstructions === p.digest) {
+    f.instructions = { digest: p.digest, text: p.text, at: new Date().toISOString() };
+    delete f.pendingInstructions;
+    accepted.push("(the server's instructions)");
+  }
   for (const [name, p] of Object.entries(f.pending)) {
     if (shown.get(name) !== p.digest) continue;
     f.tools[name] = { digest: p.digest, definition: p.definition, at: new Date().toISOString() };

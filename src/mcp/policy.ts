@@ -38,6 +38,8 @@ export function decideCall(p: ToolPolicy, name: string, verdict: PinVerdict | un
     return { action: "deny", rule: "not-listed", reason: `tool ${name} is not among the tools ${p.server} lists; only listed, pinned tools can be called` };
   if (verdict === "duplicate")
     return { action: "deny", rule: "withheld", reason: `tool ${name} is listed more than once by ${p.server}, with different definitions; it is withheld` };
+  if (verdict === "over-limit")
+    return { action: "deny", rule: "withheld", reason: `tool ${name} of ${p.server} is withheld: its definition is larger than Vak keeps` };
   if (verdict === "changed" || verdict === "new")
     return {
       action: "deny", rule: "withheld",

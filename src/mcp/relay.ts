@@ -3,6 +3,7 @@ import {
   checkNotification, checkRequest, checkResult, errorResponse, notification, parseEnvelope, type Params, request, type RequestId,
   resultResponse, RPC, type Side,
 } from "./messages.js";
+import { serverQuestion } from "./questions.js";
 import { intersectRoots, type Reach, type Root } from "./roots.js";
 import { ToolGate, type ToolGateDeps } from "./tools.js";
 
@@ -119,6 +120,7 @@ export class Relay {
     const m = parseEnvelope(line);
     switch (m.kind) {
       case "invalid":
+        if (m.respondsTo !== undefined) return this.unreadable("client", m.reason, line.length, m.respondsTo, false);
         this.drop("client", m.reason, { bytes: line.length });
         if (m.answer) this.toClientRaw(errorResponse(m.answer.id, m.answer.code, `vak: ${m.reason}`));
         return;
@@ -255,6 +257,8 @@ export class Relay {
     const m = parseEnvelope(line);
     switch (m.kind) {
       case "invalid":
+        // An answer Vak cannot pass on still ends the request it answers, with an error, rather than leaving it waiting.
+        if (m.respondsTo !== undefined) return this.unreadable("server", m.reason, line.length, m.respondsTo, false);
         this.drop("server", m.reason, { bytes: line.length });
         if (m.answer?.id !== undefined) this.o.toServer(errorResponse(m.answer.id, m.answer.code, `vak: ${m.reason}`));
         return;
@@ -280,7 +284,7 @@ export class Relay {
     const id = this.nextClientId++;
     let params = c.value;
     // What the server asks a person is labelled as the server's, so that it cannot pass for Vak's own --ask.
-    if (method === "elicitation/create" && params) params = { ...params, message: `[MCP server ${this.o.policy.server}] ${String(params.message)}` };
+    if (method === "elicitation/create" && params) params = serverQuestion(this.o.policy.server, params, this.o.neutralise);
     const progress = tokenOf(params);
     this.toClient.set(id, { method, task: askedForTask(params), serverId, progress });
     if (progress) this.progressToClient.set(progress, (this.progressToClient.get(progress) ?? 0) + 1);
@@ -325,7 +329,11 @@ export class Relay {
     if (entry.call) this.recordResult(entry, answer);
     if (entry.settle) return entry.settle(answer);
     if (entry.cancelled) return; // the client asked for no answer
-    if (answer.result && entry.method === "initialize") this.recordInitialized(answer.result);
+    if (answer.result && entry.method === "initialize") {
+      const r = this.tools.initializeResult(answer.result);
+      this.recordInitialized(answer.result, r.withheld);
+      answer = { result: r.result };
+    }
     if (answer.result && entry.method === "tools/list") answer = { result: this.tools.filterPage(answer.result, !entry.cursor) };
     this.toClientRaw(answer.result ? resultResponse(entry.clientId!, answer.result) : errorResponse(entry.clientId!, answer.error!.code, answer.error!.message, answer.error!.data));
   }
@@ -337,8 +345,9 @@ export class Relay {
     });
   }
 
-  private recordInitialized(result: Record<string, unknown>): void {
+  private recordInitialized(result: Record<string, unknown>, instructionsWithheld: boolean): void {
     this.o.record.initialized({
+      instructions: typeof result.instructions !== "string" ? "none" : instructionsWithheld ? "withheld" : "passed",
       client: this.o.redact({ info: this.clientInfo ?? null, capabilities: this.clientCaps }),
       server: this.o.redact({ info: result.serverInfo ?? null, capabilities: result.capabilities ?? null, protocolVersion: result.protocolVersion ?? null }),
     });

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { VakError } from "../policy/errors.js";
-import { judge, type PinFile, type PinStore, type PinVerdict, type ToolDefinition, toolDigest } from "./pins.js";
+import { canonicalJson, judge, type PinFile, type PinStore, type PinVerdict, type ToolDefinition } from "./pins.js";
 import { decideCall, listed, trustCommand, type ToolPolicy } from "./policy.js";
 
 /**
@@ -38,6 +38,13 @@ export type CallVerdict =
   | { allowed: true; digest: string; asked: boolean }
   | { allowed: false; rule: string; reason: string; digest?: string };
 
+/**
+ * What one server can make Vak hold, store in its pins (on the host's disk, which the server cannot write
+ * itself) and pass on: tools per listing, waiting for review, and the size of one definition. Past them a
+ * tool is withheld and not stored.
+ */
+export const MAX_TOOLS = 512;
+export const MAX_DEFINITION_BYTES = 64 * 1024;
 const MAX_PAGES = 64;
 const ASK_ARGS_CHARS = 1500;
 
@@ -77,13 +84,28 @@ export class ToolGate {
     const page: Known[] = [];
     const toPin: Known[] = [];
     const toHold: Known[] = [];
+    let overCount = 0;
     for (const def of tools) {
-      const digest = toolDigest(def);
       const name = String(def.name);
+      const twice = this.building.get(name);
+      if (!twice && this.building.size >= MAX_TOOLS) {
+        overCount++;
+        continue;
+      }
+      const text = canonicalJson(def);
+      const digest = createHash("sha256").update(text).digest("hex");
+      if (Buffer.byteLength(text) > MAX_DEFINITION_BYTES) {
+        // Only its name is kept: enough to refuse a call saying why.
+        const k: Known = { definition: { name }, digest, verdict: "over-limit" };
+        if (twice) twice.verdict = "duplicate";
+        else this.building.set(name, k);
+        page.push(k);
+        this.warnOnce(`big\0${name}`, `tool ${name}'s definition is over ${MAX_DEFINITION_BYTES} bytes; it is withheld`);
+        continue;
+      }
       // Unreadable pins: nothing can be compared, so everything is withheld.
       const verdict: PinVerdict = pinError ? "changed" : judge(file, this.fresh, def);
       const k: Known = { definition: def, digest, verdict };
-      const twice = this.building.get(name);
       if (twice) {
         // One name, two definitions in one listing: neither is passed on or callable, and nothing is pinned.
         twice.verdict = "duplicate";
@@ -98,6 +120,7 @@ export class ToolGate {
       if (verdict === "first-sight") toPin.push(k);
       if (verdict === "changed" || verdict === "new") toHold.push(k);
     }
+    if (overCount) this.warnOnce("many", `${this.d.policy.server} lists more than ${MAX_TOOLS} tools; the rest are withheld`);
     if (pinError) this.warnOnce("pins", `${pinError.message}; every tool is withheld`);
     if (toPin.length || toHold.length) this.store(toPin, toHold, page);
     for (const k of toHold) {
@@ -111,6 +134,7 @@ export class ToolGate {
       withheld: toHold.map((k) => ({ tool: String(k.definition.name), why: k.verdict, digest: k.digest })),
       pinned: toPin.map((k) => String(k.definition.name)),
       hidden,
+      ...(overCount ? { overLimit: overCount } : {}),
     });
     if (last) {
       this.known = this.building;
@@ -126,7 +150,13 @@ export class ToolGate {
     try {
       this.d.pins.update(this.d.policy.server, this.d.command, (f) => {
         for (const k of toPin) f.tools[String(k.definition.name)] ??= { digest: k.digest, definition: k.definition, at: now };
-        for (const k of toHold) f.pending[String(k.definition.name)] = { digest: k.digest, definition: k.definition, at: now, why: k.verdict as "changed" | "new" };
+        let waiting = Object.keys(f.pending).length;
+        for (const k of toHold) {
+          const name = String(k.definition.name);
+          // Withheld either way; past MAX_TOOLS waiting, a new one is not stored (a server that lists fresh names at every listing would fill the disk).
+          if (!Object.hasOwn(f.pending, name) && waiting++ >= MAX_TOOLS) continue;
+          f.pending[name] = { digest: k.digest, definition: k.definition, at: now, why: k.verdict as "changed" | "new" };
+        }
       });
     } catch (e) {
       for (const k of page) if (k.verdict === "first-sight") k.verdict = "new";
@@ -138,6 +168,38 @@ export class ToolGate {
     if (this.warned.has(key)) return;
     this.warned.add(key);
     this.d.warn(text);
+  }
+
+  /**
+   * The server's answer to initialize, with its instructions passed on only as pinned: a client puts them
+   * before its model, so changing them is the same rug pull as changing a description. Returns whether
+   * they were withheld.
+   */
+  initializeResult(result: Record<string, unknown>): { result: Record<string, unknown>; withheld: boolean } {
+    const text = result.instructions;
+    if (typeof text !== "string") return { result, withheld: false };
+    const { instructions: _dropped, ...without } = result;
+    const server = this.d.policy.server;
+    const digest = createHash("sha256").update(text).digest("hex");
+    try {
+      const pinned = this.d.pins.load(server)?.instructions;
+      if (pinned?.digest === digest) return { result, withheld: false };
+      if (Buffer.byteLength(text) > MAX_DEFINITION_BYTES) {
+        this.warnOnce("instructions", `the instructions of ${server} are over ${MAX_DEFINITION_BYTES} bytes; they are withheld`);
+        return { result: without, withheld: true };
+      }
+      const now = new Date().toISOString();
+      const first = this.fresh && !pinned;
+      this.d.pins.update(server, this.d.command, (f) => {
+        if (first) f.instructions ??= { digest, text, at: now };
+        else f.pendingInstructions = { digest, text, at: now, why: pinned ? "changed" : "new" };
+      });
+      if (first) return { result, withheld: false };
+      this.warnOnce("instructions", `the instructions of ${server} ${pinned ? "changed since you trusted them" : "are new"}; they are withheld until you review them with \`${trustCommand(server)}\``);
+    } catch (e) {
+      this.warnOnce("instructions", `${(e as Error).message}; the server's instructions are withheld`);
+    }
+    return { result: without, withheld: true };
   }
 
   /** Lists every page itself, once at a time however many calls wait. */

@@ -3,6 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Journal } from "../../src/journal/journal.js";
 import { openJournal } from "../../src/journal/open.js";
 import { HostMcpServer } from "../../src/mcp/host.js";
+import { MAX_MODEL_TOOLS, MAX_PARAMETERS, McpHub } from "../../src/mcp/hub.js";
 import { PinStore } from "../../src/mcp/pins.js";
 import { McpServerSchema } from "../../src/mcp/servers.js";
 import { hostFacts } from "../../src/sandbox/host.js";
@@ -56,5 +57,35 @@ describe("an MCP server for Vak's own agent", () => {
       await srv.close();
     }
     expect(processesWith(marker)).toEqual([]);
+  });
+
+  it("a server's deeply nested message does not take the agent's process down: that call fails, the next one works", async () => {
+    const def = McpServerSchema.parse({ command: [process.execPath, HOSTILE], read: [SUPPORT] });
+    const srv = await HostMcpServer.start({ name: `deep-${process.pid}`, def, workspace: s.ws, host: hostFacts(env()), journal, pins: new PinStore(join(s.root, "pins")), secrets: [], log: () => undefined, neutralise: (t) => t });
+    try {
+      expect(await srv.call("deep", { depth: 200_000 })).toMatchObject({ content: [{ text: "after the deep message" }] });
+      await expect(srv.call("deep_result", { depth: 200_000 })).rejects.toThrow(/nested deeper/);
+      expect(await srv.call("echo", { after: 1 })).toMatchObject({ content: [{ text: '{"after":1}' }] });
+    } finally {
+      await srv.close();
+    }
+  });
+
+  it("what one server offers the model is bounded: at most MAX_MODEL_TOOLS tools, none with an input schema past MAX_PARAMETERS", async () => {
+    const def = McpServerSchema.parse({ command: [process.execPath, HOSTILE, "--many-tools", "400", "--wide-schema"], read: [SUPPORT] });
+    const said: string[] = [];
+    const hub = await McpHub.start({
+      servers: [{ name: "many", def, source: "test" }], workspace: s.ws, mode: "read-only", host: hostFacts(env()), journal, pins: new PinStore(join(s.root, "pins")),
+      secret: () => "", log: (l) => void said.push(l), neutralise: (t) => t,
+    });
+    try {
+      expect(hub.specs.length).toBeGreaterThan(0);
+      expect(hub.specs.length).toBeLessThanOrEqual(MAX_MODEL_TOOLS);
+      for (const spec of hub.specs) expect(JSON.stringify(spec.parameters).length).toBeLessThanOrEqual(MAX_PARAMETERS);
+      expect(hub.specs.map((x) => x.name)).not.toContain("mcp__many__wide");
+      expect(said.join("\n")).toMatch(/not offered to the model/);
+    } finally {
+      await hub.close();
+    }
   });
 });

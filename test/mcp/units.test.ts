@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { lineDiff } from "../../src/mcp/diff.js";
 import { edgeId, LineReader } from "../../src/mcp/framing.js";
-import { checkNotification, checkRequest, checkResult, parseEnvelope } from "../../src/mcp/messages.js";
+import { checkNotification, checkRequest, checkResult, MAX_DEPTH, parseEnvelope } from "../../src/mcp/messages.js";
 import { acceptPending, canonicalJson, judge, type PinFile, PinStore, toolDigest } from "../../src/mcp/pins.js";
 import { decideCall, listed, trustCommand, type ToolPolicy } from "../../src/mcp/policy.js";
 import { intersectRoots } from "../../src/mcp/roots.js";
@@ -21,6 +21,7 @@ describe("per-tool policy (a table)", () => {
     ["a new tool on a trusted server is withheld", {}, "t", "new", "deny", "withheld"],
     ["withheld even under --ask: asking cannot approve what was not trusted", { ask: "all" }, "t", "changed", "deny", "withheld"],
     ["a tool never listed is refused", {}, "t", undefined, "deny", "not-listed"],
+    ["a definition too large to keep is withheld, even under --ask", { ask: "all" }, "t", "over-limit", "deny", "withheld"],
     ["--ask all asks", { ask: "all" }, "t", "pinned", "ask"],
     ["--ask names ask only for those", { ask: new Set(["u"]) }, "t", "pinned", "allow"],
     ["--ask T asks for T", { ask: new Set(["t"]) }, "t", "pinned", "ask"],
@@ -139,6 +140,15 @@ describe("messages against the SDK's schemas", () => {
     expect(parseEnvelope('{"jsonrpc":"1.0","id":1,"method":"ping"}').kind).toBe("invalid");
     expect(parseEnvelope("nope")).toMatchObject({ kind: "invalid", answer: { code: -32700 } });
     expect(parseEnvelope('{"jsonrpc":"2.0","id":1,"method":"ping"}')).toEqual({ kind: "request", id: 1, method: "ping", params: undefined });
+  });
+  it("nesting: up to MAX_DEPTH passes; deeper is invalid, answered when a request, failing its request when a response", () => {
+    const nest = (n: number) => `${"[".repeat(n)}${"]".repeat(n)}`;
+    // The envelope and params are two levels, _meta a third: the value inside may take the rest.
+    expect(parseEnvelope(`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":${nest(MAX_DEPTH - 3)}}}}`).kind).toBe("request");
+    expect(parseEnvelope(`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":${nest(MAX_DEPTH - 2)}}}}`)).toMatchObject({ kind: "invalid", answer: { id: 1, code: -32600 } });
+    expect(parseEnvelope(`{"jsonrpc":"2.0","method":"notifications/message","params":{"data":${nest(1e5)}}}`)).toMatchObject({ kind: "invalid" });
+    expect(parseEnvelope(`{"jsonrpc":"2.0","id":"r","result":{"x":${nest(1e5)}}}`)).toMatchObject({ kind: "invalid", respondsTo: "r" });
+    expect(parseEnvelope('{"jsonrpc":"2.0","id":7,"result":{},"error":{"code":1,"message":"x"}}')).toMatchObject({ kind: "invalid", respondsTo: 7 });
   });
   it("a duplicate key cannot mean two things: what is passed on is the parsed value", () => {
     const m = parseEnvelope('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}');
