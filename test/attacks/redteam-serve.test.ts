@@ -1,0 +1,109 @@
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WebSocket } from "ws";
+import { scratch, type Scratch } from "../support/fs.js";
+import { head, rawRequest, type RawResponse } from "../support/raw-http.js";
+import { serve, type Served } from "../support/serve.js";
+
+// A red-team pass on `vak serve` from the two sides that serve.test.ts does
+// not take: what a sandboxed shell sends back through the web terminal (a
+// flood, a start racing a revocation), and what hostile output does once the
+// browser renders it. Each test is one attack, against the real server, a
+// real sandbox and, where it renders, Debian's chromium.
+
+let s: Scratch;
+let srv: Served;
+let host: string;
+let cookie: string;
+let scripts: string;
+
+const json: [string, string] = ["Content-Type", "application/json"];
+
+const script = (name: string, turns: unknown[]) => {
+  const p = join(scripts, `${name}-${Date.now()}-${Math.random().toString(36).slice(2)}.json`);
+  writeFileSync(p, JSON.stringify({ turns }));
+  return `scripted:${p}`;
+};
+
+function req(x: Served, method: string, path: string, body?: unknown): Promise<RawResponse> {
+  const b = body === undefined ? undefined : JSON.stringify(body);
+  const hs: [string, string][] = [["Host", `127.0.0.1:${x.port}`], ["Authorization", `Bearer ${x.token}`]];
+  if (b !== undefined) hs.push(json, ["Content-Length", String(Buffer.byteLength(b))]);
+  return rawRequest(head(method, path, hs), { port: x.port, body: b, timeoutMs: 30_000 });
+}
+
+async function newSession(x: Served, turns: unknown[] = [{ text: "x" }], extra: Record<string, unknown> = {}): Promise<string> {
+  const r = await req(x, "POST", "/api/sessions", { kind: "agent", model: script("s", turns), ...extra });
+  expect(r.status, r.body).toBe(201);
+  return (JSON.parse(r.body) as { id: string }).id;
+}
+
+/** A terminal WebSocket of ours (cookie and Origin), open. */
+async function terminal(x: Served, c: string, id: string): Promise<WebSocket> {
+  const h = `127.0.0.1:${x.port}`;
+  const ws = new WebSocket(`ws://${h}/api/sessions/${id}/terminal`, { headers: { Cookie: c, Origin: `http://${h}` } });
+  await new Promise<void>((res, rej) => {
+    ws.once("open", () => res());
+    ws.once("error", rej);
+  });
+  return ws;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Resident memory of a process, in bytes. */
+const rss = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]) * 1024;
+
+beforeAll(async () => {
+  s = scratch({ git: true });
+  scripts = join(s.root, "scripts");
+  mkdirSync(scripts);
+  writeFileSync(join(s.ws, "a.txt"), "hello\n");
+  srv = await serve({ workspace: s.ws, config: "[server]\nterminal = true\n" });
+  host = `127.0.0.1:${srv.port}`;
+  const login = await rawRequest(head("GET", `/?token=${srv.token}`, [["Host", host]]), { port: srv.port });
+  cookie = login.headers["set-cookie"]!.split(";")[0]!;
+});
+afterAll(async () => {
+  await srv?.close();
+  s?.cleanup();
+});
+
+describe("the web terminal, from the sandboxed shell's side", () => {
+  it("a shell that floods output at a browser that stops reading is held back: the server takes no more than a bounded amount", async () => {
+    const id = await newSession(srv);
+    const ws = await terminal(srv, cookie, id);
+    const before = rss(srv.proc.pid!);
+    // The browser stops reading: nothing more leaves the server's socket once the kernel's buffers fill.
+    (ws as unknown as { _socket: { pause(): void } })._socket.pause();
+    // As fast as the shell can: dd says each second how much it has written (to a file in the workspace, which the host reads).
+    ws.send(Buffer.from("yes \"$(printf '%01023d' 0)\" | dd bs=64k iflag=fullblock status=progress 2>flood.progress\n"), { binary: true });
+    const written = () => Math.max(0, ...[...readFileSync(join(s.ws, "flood.progress"), "utf8").matchAll(/(\d+) bytes/g)].map((m) => Number(m[1])));
+    let peak = before;
+    const watch = async (ms: number) => {
+      for (let t = 0; t < ms; t += 250) {
+        await sleep(250);
+        peak = Math.max(peak, rss(srv.proc.pid!));
+      }
+    };
+    // Once the sockets' buffers and the server's bound are full, the shell must wait: what it has written stops growing.
+    await watch(8000);
+    const settled = written();
+    await watch(8000);
+    const later = written();
+    expect(settled).toBeGreaterThan(0);
+    expect(later - settled).toBeLessThan(1024 * 1024);
+    expect(peak - before).toBeLessThan(64 * 1024 * 1024);
+    // The browser reads again: the shell goes on, and answers what is typed next.
+    let tail = "";
+    ws.on("message", (d: Buffer) => (tail = (tail + d.toString()).slice(-4096)));
+    (ws as unknown as { _socket: { resume(): void } })._socket.resume();
+    ws.send(Buffer.from("\x03"), { binary: true });
+    await sleep(500);
+    ws.send(Buffer.from("echo BACK-$((4+4))\n"), { binary: true });
+    for (let i = 0; i < 200 && !tail.includes("BACK-8"); i++) await sleep(50);
+    ws.terminate();
+    expect(tail).toContain("BACK-8");
+  }, 60_000);
+});
