@@ -99,7 +99,10 @@ export class Terminals {
   private async start(ws: WebSocket, live: LiveSession): Promise<void> {
     const shell = SHELLS.find((s) => existsSync(s))!;
     let term: Term | undefined;
+    // Asked to stop before the shell runs (the broker revoking while the sandbox is set up): it never starts.
+    let stopped = false;
     const stop = async () => {
+      stopped = true;
       if (term) await kill(term);
     };
     // Keystrokes and resizes that arrive while the sandbox is being set up (its record, its gate) are kept, in
@@ -117,6 +120,10 @@ export class Terminals {
       deliver(text, binary);
     });
     const sb: InteractiveSandbox = await live.hosted.interactive!([shell, "-i"], stop);
+    if (stopped) {
+      sb.exited(125, []);
+      throw new Error("the session's policy changed while the terminal was starting; open it again");
+    }
     const report = privateFile("");
     const token = sb.gate ? privateFile(sb.gate.token) : undefined;
     const script = token ? 'r=$1; t=$2; shift 2; exec "$@" 3>>"$r" 4<"$t"' : 'r=$1; shift 1; exec "$@" 3>>"$r"';

@@ -107,3 +107,46 @@ describe("the web terminal, from the sandboxed shell's side", () => {
     expect(tail).toContain("BACK-8");
   }, 60_000);
 });
+
+describe("the web terminal racing a revocation", () => {
+  it("a terminal opened as the mode switches to read-only never gets a shell that can write: the switch waits for it or it is refused", async () => {
+    // A network grant gives each terminal an egress link, which the session's gate is started for: a start with awaits in it.
+    const x = await serve({ workspace: s.ws, config: '[server]\nterminal = true\n[profiles.tok]\nsecrets = ["TOK=env:VAK_TEST_RACE_SECRET"]\n', args: ["--allow-net", "read:example.invalid", "--profile", "tok"], env: { VAK_TEST_RACE_SECRET: "race-secret-value-0123456789" } });
+    try {
+      const h = `127.0.0.1:${x.port}`;
+      const c = (await rawRequest(head("GET", `/?token=${x.token}`, [["Host", h]]), { port: x.port })).headers["set-cookie"]!.split(";")[0]!;
+      const wrote: string[] = [];
+      for (let i = 0; i < 10; i++) {
+        const id = await newSession(x);
+        // The upgrade and the switch leave together; the switch is answered once the session reports read-only.
+        const ws = new WebSocket(`ws://${h}/api/sessions/${id}/terminal`, { headers: { Cookie: c, Origin: `http://${h}` } });
+        let screen = "";
+        let closed = false;
+        ws.on("message", (d: Buffer) => (screen += d.toString()));
+        ws.on("close", () => (closed = true));
+        ws.on("error", () => (closed = true));
+        ws.on("unexpected-response", () => (closed = true));
+        // The switch a few ms later each time, so that it lands at different points of the terminal's start.
+        await sleep(i * 3);
+        const opened = new Promise<void>((res) => ws.once("open", () => res()));
+        const mode = await req(x, "POST", `/api/sessions/${id}/mode`, { mode: "read-only" });
+        expect(mode.status, mode.body).toBe(200);
+        expect((JSON.parse(mode.body) as { state: { mode: string } }).state.mode).toBe("read-only");
+        await Promise.race([opened, sleep(2000)]);
+        const file = `race-${i}.txt`;
+        if (!closed && ws.readyState === ws.OPEN) ws.send(Buffer.from(`echo w > ${file}; echo END-$((${i}+100))\n`), { binary: true });
+        for (let t = 0; t < 100 && !closed && !screen.includes(`END-${i + 100}`); t++) await sleep(50);
+        ws.terminate();
+        try {
+          readFileSync(join(s.ws, file));
+          wrote.push(file);
+        } catch {
+          // not written: held
+        }
+      }
+      expect(wrote).toEqual([]);
+    } finally {
+      await x.close();
+    }
+  }, 120_000);
+});
