@@ -465,6 +465,8 @@ export class Broker {
         if (taken.fromPool) refill = key;
       }
       this.inflight.add(worker);
+      // Its generation was revoked while it was set up (setGeneration took the in-flight workers before it was one).
+      if (worker.generation < this.generationNow || this.closed) worker.cancel();
       // Its exit is recorded when it is reaped (a worker is stopped as soon as its answer is in).
       const w = worker;
       this.background(

@@ -150,3 +150,43 @@ describe("the web terminal racing a revocation", () => {
     }
   }, 120_000);
 });
+
+describe("an approved command racing a revocation", () => {
+  it("a command whose sandbox was still being set up when the mode switched is stopped, not run to its end", async () => {
+    // A grant that needs TLS at the gate: the session's first command waits for its CA before it starts.
+    const x = await serve({ workspace: s.ws, args: ["--allow-net", "read:example.invalid"] });
+    try {
+      const late: string[] = [];
+      for (let i = 0; i < 4; i++) {
+        const file = `late-${i}.txt`;
+        const id = await newSession(x, [{ text: "running", tool_calls: [{ name: "exec", args: { command: `sleep 15; echo late > ${file}` } }] }, { text: "done" }], { prompt: "go" });
+        let card: { nonce: string; digest: string; generation: number } | undefined;
+        for (let t = 0; t < 300 && !card; t++) {
+          const a = JSON.parse((await req(x, "GET", `/api/sessions/${id}/approvals`)).body) as { approvals: { nonce: string; digest: string; generation: number }[] };
+          card = a.approvals[0];
+          if (!card) await sleep(50);
+        }
+        expect(card).toBeDefined();
+        const allowed = req(x, "POST", `/api/sessions/${id}/approvals`, { nonce: card!.nonce, digest: card!.digest, generation: card!.generation, answer: "allow" });
+        await sleep(i * 5);
+        const t0 = Date.now();
+        const mode = await req(x, "POST", `/api/sessions/${id}/mode`, { mode: "read-only" });
+        const took = Date.now() - t0;
+        expect((await allowed).status).toBe(200);
+        expect(mode.status, mode.body).toBe(200);
+        // The switch is answered once the old generation has stopped: that must not mean once the command has finished.
+        expect(took, `switch ${i}`).toBeLessThan(10_000);
+        await sleep(200);
+        try {
+          readFileSync(join(s.ws, file));
+          late.push(file);
+        } catch {
+          // stopped before it wrote
+        }
+      }
+      expect(late).toEqual([]);
+    } finally {
+      await x.close();
+    }
+  }, 180_000);
+});
