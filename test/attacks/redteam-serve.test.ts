@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
+import { launchChromium } from "../support/browser.js";
 import { scratch, type Scratch } from "../support/fs.js";
 import { head, rawRequest, type RawResponse } from "../support/raw-http.js";
 import { serve, type Served } from "../support/serve.js";
@@ -189,4 +190,146 @@ describe("an approved command racing a revocation", () => {
       await x.close();
     }
   }, 180_000);
+});
+
+describe("hostile output rendered by the browser", () => {
+  // Markup that runs script if it is ever parsed as HTML, an attribute breakout, a javascript: URL, CSS, SVG.
+  const XSS = (n: string) => `<img src=x id=pwn-${n} onerror="window.__pwned='${n}'"><svg id=svg-${n} onload="window.__pwned='${n}'"></svg>"'><script>window.__pwned='${n}'</script><a id=a-${n} href="javascript:window.__pwned='${n}'">x</a><style>body{display:none}</style>`;
+
+  it("model text, tool names, arguments, results, paths, a diff, a title and journal fields are text in every view: no element, script, style or link of theirs", async () => {
+    writeFileSync(join(s.ws, "victim.txt"), `keep ${XSS("old")}\n`);
+    const turns = [
+      { text: `model says ${XSS("text")}`, tool_calls: [
+        { name: "t<img src=x id=pwn-name onerror=window.__pwned=1>", args: { x: XSS("args") } },
+        { name: "read_file", args: { path: `missing${XSS("path")}.txt` } },
+        { name: "edit_file", args: { path: "victim.txt", old_text: "keep", new_text: `changed ${XSS("diff")}` } },
+      ] },
+      { text: `done ${XSS("end")}` },
+    ];
+    const r = await req(srv, "POST", "/api/sessions", { kind: "agent", model: script("xss", turns), prompt: `title ${XSS("title")}` });
+    expect(r.status, r.body).toBe(201);
+    const id = (JSON.parse(r.body) as { id: string }).id;
+    const b = await launchChromium();
+    try {
+      const page = await b.context.newPage();
+      const violations: string[] = [];
+      const dialogs: string[] = [];
+      page.on("dialog", (d) => (dialogs.push(d.message()), void d.dismiss()));
+      page.on("console", (m) => /Content Security Policy/i.test(m.text()) && violations.push(m.text()));
+      await page.goto(`http://${host}/?token=${srv.token}`);
+      await page.waitForSelector("text=New session");
+      await page.goto(`http://${host}/#/s/${id}`);
+      const card = page.locator(".approval");
+      await card.waitFor();
+      await expect.poll(() => card.textContent()).toContain("changed <img src=x id=pwn-diff");
+      await expect.poll(() => page.locator(".transcript").textContent()).toContain("model says <img src=x id=pwn-text");
+      const check = async (where: string) => {
+        const found = await page.evaluate(() => ({
+          pwned: (window as unknown as { __pwned?: string }).__pwned ?? null,
+          elements: [...document.querySelectorAll("[id^=pwn-], [id^=svg-], [id^=a-], svg, img, iframe, object, embed, body style, script:not([src])")].map((e) => e.outerHTML.slice(0, 80)),
+          jsLinks: [...document.querySelectorAll("a[href]")].map((a) => a.getAttribute("href")!).filter((h) => !/^(#|\/terminal\.html#)/.test(h)),
+          hidden: getComputedStyle(document.body).display === "none",
+        }));
+        expect(found, where).toEqual({ pwned: null, elements: [], jsLinks: [], hidden: false });
+      };
+      await check("the conversation and the card");
+      await page.goto(`http://${host}/#/s/${id}/calls`);
+      await page.locator(".calls tbody tr").first().waitFor();
+      // Every event's detail open: the payloads too.
+      for (const d of await page.locator(".calls details").all()) await d.evaluate((e) => e.setAttribute("open", ""));
+      await expect.poll(() => page.locator(".calls").textContent()).toContain("id=pwn-name");
+      await check("every call");
+      await page.goto(`http://${host}/#/s/${id}/reach`);
+      await page.locator(".reach").waitFor();
+      await check("what it can reach");
+      await page.goto(`http://${host}/#/`);
+      await expect.poll(() => page.locator(".sessions").textContent()).toContain("title <img src=x id=pwn-title");
+      await check("the session list");
+      expect(dialogs).toEqual([]);
+      expect(violations).toEqual([]);
+    } finally {
+      await b.close();
+      const cards = JSON.parse((await req(srv, "GET", `/api/sessions/${id}/approvals`)).body) as { approvals: { nonce: string; digest: string; generation: number }[] };
+      for (const c of cards.approvals) await req(srv, "POST", `/api/sessions/${id}/approvals`, { nonce: c.nonce, digest: c.digest, generation: c.generation, answer: "deny" });
+    }
+    expect(readFileSync(join(s.ws, "victim.txt"), "utf8")).toBe(`keep ${XSS("old")}\n`);
+  }, 90_000);
+});
+
+describe("a sandboxed command that can reach the server's port", () => {
+  it("with a grant for loopback, the shell in the sandbox reaches vak serve but cannot read, answer its own approval, or log in", async () => {
+    const x = await serve({ workspace: s.ws, config: "[server]\nterminal = true\n", args: ["--allow-net", "127.0.0.1:*"] });
+    try {
+      const h = `127.0.0.1:${x.port}`;
+      const c = (await rawRequest(head("GET", `/?token=${x.token}`, [["Host", h]]), { port: x.port })).headers["set-cookie"]!.split(";")[0]!;
+      // The session's agent waits for an answer to its own write; its shell knows the card's bindings (the worst case).
+      const id = await newSession(x, [{ text: "writing", tool_calls: [{ name: "write_file", args: { path: "self.txt", content: "self-approved" } }] }, { text: "done" }], { prompt: "go" });
+      let card: { nonce: string; digest: string; generation: number } | undefined;
+      for (let t = 0; t < 300 && !card; t++) {
+        card = (JSON.parse((await req(x, "GET", `/api/sessions/${id}/approvals`)).body) as { approvals: { nonce: string; digest: string; generation: number }[] }).approvals[0];
+        if (!card) await sleep(50);
+      }
+      const answer = JSON.stringify({ nonce: card!.nonce, digest: card!.digest, generation: card!.generation, answer: "allow" });
+      const ws = await terminal(x, c, id);
+      let screen = "";
+      ws.on("message", (d: Buffer) => (screen += d.toString()));
+      // Through the session's proxy (HTTP_PROXY), as any client in the sandbox would; each status on a line of its own.
+      const curl = (tag: string, args: string) => `echo ${tag}=$(curl -s -o /dev/null -w '%{http_code}' ${args})`;
+      const url = `http://${h}`;
+      const cmds = [
+        curl("REACH", `${url}/`),
+        curl("LIST", `${url}/api/sessions`),
+        curl("ANSWER", `-H 'Content-Type: application/json' -H 'Origin: ${url}' --data '${answer}' ${url}/api/sessions/${id}/approvals`),
+        curl("LOGIN", `'${url}/?token=guess'`),
+        curl("TERM", `-H 'Upgrade: websocket' -H 'Connection: Upgrade' -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' -H 'Origin: ${url}' ${url}/api/sessions/${id}/terminal`),
+        "echo END-$((7*6))",
+      ];
+      ws.send(Buffer.from(`${cmds.join("; ")}\n`), { binary: true });
+      for (let t = 0; t < 300 && !screen.includes("END-42"); t++) await sleep(50);
+      ws.terminate();
+      const got = (tag: string) => new RegExp(`${tag}=(\\d{3})`).exec(screen)?.[1];
+      // It does reach the server (the grant is honoured)...
+      expect(got("REACH"), screen).toBe("200");
+      // ...and gets nothing that needs the token: no list, no answer, no login, no terminal of its own.
+      expect(got("LIST")).toBe("401");
+      expect(got("ANSWER")).toBe("401");
+      expect(got("LOGIN")).toBe("401");
+      expect(got("TERM")).toBe("401");
+      const still = JSON.parse((await req(x, "GET", `/api/sessions/${id}/approvals`)).body) as { approvals: { nonce: string }[] };
+      expect(still.approvals.map((a) => a.nonce)).toEqual([card!.nonce]);
+      expect(() => readFileSync(join(s.ws, "self.txt"))).toThrow();
+      await req(x, "POST", `/api/sessions/${id}/approvals`, { ...card, answer: "deny" });
+    } finally {
+      await x.close();
+    }
+  }, 90_000);
+});
+
+describe("a sandboxed command that can reach the server's port: the rate limiter", () => {
+  // KNOWN HOLE: the egress gate connects to loopback from 127.0.0.1, the same peer address as the user's
+  // browser and CLI, and the failure limiter is keyed by (credential kind, peer). A sandboxed command
+  // granted loopback (127.0.0.1:*, for a dev server) can send ten wrong tokens of each kind a minute and
+  // keep the user's bearer, login URL and login form refused (429), though it can never log in itself.
+  // Closing it needs the gate's loopback connections told apart from the user's (a source address of
+  // their own, say), a change to src/net; until then, a cookie already in keeps working.
+  it.fails("wrong tokens sent from the sandbox do not lock the user out of the bearer and the login URL", async () => {
+    const x = await serve({ workspace: s.ws, config: "[server]\nterminal = true\n", args: ["--allow-net", "127.0.0.1:*"] });
+    try {
+      const h = `127.0.0.1:${x.port}`;
+      const c = (await rawRequest(head("GET", `/?token=${x.token}`, [["Host", h]]), { port: x.port })).headers["set-cookie"]!.split(";")[0]!;
+      const id = await newSession(x);
+      const ws = await terminal(x, c, id);
+      let screen = "";
+      ws.on("message", (d: Buffer) => (screen += d.toString()));
+      const url = `http://${h}`;
+      ws.send(Buffer.from(`for i in $(seq 12); do curl -s -o /dev/null -H "Authorization: Bearer wrong-$i" ${url}/api/sessions; curl -s -o /dev/null "${url}/?token=wrong-$i"; done; echo END-$((5*5))\n`), { binary: true });
+      for (let t = 0; t < 400 && !screen.includes("END-25"); t++) await sleep(50);
+      ws.terminate();
+      expect(screen).toContain("END-25");
+      expect((await req(x, "GET", "/api/sessions")).status).toBe(200);
+      expect((await rawRequest(head("GET", `/?token=${x.token}`, [["Host", h]]), { port: x.port })).status).toBe(303);
+    } finally {
+      await x.close();
+    }
+  }, 90_000);
 });
