@@ -333,3 +333,84 @@ describe("a sandboxed command that can reach the server's port: the rate limiter
     }
   }, 90_000);
 });
+
+describe("the web terminal's escapes in the browser", () => {
+  it("a shell's OSC 52, title, OSC 8 links (javascript: and http) and window reports change nothing outside the page's terminal", async () => {
+    const id = await newSession(srv);
+    const b = await launchChromium();
+    // Our pages may not read the clipboard (Permissions-Policy): a blank page of another local server reads it for the test.
+    const { createServer } = await import("node:http");
+    const blank = createServer((_q, r) => r.end("<!doctype html><title>blank</title>"));
+    await new Promise<void>((r) => blank.listen(0, "127.0.0.1", r));
+    const reader = `http://127.0.0.1:${(blank.address() as { port: number }).port}`;
+    const clipboard = async () => {
+      const p = await b.context.newPage();
+      await p.goto(reader);
+      const text = await p.evaluate(() => navigator.clipboard.readText());
+      await p.close();
+      return text;
+    };
+    try {
+      const origin = `http://${host}`;
+      await b.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin });
+      await b.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: reader });
+      const page = await b.context.newPage();
+      const popups: string[] = [];
+      b.context.on("page", (p) => p.url() !== "about:blank" && popups.push(p.url()));
+      page.on("dialog", (d) => (popups.push(`dialog: ${d.message()}`), void d.dismiss()));
+      await page.goto(`${origin}/?token=${srv.token}`);
+      await page.waitForSelector("text=New session");
+      await page.evaluate(() => navigator.clipboard.writeText("CLIPBOARD-BEFORE"));
+      await page.goto(`${origin}/terminal.html#${id}`);
+      await page.waitForSelector("text=sandbox");
+      await page.locator(".xterm").click();
+      // Each sequence printed by the shell; the links on lines of their own, to click.
+      const seqs = [
+        "printf '\\033]52;c;%s\\a' $(printf PWNED-CLIP | base64)",
+        "printf '\\033]0;PWNED-TITLE\\a\\033]2;PWNED-TITLE\\a'",
+        "printf '\\033[21t\\033[20t\\033[14t'",
+        "printf '\\n\\033]8;;javascript:window.__pwned=1\\033\\\\JSLINK\\033]8;;\\033\\\\\\n'",
+        `printf '\\033]8;;http://127.0.0.1:1/pwned\\033\\\\HTTPLINK\\033]8;;\\033\\\\\\n'`,
+        "echo END-$((9*9))",
+      ];
+      await page.keyboard.type(`${seqs.join("; ")}\n`);
+      await page.waitForSelector(".xterm-rows >> text=END-81");
+      for (const text of ["JSLINK", "HTTPLINK"]) {
+        // The row the link was printed on (its text alone), clicked where the link's cells are.
+        const row = page.locator(".xterm-rows > div", { hasText: new RegExp(`^${text}\\s*$`) }).first();
+        const box = (await row.boundingBox())!;
+        await page.mouse.move(box.x + 12, box.y + box.height / 2);
+        await sleep(200);
+        await page.mouse.click(box.x + 12, box.y + box.height / 2);
+      }
+      await sleep(500);
+      expect(await page.title()).toBe("vak terminal");
+      expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned ?? null)).toBeNull();
+      expect(await clipboard()).toBe("CLIPBOARD-BEFORE");
+      expect(popups).toEqual([]);
+      expect(page.url()).toBe(`${origin}/terminal.html#${id}`);
+    } finally {
+      await b.close();
+      blank.close();
+    }
+  }, 90_000);
+});
+
+describe("approvals answered twice at once", () => {
+  it("two answers to one card sent together: exactly one counts, and the other is void", async () => {
+    const id = await newSession(srv, [{ text: "editing", tool_calls: [{ name: "edit_file", args: { path: "a.txt", old_text: "hello", new_text: "TWICE" } }] }, { text: "done" }], { prompt: "go" });
+    let card: { nonce: string; digest: string; generation: number } | undefined;
+    for (let t = 0; t < 300 && !card; t++) {
+      card = (JSON.parse((await req(srv, "GET", `/api/sessions/${id}/approvals`)).body) as { approvals: { nonce: string; digest: string; generation: number }[] }).approvals[0];
+      if (!card) await sleep(50);
+    }
+    const b = { nonce: card!.nonce, digest: card!.digest, generation: card!.generation };
+    const answers = await Promise.all([req(srv, "POST", `/api/sessions/${id}/approvals`, { ...b, answer: "deny" }), req(srv, "POST", `/api/sessions/${id}/approvals`, { ...b, answer: "allow" }), req(srv, "POST", `/api/sessions/${id}/approvals`, { ...b, answer: "allow-session" })]);
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 409, 409]);
+    await sleep(1000);
+    // The first answer is the one that happened (deny was sent first on its own connection, but any order is fine): the file says which.
+    const counted = answers.findIndex((a) => a.status === 200);
+    expect(readFileSync(join(s.ws, "a.txt"), "utf8")).toBe(counted === 0 ? "hello\n" : "TWICE\n");
+    writeFileSync(join(s.ws, "a.txt"), "hello\n");
+  }, 60_000);
+});
