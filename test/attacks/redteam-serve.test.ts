@@ -224,19 +224,20 @@ describe("hostile output rendered by the browser", () => {
       await expect.poll(() => card.textContent()).toContain("changed <img src=x id=pwn-diff");
       await expect.poll(() => page.locator(".transcript").textContent()).toContain("model says <img src=x id=pwn-text");
       const check = async (where: string) => {
-        const found = await page.evaluate(() => ({
-          pwned: (window as unknown as { __pwned?: string }).__pwned ?? null,
+        // A string: the test's own types have no DOM.
+        const found = await page.evaluate(`({
+          pwned: window.__pwned ?? null,
           elements: [...document.querySelectorAll("[id^=pwn-], [id^=svg-], [id^=a-], svg, img, iframe, object, embed, body style, script:not([src])")].map((e) => e.outerHTML.slice(0, 80)),
-          jsLinks: [...document.querySelectorAll("a[href]")].map((a) => a.getAttribute("href")!).filter((h) => !/^(#|\/terminal\.html#)/.test(h)),
+          jsLinks: [...document.querySelectorAll("a[href]")].map((a) => a.getAttribute("href")).filter((h) => !/^(#|\\/terminal\\.html#)/.test(h)),
           hidden: getComputedStyle(document.body).display === "none",
-        }));
+        })`);
         expect(found, where).toEqual({ pwned: null, elements: [], jsLinks: [], hidden: false });
       };
       await check("the conversation and the card");
       await page.goto(`http://${host}/#/s/${id}/calls`);
       await page.locator(".calls tbody tr").first().waitFor();
       // Every event's detail open: the payloads too.
-      for (const d of await page.locator(".calls details").all()) await d.evaluate((e) => e.setAttribute("open", ""));
+      for (const d of await page.locator(".calls details").all()) await d.evaluate("(e) => e.setAttribute('open', '')");
       await expect.poll(() => page.locator(".calls").textContent()).toContain("id=pwn-name");
       await check("every call");
       await page.goto(`http://${host}/#/s/${id}/reach`);
@@ -346,7 +347,7 @@ describe("the web terminal's escapes in the browser", () => {
     const clipboard = async () => {
       const p = await b.context.newPage();
       await p.goto(reader);
-      const text = await p.evaluate(() => navigator.clipboard.readText());
+      const text = await p.evaluate<string>("navigator.clipboard.readText()");
       await p.close();
       return text;
     };
@@ -360,7 +361,7 @@ describe("the web terminal's escapes in the browser", () => {
       page.on("dialog", (d) => (popups.push(`dialog: ${d.message()}`), void d.dismiss()));
       await page.goto(`${origin}/?token=${srv.token}`);
       await page.waitForSelector("text=New session");
-      await page.evaluate(() => navigator.clipboard.writeText("CLIPBOARD-BEFORE"));
+      await page.evaluate("navigator.clipboard.writeText('CLIPBOARD-BEFORE')");
       await page.goto(`${origin}/terminal.html#${id}`);
       await page.waitForSelector("text=sandbox");
       await page.locator(".xterm").click();
@@ -385,7 +386,7 @@ describe("the web terminal's escapes in the browser", () => {
       }
       await sleep(500);
       expect(await page.title()).toBe("vak terminal");
-      expect(await page.evaluate(() => (window as unknown as { __pwned?: number }).__pwned ?? null)).toBeNull();
+      expect(await page.evaluate("window.__pwned ?? null")).toBeNull();
       expect(await clipboard()).toBe("CLIPBOARD-BEFORE");
       expect(popups).toEqual([]);
       expect(page.url()).toBe(`${origin}/terminal.html#${id}`);
