@@ -465,6 +465,8 @@ export class Broker {
         if (taken.fromPool) refill = key;
       }
       this.inflight.add(worker);
+      // Its generation was revoked while it was set up (setGeneration took the in-flight workers before it was one).
+      if (worker.generation < this.generationNow || this.closed) worker.cancel();
       // Its exit is recorded when it is reaped (a worker is stopped as soon as its answer is in).
       const w = worker;
       this.background(
@@ -500,14 +502,26 @@ export class Broker {
   async interactive(argv: string[], stop: () => Promise<void>): Promise<InteractiveSandbox> {
     if (this.closed) throw new Error("the broker is closed");
     const generation = this.generationNow;
-    const records: Promise<unknown>[] = [];
-    const plan = this.plan("write", argv);
-    const { headers, envUses } = injectSecrets(plan.env, this.opts.secrets ?? [], this.actor.component);
-    for (const use of envUses) records.push(this.record("secret.used", { ...use }));
-    const gate = plan.network.kind === "gate" ? await this.egress.link(plan.network.grants, generation, headers) : undefined;
+    // Registered before the first await, so that a policy change or a close while it starts reaches it.
     const entry = { generation, stop };
     this.interactives.add(entry);
-    await Promise.allSettled(records);
+    let gate: { link: GateLink; release(): void } | undefined;
+    let plan: LaunchPlan;
+    try {
+      const records: Promise<unknown>[] = [];
+      plan = this.plan("write", argv);
+      const { headers, envUses } = injectSecrets(plan.env, this.opts.secrets ?? [], this.actor.component);
+      for (const use of envUses) records.push(this.record("secret.used", { ...use }));
+      if (plan.network.kind === "gate") gate = await this.egress.link(plan.network.grants, generation, headers);
+      await Promise.allSettled(records);
+      // Revoked while it was being set up: the plan is the old generation's, and nothing would stop what it starts.
+      if (this.closed || this.generationNow !== generation)
+        throw new VakError("sandbox-setup", "the session's policy changed while the terminal was starting; open it again");
+    } catch (e) {
+      this.interactives.delete(entry);
+      gate?.release();
+      throw e;
+    }
     return {
       plan, gate: gate?.link, generation,
       started: (pid) => this.background(this.record("worker.spawned", { sandbox: plan.sandbox, op: "terminal", command: argv, mode: plan.mode, pid, warm: false })),

@@ -153,6 +153,8 @@ export class WorkerProcess {
     const err = collect(this.sb.stderr, MAX_RESULT_BYTES, stop);
     const abort = () => this.sb.cancel();
     signal?.addEventListener("abort", abort, { once: true });
+    // Aborted while its sandbox was being set up: the event has passed, and the command must not run to its end.
+    if (signal?.aborted) abort();
     try {
       const result = await this.sb.result;
       if (signal?.aborted || this.stopped) return { ok: false, code: "cancelled", message: "cancelled; the command and everything it started were stopped" };

@@ -33,10 +33,29 @@ import { TerminalSize } from "./wire.js";
  */
 const SHELLS = ["/bin/bash", "/bin/sh"];
 const MAX_INPUT = 64 * 1024;
+/**
+ * Output sent but not yet taken by the browser's socket, past which the pty is
+ * no longer read (the shell's writes then block in the kernel) until half of
+ * it has gone: a shell that floods a browser that stops reading holds this
+ * much of the server's memory, not all it prints.
+ */
+export const MAX_UNSENT = 1024 * 1024;
 
 interface Term {
   pty: IPty;
   exited: Promise<void>;
+}
+
+/** Kills a terminal's shell and waits for node-pty to report its exit. */
+async function kill(term: Term): Promise<void> {
+  try {
+    // A paused pty never reads the end of its output, and node-pty reports the exit only after that.
+    term.pty.resume();
+    term.pty.kill("SIGKILL");
+  } catch {
+    // gone already
+  }
+  await term.exited;
 }
 
 function privateDir(): string {
@@ -80,14 +99,11 @@ export class Terminals {
   private async start(ws: WebSocket, live: LiveSession): Promise<void> {
     const shell = SHELLS.find((s) => existsSync(s))!;
     let term: Term | undefined;
+    // Asked to stop before the shell runs (the broker revoking while the sandbox is set up): it never starts.
+    let stopped = false;
     const stop = async () => {
-      if (!term) return;
-      try {
-        term.pty.kill("SIGKILL");
-      } catch {
-        // gone already
-      }
-      await term.exited;
+      stopped = true;
+      if (term) await kill(term);
     };
     // Keystrokes and resizes that arrive while the sandbox is being set up (its record, its gate) are kept, in
     // order and bounded, and replayed once the shell runs: a user who types at once loses nothing.
@@ -104,6 +120,10 @@ export class Terminals {
       deliver(text, binary);
     });
     const sb: InteractiveSandbox = await live.hosted.interactive!([shell, "-i"], stop);
+    if (stopped) {
+      sb.exited(125, []);
+      throw new Error("the session's policy changed while the terminal was starting; open it again");
+    }
     const report = privateFile("");
     const token = sb.gate ? privateFile(sb.gate.token) : undefined;
     const script = token ? 'r=$1; t=$2; shift 2; exec "$@" 3>>"$r" 4<"$t"' : 'r=$1; shift 1; exec "$@" 3>>"$r"';
@@ -127,10 +147,26 @@ export class Terminals {
 
     // Redacted across chunks, escapes and lines: a secret printed in pieces is held until it is whole (terminal-stream.ts).
     const stream = new TerminalStream(this.deps.filter, this.deps.redactor);
-    pty.onData((d) => {
-      const out = stream.push(d);
-      if (out && ws.readyState === ws.OPEN) ws.send(out);
-    });
+    let unsent = 0;
+    let paused = false;
+    const send = (out: string) => {
+      if (!out || ws.readyState !== ws.OPEN) return;
+      const n = Buffer.byteLength(out);
+      unsent += n;
+      // Called once the socket has handed these bytes to the kernel (or failed to).
+      ws.send(out, () => {
+        unsent -= n;
+        if (paused && unsent <= MAX_UNSENT / 2) {
+          paused = false;
+          pty.resume();
+        }
+      });
+      if (!paused && unsent > MAX_UNSENT) {
+        paused = true;
+        pty.pause();
+      }
+    };
+    pty.onData((d) => send(stream.push(d)));
     pty.onExit(({ exitCode }) => {
       set.delete(term!);
       let denied: string[] = [];
@@ -142,8 +178,7 @@ export class Terminals {
       rmSync(report, { force: true });
       if (token) rmSync(token, { force: true });
       sb.exited(exitCode, denied);
-      const rest = stream.end();
-      if (rest && ws.readyState === ws.OPEN) ws.send(rest);
+      send(stream.end());
       if (ws.readyState === ws.OPEN) ws.close(1000, `the shell exited (${exitCode})`);
       resolveExit();
     });
@@ -185,14 +220,7 @@ export class Terminals {
   async stopSession(id: string): Promise<void> {
     const set = this.bySession.get(id);
     if (!set) return;
-    await Promise.allSettled([...set].map((t) => {
-      try {
-        t.pty.kill("SIGKILL");
-      } catch {
-        // gone already
-      }
-      return t.exited;
-    }));
+    await Promise.allSettled([...set].map(kill));
   }
 
   async closeAll(): Promise<void> {
