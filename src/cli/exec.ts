@@ -309,6 +309,8 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
     // a path or a host the command chose can carry one (`cat /x/$TOKEN`, a lookup of `$TOKEN.example`).
     const redactor = secretsRedactor(secrets.map((x) => x.value));
     const run: ExecContext = { ...ctx, err: ctx.err.also(redactor) };
+    // A host tool's state that already holds what its tool would follow: refused, named, on the record.
+    if (plan.sandbox !== "none" && plan.grants.noLinks.length) await (await import("./exec-state.js")).refuseStateEntries(plan, r.composition, run, redactor);
     if (netx) Object.assign(plan.env, netx.env);
     const used = secrets.filter((x) => !x.hosts).map((x) => ({ ref: x.ref, recipient: `env ${x.name}` }));
     for (const x of gateHeld) used.push({ ref: x.ref, recipient: `placeholder in env ${x.name}; the gate puts the value in request headers for ${x.hosts!.join(", ")}` });
