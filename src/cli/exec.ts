@@ -32,6 +32,7 @@ import type { ResolvedGrants } from "./exec-grants.js";
 import type { Explain } from "./exec-explain.js";
 import type { Redactor } from "../secrets/redact.js";
 import { Refusals } from "./exec-refusals.js";
+import { jobserverFds, withFds } from "./jobserver.js";
 import { OwnLines } from "./line-start.js";
 import { limitLine, limitsHit, type LimitHit } from "./limit-lines.js";
 import { fmt, own, processOutput, type Output, secretsRedactor, type Text } from "./output.js";
@@ -330,7 +331,9 @@ async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secr
   const record = await ExecRecord.start(plan, secrets, redactor, ctx.journal, ctx.servedBy);
   ctx.err.line(own("vak: --full-access: running WITHOUT a sandbox, by your explicit decision"));
   const [cmd, ...args] = plan.command;
-  const child = process.getBuiltinModule("node:child_process").spawn(cmd!, args, { stdio: ctx.stdio, cwd: plan.cwd, env: plan.env });
+  // make's jobserver, handed on as without Vak (jobserver.ts).
+  const stdio = withFds(ctx.stdio, jobserverFds(plan.env));
+  const child = process.getBuiltinModule("node:child_process").spawn(cmd!, args, { stdio, cwd: plan.cwd, env: plan.env });
   const code = await new Promise<number>((resolve) => {
     child.on("error", (e) => {
       ctx.err.line(fmt`vak: ${cmd}: ${e.message}`);
