@@ -4,7 +4,7 @@ import { VakError } from "../policy/errors.js";
 import { isWithin } from "../policy/paths.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { shownPath } from "../policy/config-text.js";
-import { scanState, type StateBudget } from "../policy/state-entries.js";
+import { FIND_WHAT, scanState, shellQuote as shq, type StateBudget } from "../policy/state-entries.js";
 import { EXIT_REFUSED } from "./exit.js";
 import { ExecRecord } from "./exec-record.js";
 import type { ExecContext } from "./exec.js";
@@ -14,10 +14,6 @@ import type { Redactor } from "../secrets/redact.js";
 /** Entries named on stderr; the journal keeps the scan's (state-entries.ts MAX_KEPT). */
 const MAX_SHOWN = 20;
 
-/** What find(1) selects: what the walk reports (an unreadable directory aside). */
-const FIND_WHAT = String.raw`\( -type l -o -type p -o -type s -o -type b -o -type c -o -type f -links +1 \)`;
-
-const shq = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
 
 /**
  * Refuses a run whose sandbox could write a host tool's state (a profile's state_dirs, state_files) that already

@@ -150,3 +150,24 @@ export function scanState(roots: readonly string[], writable: readonly string[],
   for (const r of roots) if (!roots.some((o) => o !== r && isWithin(r, o))) w.walk(r);
   return w.scan;
 }
+
+/** What find(1) selects: what the walk reports (an unreadable directory aside), for the commands a refusal gives. */
+export const FIND_WHAT = String.raw`\( -type l -o -type p -o -type s -o -type b -o -type c -o -type f -links +1 \)`;
+
+export const shellQuote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
+
+/**
+ * The refusal, as one message, for a plan whose state roots hold what scanState finds (undefined when they hold
+ * nothing): for a broker's component (a workload, an agent session), which has no lines of its own to print;
+ * `vak exec` names each on a line (src/cli/exec-state.ts).
+ */
+export function stateRefusal(roots: readonly string[], writable: readonly string[]): string | undefined {
+  if (roots.length === 0) return undefined;
+  const scan = scanState(roots, writable);
+  if (scan.found === 0 && !scan.stopped) return undefined;
+  const first = scan.entries.slice(0, 3).map((e) => `${e.path}${e.kind === "symbolic link" ? ` -> ${e.target}` : ""} (${e.kind})`).join(", ");
+  const what = scan.stopped
+    ? `holds more than Vak checks before a run (${scan.stopped.entries} entries, stopped at ${scan.stopped.at})`
+    : `holds ${scan.found} ${scan.found === 1 ? "entry" : "entries"} the tool on the host would follow or share, which no sandbox may make there: ${first}${scan.found > 3 ? `, and ${scan.found - 3} more` : ""}`;
+  return `a host tool's state (state_dirs, state_files) ${what}; look at them with: find ${roots.map(shellQuote).join(" ")} ${FIND_WHAT} -exec ls -ld {} +`;
+}

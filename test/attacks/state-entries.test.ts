@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
 import { VAK_BIN } from "../support/paths.js";
+import { Broker } from "../../src/broker/broker.js";
 import { client, residentHosts } from "../support/resident.js";
 import { baseEnv, runVak } from "../support/vak.js";
 
@@ -166,5 +167,14 @@ describe("through the resident host: the same refusal, the same lines, on the sa
     expect(served.stderr).toBe(inProcess.stderr);
     expect(refusalOf(tag)?.entries.map((e) => e.path).sort()).toEqual([join(S, "2026", "07", "h2"), join(S, "2026", "08")]);
     expect(readFileSync(join(s.outside, "h2"), "utf8")).toBe("x");
+  });
+});
+
+describe("a broker's component (a workload's, an agent session's) whose state holds one does not start", () => {
+  it("a planted link: the broker refuses to start, naming it; a clean state starts", async () => {
+    const start = () => new Broker({ workspace: s.ws, mode: "workspace-write", grants: { write: [S], noLinks: [S] } });
+    await start().close();
+    symlinkSync(s.outside, join(S, "2026", "08"));
+    expect(start).toThrow(`holds 1 entry the tool on the host would follow or share, which no sandbox may make there: ${join(S, "2026", "08")} -> ${s.outside} (symbolic link)`);
   });
 });
