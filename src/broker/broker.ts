@@ -6,6 +6,7 @@ import type { Actor } from "../journal/events.js";
 import type { SessionWriter } from "../journal/session-writer.js";
 import type { Grants, Mode } from "../policy/grants.js";
 import { DEFAULT_COMMAND_LIMITS, type Limits } from "../policy/limits.js";
+import { stateRefusal } from "../policy/state-entries.js";
 import { VakError } from "../policy/errors.js";
 import { MAX_EDIT_FILE_BYTES } from "../protocol/edit-op.js";
 import { decide, type HostFacts, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
@@ -157,6 +158,9 @@ export class Broker {
     }
     const write = this.plan("write");
     this.grants = { ...write.grants, stateDirs: this.host.stateDirs, held: write.held };
+    // A host tool's state that already holds what its tool would follow: the component does not start (state-entries.ts).
+    const unsafe = stateRefusal(write.grants.noLinks, write.grants.write);
+    if (unsafe) throw new VakError("unsafe-state", unsafe);
     // A component whose commands would get a provider key in their environment does not start.
     const leak = withheldIn(this.plan("write", ["/bin/true"]).env, this.opts.secrets ?? [], this.opts.withheld ?? [], this.actor.component);
     if (leak) throw new VakError("bad-input", leak);

@@ -124,6 +124,30 @@ export class ExecRecord {
    * its session.started names it (so that a host started after its death can close the run: src/resident/orphans.ts).
    */
   static open(plan: LaunchPlan, secrets: readonly SecretUse[] = [], redactor: Redactor = new Redactor(), journal?: Journal, servedBy?: Payload): { record: ExecRecord; durable: Promise<void> } {
+    const { log, actor } = ExecRecord.begin(plan, redactor, journal, servedBy);
+    for (const x of secrets) log.append("secret.used", actor, 1, { name: x.ref, recipient: x.recipient, component: "exec" });
+    log.append("worker.spawned", actor, 1, {
+      sandbox: plan.sandbox, command: plan.command, cwd: plan.cwd,
+      mounts: plan.mounts.map((m) => `${m.kind} ${m.path}`), protect: plan.protect.length, env: Object.keys(plan.env).sort(),
+    });
+    const durable = log.sync(true);
+    durable.catch(() => undefined);
+    return { record: new ExecRecord(log, actor), durable };
+  }
+
+  /**
+   * A run refused after it was planned, before anything was started: its start, its policy, the decision that
+   * refused it, and its end, durable when it resolves (rejects, a VakError, when it cannot be).
+   */
+  static async refused(plan: LaunchPlan, decision: Payload & { op: string; reason: string }, redactor: Redactor = new Redactor(), journal?: Journal, servedBy?: Payload): Promise<void> {
+    const { log, actor } = ExecRecord.begin(plan, redactor, journal, servedBy);
+    log.append("decision", actor, 1, { ...decision, allowed: false });
+    log.append("session.ended", { component: "host" }, 0, { outcome: `refused: ${decision.reason}` });
+    await log.close();
+  }
+
+  /** The run's start and its policy, on its log. */
+  private static begin(plan: LaunchPlan, redactor: Redactor, journal: Journal | undefined, servedBy: Payload | undefined): { log: RunLog; actor: Actor } {
     const title = plan.command.join(" ");
     const actor: Actor = { component: "exec", identity: userInfo().username };
     const started = { kind: "exec", title, command: plan.command, cwd: plan.cwd, mode: plan.mode, sandbox: plan.sandbox, ...(servedBy ? { servedBy } : {}) };
@@ -142,14 +166,7 @@ export class ExecRecord {
       network: plan.network.kind === "gate" ? { allow: plan.network.grants.allow.map((r) => r.text), deny: plan.network.grants.deny.map((r) => r.text) } : "none",
       trust: plan.mode === "full-access" ? "explicit --full-access: no sandbox" : null,
     });
-    for (const x of secrets) log.append("secret.used", actor, 1, { name: x.ref, recipient: x.recipient, component: "exec" });
-    log.append("worker.spawned", actor, 1, {
-      sandbox: plan.sandbox, command: plan.command, cwd: plan.cwd,
-      mounts: plan.mounts.map((m) => `${m.kind} ${m.path}`), protect: plan.protect.length, env: Object.keys(plan.env).sort(),
-    });
-    const durable = log.sync(true);
-    durable.catch(() => undefined);
-    return { record: new ExecRecord(log, actor), durable };
+    return { log, actor };
   }
 
   egress(e: EgressEvent): void {

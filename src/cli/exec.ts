@@ -32,6 +32,7 @@ import type { ResolvedGrants } from "./exec-grants.js";
 import type { Explain } from "./exec-explain.js";
 import type { Redactor } from "../secrets/redact.js";
 import { Refusals } from "./exec-refusals.js";
+import { jobserverFds, withFds } from "./jobserver.js";
 import { OwnLines } from "./line-start.js";
 import { limitLine, limitsHit, type LimitHit } from "./limit-lines.js";
 import { fmt, own, processOutput, type Output, secretsRedactor, type Text } from "./output.js";
@@ -309,6 +310,8 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
     // a path or a host the command chose can carry one (`cat /x/$TOKEN`, a lookup of `$TOKEN.example`).
     const redactor = secretsRedactor(secrets.map((x) => x.value));
     const run: ExecContext = { ...ctx, err: ctx.err.also(redactor) };
+    // A host tool's state that already holds what its tool would follow: refused, named, on the record.
+    if (plan.sandbox !== "none" && plan.grants.noLinks.length) await (await import("./exec-state.js")).refuseStateEntries(plan, r.composition, run, redactor);
     if (netx) Object.assign(plan.env, netx.env);
     const used = secrets.filter((x) => !x.hosts).map((x) => ({ ref: x.ref, recipient: `env ${x.name}` }));
     for (const x of gateHeld) used.push({ ref: x.ref, recipient: `placeholder in env ${x.name}; the gate puts the value in request headers for ${x.hosts!.join(", ")}` });
@@ -328,7 +331,9 @@ async function runUnsandboxed(plan: LaunchPlan, opts: ExecOptions, secrets: Secr
   const record = await ExecRecord.start(plan, secrets, redactor, ctx.journal, ctx.servedBy);
   ctx.err.line(own("vak: --full-access: running WITHOUT a sandbox, by your explicit decision"));
   const [cmd, ...args] = plan.command;
-  const child = process.getBuiltinModule("node:child_process").spawn(cmd!, args, { stdio: ctx.stdio, cwd: plan.cwd, env: plan.env });
+  // make's jobserver, handed on as without Vak (jobserver.ts).
+  const stdio = withFds(ctx.stdio, jobserverFds(plan.env));
+  const child = process.getBuiltinModule("node:child_process").spawn(cmd!, args, { stdio, cwd: plan.cwd, env: plan.env });
   const code = await new Promise<number>((resolve) => {
     child.on("error", (e) => {
       ctx.err.line(fmt`vak: ${cmd}: ${e.message}`);

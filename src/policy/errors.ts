@@ -7,6 +7,7 @@ export type ErrorCode =
   | "unsupported"
   | "sandbox-setup"
   | "limit-unenforceable"
+  | "unsafe-state"
   | "journal"
   | "upgraded"
   | "internal";

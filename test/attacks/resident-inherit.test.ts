@@ -1,8 +1,9 @@
 import { spawn } from "node:child_process";
-import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { VAK_BIN } from "../support/paths.js";
-import { CLIENT, residentHosts, until, type Host } from "../support/resident.js";
+import { client, CLIENT, hostPid, residentHosts, until, type Host } from "../support/resident.js";
 import { httpsUpstream, testCa } from "../support/tls.js";
 import { baseEnv } from "../support/vak.js";
 
@@ -112,6 +113,44 @@ describe("a command through the resident host inherits what it would in-process"
       expect(up.requests).toEqual([]);
     } finally {
       await up.close();
+    }
+  });
+});
+
+describe("vak host started by hand (from a shell, a make recipe, a service manager) withholds what it inherited", () => {
+  it("a descriptor above 2 it was handed is close-on-exec in the host, and no program it starts holds it: not a cmd: secret's command, not the sandbox", async () => {
+    const rt = resident.runtimeDir();
+    const held = join(resident.base, "held-by-the-shell");
+    writeFileSync(held, "the caller's\n");
+    const fd = openSync(held, "r+");
+    const cfg = join(resident.base, "cfg-inherit");
+    const seen = join(resident.base, "seen-by-cmd");
+    mkdirSync(join(cfg, "vak"), { recursive: true });
+    // The secret's command lists what it holds (a password manager started by the host would hold the same).
+    writeFileSync(join(cfg, "vak", "config.toml"), `[secret_commands]\nprobe = ["/bin/sh", "-c", "for f in /proc/$$/fd/*; do readlink $f; done > ${seen}; echo v"]\n`);
+    const env = baseEnv({ XDG_RUNTIME_DIR: rt, XDG_CONFIG_HOME: cfg });
+    // At 60: above every number the spawn itself moves descriptors through.
+    const child = spawn(process.execPath, [VAK_BIN, "host", "--idle-seconds", "120"], { env, stdio: ["ignore", "ignore", "ignore", ...Array<"ignore">(57).fill("ignore"), fd] });
+    closeSync(fd);
+    let pid = 0;
+    try {
+      await until("the host's pid file", () => existsSync(join(rt, "vak", "host.pid")));
+      pid = hostPid(join(rt, "vak", "host.pid"));
+      expect(pid).toBe(child.pid);
+      expect(readlinkSync(`/proc/${pid}/fd/60`)).toBe(held);
+      // O_CLOEXEC in fdinfo's octal flags.
+      const flags = parseInt(/^flags:\s+([0-7]+)$/m.exec(readFileSync(`/proc/${pid}/fdinfo/60`, "utf8"))![1]!, 8);
+      expect(flags & 0o2000000, "the inherited descriptor is not close-on-exec in the host").not.toBe(0);
+      const h: Host = { child, rt, sock: join(rt, "vak", "host.sock"), pid };
+      const ws = resident.workspace();
+      const r = await client(h, ["exec", "--secret", "W=cmd:probe", "--", "/bin/sh", "-c", "for f in /proc/self/fd/*; do readlink $f; done; echo ran"], { cwd: ws, env: { XDG_CONFIG_HOME: cfg } }).done;
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toContain("ran");
+      expect(r.stdout).not.toContain(held);
+      expect(readFileSync(seen, "utf8")).not.toContain(held);
+    } finally {
+      if (pid > 1) process.kill(pid, "SIGKILL");
+      else child.kill("SIGKILL");
     }
   });
 });

@@ -1,4 +1,4 @@
-import { lstatSync, mkdirSync, readdirSync, readlinkSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, readdirSync, readlinkSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
@@ -118,8 +118,6 @@ for (const sandbox of ["namespaces", "reduced"] as const)
         mkdirSync(S);
         mkdirSync(W);
         writeFileSync(join(W, "README"), "hi\n");
-        symlinkSync("new", join(S, "H"));
-        symlinkSync("target", join(S, "H-in"));
         if (/\bP\b/.test(cmd)) {
           mkdirSync(join(P, "state"), { recursive: true });
           nested.push(join(P, "state"));
@@ -136,7 +134,21 @@ for (const sandbox of ["namespaces", "reduced"] as const)
       const list = (xs: string[]) => xs.map((x) => JSON.stringify(x)).join(", ");
       mkdirSync(join(home, ".config", "vak"), { recursive: true });
       writeFileSync(join(home, ".config", "vak", "config.toml"), `[profiles.tool]\nstate_dirs = ["~/state", ${list(nested)}]\nstate_files = [${list(files)}]\n`);
-      const r = await runVak(["exec", "--sandbox", sandbox, "--profile", "tool", "--", "sh", "-c", rows.join("\n")], { cwd: s.ws, env: baseEnv({ HOME: home, XDG_CONFIG_HOME: join(home, ".config") }) });
+      // The host's links are made once the sandbox runs, as its tool would make them beside it: one there before
+      // the run refuses it (test/attacks/state-entries.test.ts).
+      const ready = join(s.ws, "ready");
+      const go = join(s.ws, "go");
+      const handshake = `: > ${ready}; i=0; while [ ! -e ${go} ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done`;
+      const running = runVak(["exec", "--sandbox", sandbox, "--profile", "tool", "--", "sh", "-c", [handshake, ...rows].join("\n")], { cwd: s.ws, env: baseEnv({ HOME: home, XDG_CONFIG_HOME: join(home, ".config") }) });
+      let early: Awaited<typeof running> | undefined;
+      void running.then((x) => (early = x));
+      while (!existsSync(ready) && !early) await new Promise((res) => setTimeout(res, 25));
+      for (const { S } of dirs) {
+        symlinkSync("new", join(S, "H"));
+        symlinkSync("target", join(S, "H-in"));
+      }
+      writeFileSync(go, "");
+      const r = await running;
       stderr = r.stderr;
       for (const m of r.stdout.matchAll(/^(\d+):(yes|no)$/gm)) results.set(table[Number(m[1])]![0], m[2]!);
     }, 120_000);
