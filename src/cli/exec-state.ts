@@ -7,13 +7,20 @@ import { shownPath } from "../policy/config-text.js";
 import { FIND_WHAT, scanState, shellQuote as shq, type StateBudget } from "../policy/state-entries.js";
 import { EXIT_REFUSED } from "./exit.js";
 import { ExecRecord } from "./exec-record.js";
-import type { ExecContext } from "./exec.js";
-import { fmt, own } from "./output.js";
+import type { Payload } from "../journal/events.js";
+import type { Journal } from "../journal/journal.js";
+import { fmt, own, type Output } from "./output.js";
 import type { Redactor } from "../secrets/redact.js";
 
 /** Entries named on stderr; the journal keeps the scan's (state-entries.ts MAX_KEPT). */
 const MAX_SHOWN = 20;
 
+/** What of a run's context the refusal uses (exec.ts's ExecContext has them). */
+interface RefusalContext {
+  err: Output;
+  journal?: Journal | undefined;
+  servedBy?: Payload | undefined;
+}
 
 /**
  * Refuses a run whose sandbox could write a host tool's state (a profile's state_dirs, state_files) that already
@@ -22,7 +29,7 @@ const MAX_SHOWN = 20;
  * them and to remove them, and the refusal is on the journal. The same in-process and in the resident host
  * (ctx: its client's stderr, its journal). Returns when there is nothing to refuse.
  */
-export async function refuseStateEntries(plan: LaunchPlan, c: Composition, ctx: ExecContext, redactor: Redactor, budget?: StateBudget): Promise<void> {
+export async function refuseStateEntries(plan: LaunchPlan, c: Composition, ctx: RefusalContext, redactor: Redactor, budget?: StateBudget): Promise<void> {
   if (plan.sandbox === "none" || plan.grants.noLinks.length === 0) return;
   const scan = scanState(plan.grants.noLinks, plan.grants.write, budget);
   if (scan.found === 0 && !scan.stopped) return;
