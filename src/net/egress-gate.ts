@@ -7,6 +7,7 @@ import { hostAddresses, resolveDestination, systemResolver } from "./destination
 import { LOOKUP_MS, type Resolver, withDeadline } from "./dns.js";
 import { DEFAULT_EGRESS_LOG, EgressLog, type EgressEvent, type EgressLogOptions } from "./egress-log.js";
 import { ByteBudget, GateEngine } from "./engine.js";
+import { sandboxSource } from "./loopback-source.js";
 import { type Checked, type EgressFields, LimitError, ProxyConnection, type ProxyContext } from "./proxy.js";
 import { SocketReader } from "./reader.js";
 import type { Endpoint } from "./endpoint.js";
@@ -149,7 +150,8 @@ export class EgressGate {
     rmSync(this.socketPath, { force: true });
     this.limits = { ...DEFAULT_GATE_LIMITS, ...opts.limits };
     this.lookup = withDeadline(opts.resolver ?? systemResolver, this.limits.lookupMs);
-    this.connectUpstream = opts.connect ?? ((address, port) => netConnect({ host: address, port, allowHalfOpen: true }));
+    // A loopback destination is reached from the sandbox's own source address, never the user's (loopback-source.ts).
+    this.connectUpstream = opts.connect ?? ((address, port) => netConnect({ host: address, port, allowHalfOpen: true, ...sandboxSource(address) }));
     this.own = opts.ownAddresses ?? hostAddresses();
     this.log = new EgressLog(opts.onEvent, opts.log ?? DEFAULT_EGRESS_LOG);
     this.durable = opts.durable ?? (() => Promise.resolve());

@@ -1,5 +1,6 @@
 import { connect as netConnect } from "node:net";
 import { connect as tlsConnect } from "node:tls";
+import { sandboxSource } from "./loopback-source.js";
 import type { EgressEvent } from "./egress-log.js";
 import { webFetch, WebFetchError, type WebFetchOptions } from "./fetch.js";
 import type { NetGrants } from "../policy/net-grants.js";
@@ -56,8 +57,8 @@ export async function runWebFetch(args: WebFetchArgs, cap: WebFetchCapability): 
     const trust = upstreamTrust({ caFiles: cap.caFiles ?? [] });
     const connect: WebFetchOptions["connect"] = (address, port, tls) =>
       tls
-        ? tlsConnect({ host: address, port, ...(tls.servername ? { servername: tls.servername } : {}), secureContext: trust.context(), rejectUnauthorized: true, ALPNProtocols: ["http/1.1"] })
-        : netConnect({ host: address, port });
+        ? tlsConnect({ host: address, port, ...sandboxSource(address), ...(tls.servername ? { servername: tls.servername } : {}), secureContext: trust.context(), rejectUnauthorized: true, ALPNProtocols: ["http/1.1"] })
+        : netConnect({ host: address, port, ...sandboxSource(address) });
     const r = await webFetch(args.url, {
       grants: cap.grants, method: "GET", headers: { accept: "text/html,text/plain;q=0.9,application/json;q=0.8,*/*;q=0.1", "user-agent": "vak-web-fetch" },
       maxBytes: cap.maxBytes ?? MAX_BYTES, timeoutMs: cap.timeoutMs ?? TIMEOUT_MS, maxRedirects: 5,

@@ -226,6 +226,8 @@ describe("the unspecified addresses are loopback to the gate", () => {
   let v6: Server;
   let port = 0;
   const reached: string[] = [];
+  /** Where each connection to the IPv4 listener came from. */
+  const peers: string[] = [];
   const ws = mkdtempSync(join(tmpdir(), "vak-unspec-"));
 
   beforeAll(async () => {
@@ -233,6 +235,7 @@ describe("the unspecified addresses are loopback to the gate", () => {
       new Promise<Server>((resolve, reject) => {
         const srv = createServer((s) => {
           reached.push(host);
+          if (host === "127.0.0.1") peers.push(s.remoteAddress ?? "?");
           s.end("HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\nREACHED");
         });
         srv.on("error", reject);
@@ -277,6 +280,16 @@ describe("the unspecified addresses are loopback to the gate", () => {
     const other = await exec([`0.0.0.0:${port}`], [], [`http://127.0.0.1:${port + 1}/`]);
     expect(other.stdout).toContain("status=403");
     expect(reached.length).toBe(before);
+  });
+
+  it("a sandbox reaches a granted loopback service from an address of its own, never the user's 127.0.0.1: plain, tunnelled, in any spelling", async () => {
+    // A local service that counts or trusts by peer (vak serve's failed-token limit) must not take the sandbox for the user.
+    const before = peers.length;
+    const r = await exec([`127.0.0.1:${port}`, `0.0.0.0:${port}`], [], [`http://127.0.0.1:${port}/`, `http://0x7f000001:${port}/`, `http://0.0.0.0:${port}/`]);
+    const tunnelled = await runVak(["exec", "--allow-net", `127.0.0.1:${port}`, "--", "curl", "-s", "-p", "--max-time", "5", `http://127.0.0.1:${port}/`], { cwd: ws });
+    expect(r.stdout.match(/REACHED status=200/g)?.length).toBe(3);
+    expect(tunnelled.stdout).toBe("REACHED");
+    expect(peers.slice(before)).toEqual(["127.0.0.2", "127.0.0.2", "127.0.0.2", "127.0.0.2"]);
   });
 
   it("without a deny rule, naming 0.0.0.0:Q is naming loopback:Q (what the kernel would connect to)", async () => {

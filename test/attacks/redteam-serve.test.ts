@@ -307,13 +307,11 @@ describe("a sandboxed command that can reach the server's port", () => {
 });
 
 describe("a sandboxed command that can reach the server's port: the rate limiter", () => {
-  // KNOWN HOLE: the egress gate connects to loopback from 127.0.0.1, the same peer address as the user's
-  // browser and CLI, and the failure limiter is keyed by (credential kind, peer). A sandboxed command
-  // granted loopback (127.0.0.1:*, for a dev server) can send ten wrong tokens of each kind a minute and
-  // keep the user's bearer, login URL and login form refused (429), though it can never log in itself.
-  // Closing it needs the gate's loopback connections told apart from the user's (a source address of
-  // their own, say), a change to src/net; until then, a cookie already in keeps working.
-  it.fails("wrong tokens sent from the sandbox do not lock the user out of the bearer and the login URL", async () => {
+  // The failure limiter is keyed by (credential kind, peer). A sandboxed command granted loopback (127.0.0.1:*,
+  // for a dev server) sends ten wrong tokens of each kind and more: were it seen from 127.0.0.1, the user's own
+  // peer address, the user's bearer, login URL and login form would answer 429. The gate connects to loopback
+  // from an address of the sandbox's own (src/net/loopback-source.ts), so only the sandbox's tries are limited.
+  it("wrong tokens sent from the sandbox do not lock the user out of the bearer and the login URL", async () => {
     const x = await serve({ workspace: s.ws, config: "[server]\nterminal = true\n", args: ["--allow-net", "127.0.0.1:*"] });
     try {
       const h = `127.0.0.1:${x.port}`;
