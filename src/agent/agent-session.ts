@@ -220,6 +220,8 @@ export class AgentSession {
    * generation recorded and reported. The journal's sequence proves it.
    */
   async setMode(mode: SessionMode, reason = "the user changed the mode"): Promise<void> {
+    // Refused before anything changes when the new mode's plan would write a host tool's state that holds links.
+    for (const b of [this.broker, ...this.taskBrokers]) b.assertMode(b === this.broker || mode === "read-only" ? mode : b.ceiling.mode);
     const previous = this.mode;
     const generation = ++this.generationNow;
     const actor = { component: "host" };

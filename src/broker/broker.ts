@@ -166,6 +166,28 @@ export class Broker {
     if (leak) throw new VakError("bad-input", leak);
   }
 
+  /**
+   * Refuses a switch to mode when this component's write plan in it would open a host tool's state that already
+   * holds links (state-entries.ts): a component started read-only scanned nothing there. Plans in the current
+   * mode are left as they were; nothing here awaits, so no op sees the other mode's plan.
+   */
+  assertMode(mode: Exclude<Mode, "full-access">): void {
+    if (mode === "read-only" || mode === this.mode) return;
+    const [mode0, plans0] = [this.mode, [...this.plans]];
+    let unsafe: string | undefined;
+    try {
+      this.mode = mode;
+      this.plans.clear();
+      const write = this.plan("write");
+      unsafe = stateRefusal(write.grants.noLinks, write.grants.write);
+    } finally {
+      this.mode = mode0;
+      this.plans.clear();
+      for (const [k, v] of plans0) this.plans.set(k, v);
+    }
+    if (unsafe) throw new VakError("unsafe-state", `the mode stays ${mode0}: ${unsafe}`);
+  }
+
   get generation(): number {
     return this.generationNow;
   }

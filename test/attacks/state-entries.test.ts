@@ -4,7 +4,9 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
 import { VAK_BIN } from "../support/paths.js";
+import { AgentSession } from "../../src/agent/agent-session.js";
 import { Broker } from "../../src/broker/broker.js";
+import { ScriptedClient } from "../../src/model/scripted.js";
 import { client, residentHosts } from "../support/resident.js";
 import { baseEnv, runVak } from "../support/vak.js";
 
@@ -176,5 +178,27 @@ describe("a broker's component (a workload's, an agent session's) whose state ho
     await start().close();
     symlinkSync(s.outside, join(S, "2026", "08"));
     expect(start).toThrow(`holds 1 entry the tool on the host would follow or share, which no sandbox may make there: ${join(S, "2026", "08")} -> ${s.outside} (symbolic link)`);
+  });
+
+  it("an agent session started read-only (nothing of its state writable, so nothing scanned) cannot be switched to workspace-write over one", async () => {
+    // A file of the state hard-linked to one outside it: a write there would land in the other too.
+    linkSync(join(S, "2026", "07", "rollout.jsonl"), join(s.outside, "shell-rc"));
+    const session = new AgentSession({ workspace: s.ws, mode: "read-only", grants: { write: [S], noLinks: [S] }, model: new ScriptedClient({ turns: [{ text: "ok" }] }), poolSize: 0 });
+    try {
+      await expect(session.setMode("workspace-write")).rejects.toThrow(/the mode stays read-only: a host tool's state .* holds 1 entry .*rollout\.jsonl \(hard link\)/);
+      expect(session.mode).toBe("read-only");
+      expect(session.generation).toBe(1);
+    } finally {
+      await session.close();
+    }
+    // Clean again, the switch goes through.
+    execFileSync("rm", [join(s.outside, "shell-rc")]);
+    const clean = new AgentSession({ workspace: s.ws, mode: "read-only", grants: { write: [S], noLinks: [S] }, model: new ScriptedClient({ turns: [{ text: "ok" }] }), poolSize: 0 });
+    try {
+      await clean.setMode("workspace-write");
+      expect(clean.mode).toBe("workspace-write");
+    } finally {
+      await clean.close();
+    }
   });
 });
