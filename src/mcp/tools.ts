@@ -53,7 +53,11 @@ export class ToolGate {
   private building = new Map<string, Known>();
   private stale = true;
   private relisting: Promise<void> | undefined;
-  private readonly fresh: boolean;
+  /**
+   * This identity's first listing, not yet complete: what it lists is pinned as first seen. Only the first: a
+   * name that appears in a later listing of the same connection is new, and waits for review (bounded) like any.
+   */
+  private fresh: boolean;
   private readonly warned = new Set<string>();
 
   constructor(private readonly d: ToolGateDeps) {
@@ -140,6 +144,7 @@ export class ToolGate {
       this.known = this.building;
       this.building = new Map();
       this.stale = false;
+      this.fresh = false;
     }
     return page;
   }
@@ -149,7 +154,17 @@ export class ToolGate {
     const now = new Date().toISOString();
     try {
       this.d.pins.update(this.d.policy.server, this.d.command, (f) => {
-        for (const k of toPin) f.tools[String(k.definition.name)] ??= { digest: k.digest, definition: k.definition, at: now };
+        let pinned = Object.keys(f.tools).length;
+        for (const k of toPin) {
+          const name = String(k.definition.name);
+          // Only ever one listing's worth is pinned unreviewed; past MAX_TOOLS it is withheld and not stored.
+          if (!Object.hasOwn(f.tools, name) && pinned++ >= MAX_TOOLS) {
+            k.verdict = "over-limit";
+            k.definition = { name };
+            continue;
+          }
+          f.tools[name] ??= { digest: k.digest, definition: k.definition, at: now };
+        }
         let waiting = Object.keys(f.pending).length;
         for (const k of toHold) {
           const name = String(k.definition.name);

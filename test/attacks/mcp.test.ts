@@ -485,13 +485,15 @@ describe("vak mcp against a hostile server", () => {
   it("a server cannot make Vak store or pass on tools without bound: thousands of new tools at every listing, a 3 MiB definition", async () => {
     const c = start([], ["--many-tools", "4000", "--bulky-tool"]);
     await c.initialize();
-    for (let i = 0; i < 3; i++) {
+    // Its first connection: the first listing is pinned, the later ones' new names wait for review; both bounded.
+    for (let i = 0; i < 6; i++) {
       const names = ((await c.request("tools/list", undefined, 60_000)).result!.tools as { name: string }[]).map((t) => t.name);
       expect(names.length).toBeLessThanOrEqual(MAX_TOOLS);
       expect(names).not.toContain("bulky");
     }
-    // The pins are Vak's state on the host: a server with no write grant must not be able to fill that disk.
-    expect(statSync(new PinStore(join(TEST_STATE, "vak", "mcp", "pins")).path(name)).size).toBeLessThan(4 * 1024 * 1024);
+    // The pins are Vak's state on the host: a server with no write grant must not be able to fill that disk. Each
+    // tool is about 1.1 KB: at most MAX_TOOLS pinned and MAX_TOOLS waiting (six listings' worth would be 3.4 MB).
+    expect(statSync(new PinStore(join(TEST_STATE, "vak", "mcp", "pins")).path(name)).size).toBeLessThan(2 * MAX_TOOLS * 1300);
     expect(textOf(await c.call("bulky"))).toMatch(/withheld/);
     expect(textOf(await c.call("echo", { x: 1 }))).toBe('{"x":1}');
   });
