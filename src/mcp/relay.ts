@@ -284,7 +284,14 @@ export class Relay {
     const id = this.nextClientId++;
     let params = c.value;
     // What the server asks a person is labelled as the server's, so that it cannot pass for Vak's own --ask.
-    if (method === "elicitation/create" && params) params = serverQuestion(this.o.policy.server, params, this.o.neutralise);
+    if (method === "elicitation/create" && params) {
+      const q = serverQuestion(this.o.policy.server, params, this.o.neutralise);
+      if (!q.ok) {
+        this.drop("server", q.reason, { method });
+        return this.o.toServer(errorResponse(serverId, RPC.invalidParams, `vak: ${q.reason}`));
+      }
+      params = q.params;
+    }
     const progress = tokenOf(params);
     this.toClient.set(id, { method, task: askedForTask(params), serverId, progress });
     if (progress) this.progressToClient.set(progress, (this.progressToClient.get(progress) ?? 0) + 1);

@@ -482,6 +482,16 @@ describe("vak mcp against a hostile server", () => {
     expect(textOf(await call)).toContain("decline");
   });
 
+  it("a server's question whose answer-bearing strings (a key, an enum value, a default, a URL) carry escapes or bidi is refused, not shown", async () => {
+    const c = start();
+    await c.initialize({ elicitation: { form: {}, url: {} } });
+    const answers = JSON.parse(textOf(await c.call("spoof_elicitation_answers"))) as { error?: { code: number; message: string } }[];
+    expect(answers).toHaveLength(4);
+    for (const a of answers) expect(a.error, JSON.stringify(a)).toMatchObject({ code: -32602, message: expect.stringMatching(/control or bidi characters/) });
+    expect(c.messages.filter((m) => m.method === "elicitation/create")).toEqual([]);
+    await c.until(() => (journalEvents(name).filter((e) => e.kind === "mcp.dropped" && /bidi/.test(String(e.payload.problem))).length >= 4 ? true : undefined));
+  });
+
   it("a server cannot make Vak store or pass on tools without bound: thousands of new tools at every listing, a 3 MiB definition", async () => {
     const c = start([], ["--many-tools", "4000", "--bulky-tool"]);
     await c.initialize();
