@@ -42,9 +42,15 @@ export interface HubOptions {
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const MAX_OUTPUT = 1024 * 1024;
 const MAX_DESCRIPTION = 1024;
-/** What one server may put before the model with every request: past these its tools are left out (said so), so that it cannot make every model call too large to send. */
+/**
+ * What MCP servers may put before the model with every request: past these a server's tools are left out (said
+ * so), so that one server cannot make every model call too large to send. Tools per server, one tool's input
+ * schema, one server's tools in all (schemas and descriptions), and all servers' together, in characters.
+ */
 export const MAX_MODEL_TOOLS = 128;
 export const MAX_PARAMETERS = 16 * 1024;
+export const MAX_SERVER_SPECS = 64 * 1024;
+export const MAX_ALL_SPECS = 256 * 1024;
 
 export function toolName(server: string, tool: string): string {
   return `mcp__${server}__${tool.replace(/[^A-Za-z0-9_-]/g, "_")}`;
@@ -70,8 +76,10 @@ export class McpHub implements McpCaller {
   private readonly specList: ToolSpec[] = [];
 
   private constructor(private readonly servers: Map<string, HostMcpServer>, log: (line: string) => void, neutralise: (t: string) => string) {
+    let all = 0;
     for (const [name, srv] of servers) {
       let offered = 0;
+      let chars = 0;
       for (const t of srv.tools) {
         const n = toolName(name, t.name);
         if (!TOOL_NAME.test(n) || this.byTool.has(n)) {
@@ -86,8 +94,15 @@ export class McpHub implements McpCaller {
           log(`vak: mcp ${name}: its tools past the first ${MAX_MODEL_TOOLS} are not offered to the model (it lists ${srv.tools.length})`);
           break;
         }
-        this.byTool.set(n, { server: name, tool: t.name });
         const description = `[MCP server ${name}] ${t.description ?? t.title ?? t.name}`.slice(0, MAX_DESCRIPTION);
+        const size = JSON.stringify(t.inputSchema).length + description.length + n.length;
+        if (chars + size > MAX_SERVER_SPECS || all + size > MAX_ALL_SPECS) {
+          log(`vak: mcp ${name}: its tools from ${neutralise(t.name)} on are not offered to the model (they would put more than ${chars + size > MAX_SERVER_SPECS ? `${MAX_SERVER_SPECS} characters of one server's` : `${MAX_ALL_SPECS} characters of all servers'`} tool definitions before it)`);
+          break;
+        }
+        chars += size;
+        all += size;
+        this.byTool.set(n, { server: name, tool: t.name });
         this.specList.push({ name: n, description, parameters: t.inputSchema as Record<string, unknown> });
       }
     }

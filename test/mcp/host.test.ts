@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Journal } from "../../src/journal/journal.js";
 import { openJournal } from "../../src/journal/open.js";
 import { HostMcpServer } from "../../src/mcp/host.js";
-import { MAX_MODEL_TOOLS, MAX_PARAMETERS, McpHub } from "../../src/mcp/hub.js";
+import { MAX_MODEL_TOOLS, MAX_PARAMETERS, MAX_SERVER_SPECS, McpHub } from "../../src/mcp/hub.js";
 import { PinStore } from "../../src/mcp/pins.js";
 import { McpServerSchema } from "../../src/mcp/servers.js";
 import { hostFacts } from "../../src/sandbox/host.js";
@@ -71,7 +71,7 @@ describe("an MCP server for Vak's own agent", () => {
     }
   });
 
-  it("what one server offers the model is bounded: at most MAX_MODEL_TOOLS tools, none with an input schema past MAX_PARAMETERS", async () => {
+  it("what one server offers the model is bounded: at most MAX_MODEL_TOOLS tools, none with an input schema past MAX_PARAMETERS, MAX_SERVER_SPECS characters in all", async () => {
     const def = McpServerSchema.parse({ command: [process.execPath, HOSTILE, "--many-tools", "400", "--wide-schema"], read: [SUPPORT] });
     const said: string[] = [];
     const hub = await McpHub.start({
@@ -82,6 +82,10 @@ describe("an MCP server for Vak's own agent", () => {
       expect(hub.specs.length).toBeGreaterThan(0);
       expect(hub.specs.length).toBeLessThanOrEqual(MAX_MODEL_TOOLS);
       for (const spec of hub.specs) expect(JSON.stringify(spec.parameters).length).toBeLessThanOrEqual(MAX_PARAMETERS);
+      // In all, what goes before the model with every request: 400 tools of 1 KB each would be 400 KB.
+      const sent = hub.specs.reduce((n, x) => n + JSON.stringify(x.parameters).length + x.description.length + x.name.length, 0);
+      expect(sent).toBeLessThanOrEqual(MAX_SERVER_SPECS);
+      expect(said.join("\n")).toMatch(/characters of one server's tool definitions/);
       expect(hub.specs.map((x) => x.name)).not.toContain("mcp__many__wide");
       expect(said.join("\n")).toMatch(/not offered to the model/);
     } finally {
