@@ -1,4 +1,4 @@
-import { type Dirent, lstatSync, readdirSync, readlinkSync } from "node:fs";
+import { type Dir, type Dirent, lstatSync, opendirSync, readlinkSync } from "node:fs";
 import { linkChain } from "./chain.js";
 import { isWithin } from "./paths.js";
 
@@ -77,8 +77,8 @@ class Walk {
   }
 
   /** False once the budget is spent (the scan says where it stopped). */
-  private spend(n: number, where: string): boolean {
-    this.count += n;
+  private spend(where: string): boolean {
+    this.count += 1;
     if (this.count <= this.budget.entries && Date.now() <= this.deadline) return true;
     this.scan.stopped = { at: where, entries: this.count, ms: Date.now() - this.t0 };
     return false;
@@ -122,18 +122,20 @@ class Walk {
     const stack = [root];
     while (stack.length > 0 && !this.scan.stopped) {
       const dir = stack.pop()!;
-      let list: Dirent[];
+      // Read an entry at a time, each counted as it comes: a directory of a million entries is never listed whole.
+      let handle: Dir | undefined;
       try {
-        list = readdirSync(dir, { withFileTypes: true });
+        handle = opendirSync(dir, { bufferSize: 256 });
+        for (let d = handle.readSync(); d; d = handle.readSync()) {
+          const path = `${dir}/${d.name}`;
+          if (!this.spend(path)) return;
+          if (this.look(root, path, d)) stack.push(path);
+        }
       } catch (e) {
         const code = (e as NodeJS.ErrnoException).code;
         if (code !== "ENOENT" && code !== "ENOTDIR") this.add({ root, path: dir, kind: "unreadable", why: `a directory Vak cannot read (${code}): what it holds is unknown` });
-        continue;
-      }
-      if (!this.spend(list.length, dir)) return;
-      for (const d of list) {
-        const path = `${dir}/${d.name}`;
-        if (this.look(root, path, d)) stack.push(path);
+      } finally {
+        handle?.closeSync();
       }
     }
   }
