@@ -329,6 +329,7 @@ export class EgressGate {
         upstream: () => this.tls!.trust.context(),
       },
       secretHeaders: (host, port) => (worker.headers ?? []).filter((h) => h.hosts.some((x) => x.toLowerCase() === hostText(host).toLowerCase() || x.toLowerCase() === `${hostText(host)}:${port}`.toLowerCase())),
+      upstreamProxy: this.upstreamProxy?.host,
       openUpstream: (address, port) => {
         if (this.closing) throw new LimitError("the gate is closing", 503);
         if (worker.upstreams >= this.limits.connectionsPerWorker) throw new LimitError(`more than ${this.limits.connectionsPerWorker} upstream connections at once`, 503);

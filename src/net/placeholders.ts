@@ -31,6 +31,8 @@ export function forHost(hosts: readonly string[], host: Host, port: number): boo
 export interface Channel {
   tls: boolean;
   address: string;
+  /** The host of the upstream proxy ([egress] upstream_proxy) the connection goes through, if it goes through one. */
+  proxy?: string | undefined;
 }
 
 /**
@@ -38,11 +40,13 @@ export interface Channel {
  * any port the grants allow; in clear text (plain HTTP) only to a loopback address, where nothing crosses a
  * network, or to a host:port the secret names exactly. Otherwise a command could send its placeholder to
  * http://api.example.com/ (a host grant covers port 80) and have the gate put the key on the wire, for anyone
- * on the path, or anyone who answers for the name, to read.
+ * on the path, or anyone who answers for the name, to read. A loopback address is on this machine only when
+ * the gate connects to it itself (or through an upstream proxy at a loopback address): through a proxy on
+ * another machine, the request crosses the network to it in clear text, and reaches that machine's loopback.
  */
 export function carries(hosts: readonly string[], host: Host, port: number, via: Channel): boolean {
   if (!forHost(hosts, host, port)) return false;
-  if (via.tls || onThisMachine(via.address)) return true;
+  if (via.tls || (onThisMachine(via.address) && (via.proxy === undefined || onThisMachine(via.proxy)))) return true;
   const exact = `${hostText(host)}:${port}`.toLowerCase();
   return hosts.some((x) => x.toLowerCase() === exact);
 }

@@ -41,6 +41,8 @@ export interface ProxyContext {
   endpoints: readonly Endpoint[];
   /** TLS at the gate, when this worker's grants may need it: the leaf for a host, and the context that verifies upstreams. */
   tls?: { serverContext(host: Host): Promise<SecureContext>; upstream(): SecureContext } | undefined;
+  /** The host of the upstream proxy every upstream connection goes through ([egress] upstream_proxy), if there is one. */
+  upstreamProxy?: string | undefined;
   /** Opens an upstream connection counted against the worker's cap; throws LimitError at the cap. */
   openUpstream(address: string, port: number): Socket;
   /** Settles once an opened upstream can carry bytes: connected, and through the upstream proxy if there is one. */

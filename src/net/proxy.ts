@@ -245,7 +245,7 @@ export class ProxyConnection implements Connection {
     const listed = connectionTokens(head.headers);
     // A secret header for this destination replaces whatever the client put there (its placeholder); in clear
     // text across a network, neither it nor a placeholder's value goes (placeholders.ts, carries).
-    const via = { tls: overTls, address: c.address };
+    const via = { tls: overTls, address: c.address, proxy: this.ctx.upstreamProxy };
     const forTarget = this.ctx.secretHeaders(target.host, target.port);
     const secrets = forTarget.filter((x) => carries(x.hosts, target.host, target.port, via));
     const replaced = new Set(secrets.map((x) => x.header.toLowerCase()));

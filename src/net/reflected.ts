@@ -8,8 +8,11 @@
  * Forms searched, each only where it differs from the raw one (the placeholder is put in the same form):
  * the value's bytes (latin1, as it went in the header, and UTF-8); JSON string escaping (`\"`, `\\`, `\t`,
  * with and without `\/`, non-ASCII and `<>&` as `\uXXXX`); URL encoding (encodeURIComponent, with upper- and
- * lower-case hex, and `+` for a space); HTML escaping (`&amp; &lt; &gt; &quot;` and `'` as `&#39;` or
- * `&#x27;`). Not searched: base64 or any other re-encoding (a host that re-encodes the value is not quoting
+ * lower-case hex, and `+` for a space; RFC 3986's strict form, `!'()*` encoded too, with `+` for a space or
+ * `/` left as it is, as Python's quote writes it; Go's PathEscape); HTML escaping (`&amp; &lt; &gt; &quot;` and
+ * `'` as `&#39;` or `&#x27;`; Go's, with `&#34;` for `"` and, as html/template writes it, `&#43;` for `+`).
+ * Each is one encoder's whole output: a host that encodes some other set of characters is not followed.
+ * Not searched: base64 or any other re-encoding (a host that re-encodes the value is not quoting
  * it, and no filter can follow every encoding; base64 would also need three alignments and could not be
  * replaced soundly inside the encoded text), a value cut into pieces, or one a host sends in the answer to
  * another request.
@@ -40,6 +43,12 @@ const uEscape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0
 const json = (s: string) => JSON.stringify(s).slice(1, -1);
 const url = (s: string) => encodeURIComponent(s);
 const html = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
+/** Percent-encoding of all but RFC 3986's unreserved characters (PHP rawurlencode, Python quote(safe=""), Go QueryEscape but for space). */
+const strict = (s: string) => url(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+/** Go's url.PathEscape: "$&+:=@" left as they are. */
+const goPath = (s: string) => strict(s).replace(/%(24|26|2B|3A|3D|40)/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
+/** Go's html.EscapeString and html/template (which also writes "+" as "&#43;"). */
+const goHtml = (s: string) => s.replace(/&/g, "&amp;").replace(/'/g, "&#39;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&#34;");
 
 /** Each way a quoting host may write a text: the bytes of the text in that form. */
 const ENCODINGS: readonly ((s: string) => Buffer)[] = [
@@ -53,8 +62,14 @@ const ENCODINGS: readonly ((s: string) => Buffer)[] = [
   (s) => utf8(url(s)),
   (s) => utf8(url(s).replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase())),
   (s) => utf8(url(s).replace(/%20/g, "+")),
+  (s) => utf8(strict(s)),
+  (s) => utf8(strict(s).replace(/%20/g, "+")),
+  (s) => utf8(strict(s).replace(/%2F/g, "/")),
+  (s) => utf8(goPath(s)),
   (s) => utf8(html(s).replace(/'/g, "&#39;")),
   (s) => utf8(html(s).replace(/'/g, "&#x27;")),
+  (s) => utf8(goHtml(s)),
+  (s) => utf8(goHtml(s).replace(/\+/g, "&#43;")),
 ];
 
 /** The distinct forms of each secret's value, each with its placeholder in the same form. */

@@ -257,3 +257,41 @@ describe("a WebSocket carrying a gate-held secret", () => {
     }
   });
 });
+
+// A value with characters encoders disagree on (an AWS-style secret key holds "/", "+" and "="): a host that
+// quotes it through Python's quote, Go's QueryEscape or PathEscape, or Go's HTML escaping writes it otherwise
+// than encodeURIComponent or the usual HTML escaping, and must not hand it back all the same.
+describe("a value with reserved characters, reflected by common encoders", () => {
+  const KEY = "wJalrXUtnFEMI/K7MDENG+bPxRfi(CY)EXAMPLE'KEY=";
+  const pct = (c: string) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`;
+  const strict = (s: string) => encodeURIComponent(s).replace(/[!'()*]/g, pct);
+  const forms: Record<string, string> = {
+    "Python quote (safe '/')": strict(KEY).replace(/%2F/g, "/"),
+    "Go QueryEscape": strict(KEY).replace(/%20/g, "+"),
+    "Go PathEscape": strict(KEY).replace(/%(24|26|2B|3A|3D|40)/g, (_, h: string) => String.fromCharCode(parseInt(h, 16))),
+    "Go html/template": KEY.replace(/&/g, "&amp;").replace(/'/g, "&#39;").replace(/"/g, "&#34;").replace(/\+/g, "&#43;"),
+  };
+
+  it.each(Object.entries(forms))("%s: the command gets the placeholder", async (_name, form) => {
+    const up = await piecesUpstream(undefined, () => {
+      const body = `<p>bad key ${form}</p>`;
+      return [`HTTP/1.1 302 Found\r\nLocation: /login?next=${form}\r\nContent-Length: ${body.length}\r\n\r\n${body}`];
+    });
+    const host = `127.0.0.1:${up.port}`;
+    const g = await testGate([host], { worker: { placeholders: [{ ref: "secret:aws", placeholder: PLACEHOLDER, value: KEY, hosts: [host] }] } });
+    try {
+      const raw = await exchange(
+        await gateClient(g.gate.socketPath, g.token, { allowHalfOpen: false }),
+        `GET http://${host}/ HTTP/1.1\r\nHost: ${host}\r\nAuthorization: AWS ${PLACEHOLDER}\r\nConnection: close\r\n\r\n`,
+      );
+      expect(up.seen[0]!.headers.authorization).toBe(`AWS ${KEY}`);
+      expect(raw).not.toContain(form);
+      const res = parse(raw);
+      expect(res.headers.location).toBe(`/login?next=${PLACEHOLDER}`);
+      expect(res.body).toBe(`<p>bad key ${PLACEHOLDER}</p>`);
+    } finally {
+      await g.close();
+      await up.close();
+    }
+  });
+});
