@@ -170,6 +170,40 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     expect(w.stderr).not.toContain("use --mode workspace-write");
   });
 
+  it("untrusted, a limit is a ceiling below Vak's default too: max_procs above the default 1024 does not raise it", async () => {
+    const limits = async () => (JSON.parse((await vak(["exec", "--print-plan", "--json", "--", "true"])).stdout) as { limits: { name: string; value: number; from: string }[] }).limits;
+    writeConfig("[exec]\nmax_procs = 100000\n");
+    expect(await limits()).toEqual([{ name: "max_procs", value: 1024, from: "default (held where the host can)" }]);
+    const r = await vak(["exec", "--", "true"]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain("vak:   line 2: max_procs = 100000, not below 1024");
+    // Lower, it narrows.
+    writeConfig("[exec]\nmax_procs = 100\n");
+    expect((await limits()).map((l) => l.value)).toEqual([100]);
+    rmSync(join(s.ws, ".vak"), { recursive: true, force: true });
+  });
+
+  it("vak trust shows what a name resolves to when it runs: your own profile that shadows a preset, not the preset", async () => {
+    const userConfig = join(s.root, "xdg-config", "vak", "config.toml");
+    mkdirSync(join(s.root, "xdg-config", "vak"), { recursive: true });
+    writeFileSync(userConfig, `[profiles.git]\nallow_read = ["${s.outside}"]\n`);
+    try {
+      writeConfig('[exec]\nprofiles = ["git"]\n');
+      const shown = await vak(["trust"], s.ws, "");
+      expect(shown.code).toBe(125);
+      const grant = shown.stdout.slice(shown.stdout.indexOf("Trusted, it would grant:"));
+      expect(grant).toContain(`read ${s.outside}`);
+      expect(grant).toMatch(/with profile git \(.*xdg-config\/vak\/config\.toml\)/);
+      expect(grant).not.toContain("preset");
+      expect((await vak(["trust", "--yes"])).code).toBe(0);
+      expect((await vak(["exec", "--", "cat", `${s.outside}/secret.txt`])).stdout).toBe("OUTSIDE-SECRET\n");
+      await vak(["trust", "--revoke"]);
+    } finally {
+      rmSync(userConfig, { force: true });
+      rmSync(join(s.ws, ".vak"), { recursive: true, force: true });
+    }
+  });
+
   it("headless, vak trust never trusts implicitly, and vak exec never asks", async () => {
     writeConfig(widening());
     const t = await vak(["trust"], s.ws, "y\n");
