@@ -204,6 +204,25 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     }
   });
 
+  it("a config above the home directory never applies, even when the workspace is the home directory itself", async () => {
+    // s.root is the home directory's parent (HOME is s.root/home, which has no .git): whoever can write there is not this user's repository.
+    const home = join(s.root, "home");
+    writeConfig('[exec]\nfuture_key = 1\ndeny_read = ["."]\n', s.root);
+    try {
+      const r = await vak(["exec", "--", "sh", "-c", "echo ran"], home);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toBe("ran\n");
+      expect(r.stderr).not.toContain(".vak");
+      // The home directory's own .vak is that workspace's.
+      writeConfig('[exec]\nmode = "read-only"\n', home);
+      const own = await vak(["exec", "--print-plan", "--json", "--", "true"], home);
+      expect((JSON.parse(own.stdout) as { mode: { value: string } }).mode.value).toBe("read-only");
+    } finally {
+      rmSync(join(s.root, ".vak"), { recursive: true, force: true });
+      rmSync(join(home, ".vak"), { recursive: true, force: true });
+    }
+  });
+
   it("headless, vak trust never trusts implicitly, and vak exec never asks", async () => {
     writeConfig(widening());
     const t = await vak(["trust"], s.ws, "y\n");
