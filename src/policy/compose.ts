@@ -33,6 +33,8 @@ export interface Granted {
   /** As written, when it differs (a pattern, a ${…}). */
   written?: string | undefined;
   source: Source;
+  /** A repository config's relative path: the repository it must stay in, whenever it is resolved (decide()'s grants.confined). */
+  root?: string | undefined;
 }
 
 export interface Composition {
@@ -293,7 +295,7 @@ function add(c: Composition, key: ListKey, g: Granted, input: ComposeInput, proj
       }
       else if (!real) return void c.skipped.push({ ...g, value: abs, written: g.value, why: "does not exist" });
     }
-    g = { ...g, value: projectRoot ? abs : value, written: e.value === g.value && !projectRoot ? undefined : g.value };
+    g = { ...g, value: projectRoot ? abs : value, written: e.value === g.value && !projectRoot ? undefined : g.value, root: projectRoot && !isAbsolute(e.value) ? projectRoot : undefined };
   }
   if (key === "allow_env" && g.value.endsWith("*")) {
     // A prefix: the host's variables that start with it, now.

@@ -223,6 +223,30 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     }
   });
 
+  it("a trusted config's relative path stays in the repository on every command: an agent that turns its parent into a link gets nothing outside", async () => {
+    // The grant is bound into each command's sandbox; its parent is not, so a command can rename it and leave a link in its place.
+    mkdirSync(join(s.ws, "build", "out"), { recursive: true });
+    mkdirSync(join(s.outside, "out"), { recursive: true });
+    writeConfig('[profiles.dev]\nallow_write = ["build/out"]\n');
+    expect((await vak(["trust", "--yes"])).code).toBe(0);
+    const script = join(s.root, "script.json");
+    writeFileSync(script, JSON.stringify({ turns: [
+      { tool_calls: [{ name: "exec", args: { command: `mv build build.old && ln -s ${s.outside} build && echo swapped` } }] },
+      { tool_calls: [{ name: "exec", args: { command: `echo PWNED > ${s.outside}/out/pwned.txt; echo wrote=$?` } }] },
+      { text: "done" },
+    ] }));
+    try {
+      const r = await vak(["run", "--model", `scripted:${script}`, "--profile", "dev", "--approve", "exec", "--approve", "write", "go"]);
+      expect(r.stdout + r.stderr).toContain("swapped");
+      expect(existsSync(join(s.outside, "out", "pwned.txt"))).toBe(false);
+      expect(r.stdout + r.stderr).toMatch(/build\/out: a path of the repository config, which now leads out of the repository \(to .*outside\/out\)/);
+    } finally {
+      await vak(["trust", "--revoke"]);
+      for (const d of ["build", "build.old", ".vak"]) rmSync(join(s.ws, d), { recursive: true, force: true });
+      rmSync(join(s.outside, "out"), { recursive: true, force: true });
+    }
+  });
+
   it("headless, vak trust never trusts implicitly, and vak exec never asks", async () => {
     writeConfig(widening());
     const t = await vak(["trust"], s.ws, "y\n");
