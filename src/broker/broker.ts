@@ -221,7 +221,7 @@ export class Broker {
         grants: {
           read: [...(g.read ?? []), ...(readOnly ? (g.write ?? []) : [])],
           write: readOnly ? [] : [...(g.write ?? [])],
-          denyRead: g.denyRead ?? [], denyWrite: g.denyWrite ?? [], noLinks: g.noLinks ?? [], env: g.env ?? [],
+          denyRead: g.denyRead ?? [], denyWrite: g.denyWrite ?? [], noLinks: g.noLinks ?? [], env: g.env ?? [], confined: g.confined,
         },
         // A model-written command gets a file-size ceiling even when its component sets none (a sparse file cannot fill a disk's worth of offsets);
         // a worker can write at most what an edit may make.

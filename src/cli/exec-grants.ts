@@ -162,6 +162,7 @@ export function resolveGrantsWith(loaded: ConfigFiles | undefined, opts: GrantOp
     grants: {
       read: values(L.allow_read), write: values(L.allow_write), denyRead: values(L.deny_read), denyWrite: values(L.deny_write),
       noLinks: [...values(L.state_dirs), ...values(L.state_files)], env: values(L.allow_env),
+      confined: [...L.allow_read, ...L.allow_write].flatMap((g) => (g.root ? [{ path: g.value, root: g.root }] : [])),
     },
     limits, allowNet: values(L.allow_net), denyNet: values(L.deny_net), secrets: values(L.secrets),
     setEnv: Object.fromEntries([...composition.setEnv].map(([k, g]) => [k, g.value])),

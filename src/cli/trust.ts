@@ -7,7 +7,7 @@ import { VakError } from "../policy/errors.js";
 import { canonicalDir } from "../policy/paths.js";
 import { loadPreset, presetNames } from "../policy/presets.js";
 import { LIMIT_KEYS } from "../policy/profile.js";
-import { shownPath } from "../policy/profiles-file.js";
+import { loadUserProfiles, shownPath } from "../policy/profiles-file.js";
 import { findProjectConfig, loadProject, MAX_TRUST_RECORDS, readTrust, trustFilePath, type TrustFile } from "../policy/trust.js";
 import { EXIT_REFUSED } from "./exit.js";
 import { visible } from "../text/visible.js";
@@ -70,7 +70,11 @@ function wouldGrant(project: NonNullable<ReturnType<typeof loadProject>["config"
     for (const p of c.applied) if (p.origin === "preset" || p.origin === "profile") rows.push(`    with ${describeSource({ kind: "profile", profile: p, key: "description" }).replace(/:\d+\)$/, ")")}`);
     out.push(`  ${title}:`, ...(rows.length ? rows : ["    nothing"]));
   };
-  const base = { user: undefined, workspace, env: process.env, home: homedir(), preset: (n: string) => loadPreset(n), presetNames: () => presetNames() };
+  // Names resolve as they will when it runs: your own profiles first (one of yours may shadow a preset), then Vak's presets.
+  // Your [exec] is left out: it applies to every run, not because of this file.
+  const mine = loadUserProfiles();
+  const user = mine ? { ...mine, exec: undefined } : undefined;
+  const base = { user, workspace, env: process.env, home: homedir(), preset: (n: string) => loadPreset(n), presetNames: () => presetNames() };
   if (project.file.exec) describe(`every \`vak exec\` here ([exec], line ${project.file.exec.line() ?? "?"})`, compose({ ...base, flags: { lists: {}, limits: {}, profiles: [] }, project: trusted, execDefaults: true }));
   for (const [name, p] of project.file.profiles)
     describe(`--profile ${name} (line ${p.line() ?? "?"})`, compose({ ...base, flags: { lists: {}, limits: {}, profiles: [name] }, project: trusted, execDefaults: false }));

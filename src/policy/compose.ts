@@ -3,6 +3,7 @@ import { isAbsolute, resolve } from "node:path";
 import { VakError } from "./errors.js";
 import { expandValue } from "./expand.js";
 import type { Mode } from "./grants.js";
+import { DEFAULT_MAX_PROCS } from "./limits.js";
 import { isWithin } from "./paths.js";
 import { keyError, LIMIT_KEYS, LIST_KEYS, type LimitKey, type ListKey, type Profile, reservedEnv } from "./profile.js";
 import type { ProfilesFile } from "./profiles-file.js";
@@ -32,6 +33,8 @@ export interface Granted {
   /** As written, when it differs (a pattern, a ${…}). */
   written?: string | undefined;
   source: Source;
+  /** A repository config's relative path: the repository it must stay in, whenever it is resolved (decide()'s grants.confined). */
+  root?: string | undefined;
 }
 
 export interface Composition {
@@ -210,6 +213,9 @@ export function compose(input: ComposeInput): Composition {
   return c;
 }
 
+/** What a limit is when no layer sets it, where that is not "none": an untrusted config's limit must be lower still. */
+const UNSET_LIMIT: Partial<Record<LimitKey, number>> = { max_procs: DEFAULT_MAX_PROCS };
+
 /** At most this many of an untrusted repository config's ignored entries are listed one by one; `vak trust` shows them all. */
 export const MAX_IGNORED_SHOWN = 12;
 
@@ -231,7 +237,12 @@ function narrowBy(c: Composition, project: ProjectConfig, input: ComposeInput): 
     } else if (exec.body.mode === "workspace-write" && c.mode === "read-only") skip(exec.line("mode"), "mode");
     for (const k of LIMIT_KEYS) {
       const v = exec.body.limits[k];
-      if (v !== undefined && (c.limits[k] === undefined || v < c.limits[k]!.value)) c.limits[k] = { value: v, source: { kind: "profile", profile: exec, key: k, via: "untrusted" } };
+      if (v === undefined) continue;
+      // A ceiling only: below what the run has already, or below Vak's own default where a limit has one (an unset
+      // max_procs is DEFAULT_MAX_PROCS, not unlimited; setting it higher would widen).
+      const ceiling = c.limits[k]?.value ?? UNSET_LIMIT[k];
+      if (ceiling === undefined || v < ceiling) c.limits[k] = { value: v, source: { kind: "profile", profile: exec, key: k, via: "untrusted" } };
+      else skip(exec.line(k), `${k} = ${v}, not below ${ceiling}`);
     }
     if (exec.body.profiles.length) skip(exec.line("profiles"), `profiles = [${exec.body.profiles.join(", ")}]`);
     if (Object.keys(exec.body.setEnv).length) skip(exec.line("set_env"), "set_env");
@@ -284,7 +295,7 @@ function add(c: Composition, key: ListKey, g: Granted, input: ComposeInput, proj
       }
       else if (!real) return void c.skipped.push({ ...g, value: abs, written: g.value, why: "does not exist" });
     }
-    g = { ...g, value: projectRoot ? abs : value, written: e.value === g.value && !projectRoot ? undefined : g.value };
+    g = { ...g, value: projectRoot ? abs : value, written: e.value === g.value && !projectRoot ? undefined : g.value, root: projectRoot && !isAbsolute(e.value) ? projectRoot : undefined };
   }
   if (key === "allow_env" && g.value.endsWith("*")) {
     // A prefix: the host's variables that start with it, now.

@@ -19,14 +19,18 @@ export function trustFilePath(env: NodeJS.ProcessEnv = process.env): string {
 /**
  * The repository config that applies to a workspace: `.vak/config.toml` in it
  * or in the nearest directory above, up to the repository's top (a directory
- * with .git), never the home directory or above it.
+ * with .git), never the home directory or above it (a workspace that is the
+ * home directory has only its own).
  */
 export function findProjectConfig(workspace: string, home: string): string | undefined {
+  // HOME and its ancestors are never reached from below (a workspace that is HOME itself has its own .vak, and no more):
+  // a directory above HOME (its parent, /) is no repository of this user's.
+  const atOrAboveHome = (dir: string) => dir === home || home.startsWith(dir === "/" ? "/" : `${dir}/`);
   for (let dir = workspace; ; dir = dirname(dir)) {
-    if (dir === home && dir !== workspace) return undefined;
+    if (dir !== workspace && atOrAboveHome(dir)) return undefined;
     const candidate = join(dir, ".vak", "config.toml");
     if (present(candidate)) return candidate;
-    if (existsSync(join(dir, ".git")) || dir === dirname(dir)) return undefined;
+    if (existsSync(join(dir, ".git")) || dir === home || dir === dirname(dir)) return undefined;
   }
 }
 

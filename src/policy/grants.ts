@@ -36,6 +36,11 @@ export const GrantsSchema = z
     /** A host tool's state (a profile's state_dirs and state_files): writable, but no link, FIFO, socket or device made there (native/guard_links.c). */
     noLinks: z.array(z.string()).default([]),
     env: z.array(EnvNameSchema).default([]),
+    /**
+     * A repository config's relative paths (read, write, state), each with the repository it must stay in: checked
+     * each time the path is resolved, so that a link put there after the config was read leads nowhere outside.
+     */
+    confined: z.array(z.object({ path: z.string(), root: z.string() }).strict()).optional(),
   })
   .strict();
 export type Grants = z.infer<typeof GrantsSchema>;

@@ -131,8 +131,18 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
   const workspace = canonicalDir(input.workspace, "--workspace");
   const cwd = input.cwd ? canonicalDir(input.cwd, "--cwd") : workspace;
   const g = input.grants;
-  const read = g.read.map((p) => canonicalGrant(p, workspace, "--allow-read"));
-  const write = g.write.map((p) => canonicalGrant(p, workspace, "--allow-write"));
+  // A repository config's relative path must still resolve inside its repository: it was checked when the config was
+  // read, but this plan may come later (each command of an agent session), after a sandbox made the path a link.
+  const confinedTo = new Map((g.confined ?? []).map((c) => [c.path, c.root]));
+  const grant = (p: string, flag: string): string => {
+    const real = canonicalGrant(p, workspace, flag);
+    const root = confinedTo.get(p);
+    if (root !== undefined && !isWithin(real, root))
+      throw new VakError("path-escapes", `${flag} ${p}: a path of the repository config, which now leads out of the repository (to ${real}); it grants nothing outside ${root}`);
+    return real;
+  };
+  const read = g.read.map((p) => grant(p, "--allow-read"));
+  const write = g.write.map((p) => grant(p, "--allow-write"));
   const denyRead = g.denyRead.map((p) => canonicalMaybe(p, workspace, "--deny-read"));
   const denyWrite = g.denyWrite.map((p) => canonicalMaybe(p, workspace, "--deny-write"));
   const noLinks = g.noLinks.map((p) => canonicalMaybe(p, workspace, "state_dirs"));

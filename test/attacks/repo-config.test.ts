@@ -170,6 +170,83 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     expect(w.stderr).not.toContain("use --mode workspace-write");
   });
 
+  it("untrusted, a limit is a ceiling below Vak's default too: max_procs above the default 1024 does not raise it", async () => {
+    const limits = async () => (JSON.parse((await vak(["exec", "--print-plan", "--json", "--", "true"])).stdout) as { limits: { name: string; value: number; from: string }[] }).limits;
+    writeConfig("[exec]\nmax_procs = 100000\n");
+    expect(await limits()).toEqual([{ name: "max_procs", value: 1024, from: "default (held where the host can)" }]);
+    const r = await vak(["exec", "--", "true"]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain("vak:   line 2: max_procs = 100000, not below 1024");
+    // Lower, it narrows.
+    writeConfig("[exec]\nmax_procs = 100\n");
+    expect((await limits()).map((l) => l.value)).toEqual([100]);
+    rmSync(join(s.ws, ".vak"), { recursive: true, force: true });
+  });
+
+  it("vak trust shows what a name resolves to when it runs: your own profile that shadows a preset, not the preset", async () => {
+    const userConfig = join(s.root, "xdg-config", "vak", "config.toml");
+    mkdirSync(join(s.root, "xdg-config", "vak"), { recursive: true });
+    writeFileSync(userConfig, `[profiles.git]\nallow_read = ["${s.outside}"]\n`);
+    try {
+      writeConfig('[exec]\nprofiles = ["git"]\n');
+      const shown = await vak(["trust"], s.ws, "");
+      expect(shown.code).toBe(125);
+      const grant = shown.stdout.slice(shown.stdout.indexOf("Trusted, it would grant:"));
+      expect(grant).toContain(`read ${s.outside}`);
+      expect(grant).toMatch(/with profile git \(.*xdg-config\/vak\/config\.toml\)/);
+      expect(grant).not.toContain("preset");
+      expect((await vak(["trust", "--yes"])).code).toBe(0);
+      expect((await vak(["exec", "--", "cat", `${s.outside}/secret.txt`])).stdout).toBe("OUTSIDE-SECRET\n");
+      await vak(["trust", "--revoke"]);
+    } finally {
+      rmSync(userConfig, { force: true });
+      rmSync(join(s.ws, ".vak"), { recursive: true, force: true });
+    }
+  });
+
+  it("a config above the home directory never applies, even when the workspace is the home directory itself", async () => {
+    // s.root is the home directory's parent (HOME is s.root/home, which has no .git): whoever can write there is not this user's repository.
+    const home = join(s.root, "home");
+    writeConfig('[exec]\nfuture_key = 1\ndeny_read = ["."]\n', s.root);
+    try {
+      const r = await vak(["exec", "--", "sh", "-c", "echo ran"], home);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toBe("ran\n");
+      expect(r.stderr).not.toContain(".vak");
+      // The home directory's own .vak is that workspace's.
+      writeConfig('[exec]\nmode = "read-only"\n', home);
+      const own = await vak(["exec", "--print-plan", "--json", "--", "true"], home);
+      expect((JSON.parse(own.stdout) as { mode: { value: string } }).mode.value).toBe("read-only");
+    } finally {
+      rmSync(join(s.root, ".vak"), { recursive: true, force: true });
+      rmSync(join(home, ".vak"), { recursive: true, force: true });
+    }
+  });
+
+  it("a trusted config's relative path stays in the repository on every command: an agent that turns its parent into a link gets nothing outside", async () => {
+    // The grant is bound into each command's sandbox; its parent is not, so a command can rename it and leave a link in its place.
+    mkdirSync(join(s.ws, "build", "out"), { recursive: true });
+    mkdirSync(join(s.outside, "out"), { recursive: true });
+    writeConfig('[profiles.dev]\nallow_write = ["build/out"]\n');
+    expect((await vak(["trust", "--yes"])).code).toBe(0);
+    const script = join(s.root, "script.json");
+    writeFileSync(script, JSON.stringify({ turns: [
+      { tool_calls: [{ name: "exec", args: { command: `mv build build.old && ln -s ${s.outside} build && echo swapped` } }] },
+      { tool_calls: [{ name: "exec", args: { command: `echo PWNED > ${s.outside}/out/pwned.txt; echo wrote=$?` } }] },
+      { text: "done" },
+    ] }));
+    try {
+      const r = await vak(["run", "--model", `scripted:${script}`, "--profile", "dev", "--approve", "exec", "--approve", "write", "go"]);
+      expect(r.stdout + r.stderr).toContain("swapped");
+      expect(existsSync(join(s.outside, "out", "pwned.txt"))).toBe(false);
+      expect(r.stdout + r.stderr).toMatch(/build\/out: a path of the repository config, which now leads out of the repository \(to .*outside\/out\)/);
+    } finally {
+      await vak(["trust", "--revoke"]);
+      for (const d of ["build", "build.old", ".vak"]) rmSync(join(s.ws, d), { recursive: true, force: true });
+      rmSync(join(s.outside, "out"), { recursive: true, force: true });
+    }
+  });
+
   it("headless, vak trust never trusts implicitly, and vak exec never asks", async () => {
     writeConfig(widening());
     const t = await vak(["trust"], s.ws, "y\n");
