@@ -11,7 +11,7 @@ import { VakError } from "../policy/errors.js";
 import { MAX_EDIT_FILE_BYTES } from "../protocol/edit-op.js";
 import { decide, type HostFacts, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
 import { installation } from "../policy/install.js";
-import { isWithin } from "../policy/paths.js";
+import { canonicalGrant, isWithin } from "../policy/paths.js";
 import { hostFacts } from "../sandbox/host.js";
 import type { ApprovalGate } from "../approvals/approval-gate.js";
 import { type ApprovalRules, needsApproval } from "../approvals/approval-rules.js";
@@ -119,6 +119,8 @@ export class Broker {
   private grants: GrantView;
   private mode: Exclude<Mode, "full-access">;
   private grantInput: Partial<Grants>;
+  /** Each read and write grant where it resolved when it was given (pinned()); every later plan must find it there. */
+  private pins: NonNullable<Grants["confined"]>;
   /** Asks about allowed ops, and remembers "for this session" answers (exact capabilities) until a policy change. */
   private readonly asker: OpApprovals | undefined;
   private readonly egress: BrokerEgress;
@@ -139,6 +141,7 @@ export class Broker {
     this.generationNow = opts.generation ?? 1;
     this.mode = opts.mode;
     this.grantInput = opts.grants ?? {};
+    this.pins = pinned(this.grantInput, opts.workspace);
     this.host = opts.host ?? hostFacts();
     this.runtime = installation().workerDir;
     this.pool = new WarmPool(() => this.opts.poolSize ?? 0, (key) => this.plan(key), () => this.generationNow, () => this.closed);
@@ -221,7 +224,7 @@ export class Broker {
         grants: {
           read: [...(g.read ?? []), ...(readOnly ? (g.write ?? []) : [])],
           write: readOnly ? [] : [...(g.write ?? [])],
-          denyRead: g.denyRead ?? [], denyWrite: g.denyWrite ?? [], noLinks: g.noLinks ?? [], env: g.env ?? [], confined: g.confined,
+          denyRead: g.denyRead ?? [], denyWrite: g.denyWrite ?? [], noLinks: g.noLinks ?? [], env: g.env ?? [], confined: [...(g.confined ?? []), ...this.pins],
         },
         // A model-written command gets a file-size ceiling even when its component sets none (a sparse file cannot fill a disk's worth of offsets);
         // a worker can write at most what an edit may make.
@@ -588,7 +591,7 @@ export class Broker {
     const previousMode = this.mode;
     this.generationNow = generation;
     if (change.mode) this.mode = change.mode;
-    if (change.grants) this.grantInput = change.grants;
+    if (change.grants) (this.grantInput = change.grants), (this.pins = pinned(change.grants, this.opts.workspace));
     this.plans.clear();
     this.asker?.forget();
     // The old generation's workers are taken before the first await: one a caller's abort is already ending still counts.
@@ -617,4 +620,23 @@ export class Broker {
     (await this.tls?.catch(() => undefined))?.close();
     if (this.scratch) rmSync(dirname(this.scratch.tmp), { recursive: true, force: true });
   }
+}
+
+/**
+ * A component's read and write grants as they resolve now, each pinned there: its commands may write the workspace,
+ * and one that renames a grant's parent and leaves a link in its place would otherwise have the next plan resolve
+ * the same string somewhere else (bind the resolved resource, not the string). One that does not resolve is left
+ * to the plan, which refuses it.
+ */
+function pinned(g: Partial<Grants>, workspace: string): NonNullable<Grants["confined"]> {
+  const out: NonNullable<Grants["confined"]> = [];
+  for (const [list, flag] of [[g.read, "--allow-read"], [g.write, "--allow-write"]] as const)
+    for (const path of list ?? []) {
+      try {
+        out.push({ path, root: canonicalGrant(path, workspace, flag), what: "a grant of this session, given as" });
+      } catch {
+        // refused by the plan, with its own message
+      }
+    }
+  return out;
 }

@@ -37,10 +37,11 @@ export const GrantsSchema = z
     noLinks: z.array(z.string()).default([]),
     env: z.array(EnvNameSchema).default([]),
     /**
-     * A repository config's relative paths (read, write, state), each with the repository it must stay in: checked
-     * each time the path is resolved, so that a link put there after the config was read leads nowhere outside.
+     * Paths that must keep resolving inside a root, checked each time a plan resolves them, so that a link put there
+     * after they were given leads nowhere outside: a repository config's relative paths (read, write, state), in
+     * its repository; a session's read and write grants, where they resolved when the session began (what: why).
      */
-    confined: z.array(z.object({ path: z.string(), root: z.string() }).strict()).optional(),
+    confined: z.array(z.object({ path: z.string(), root: z.string(), what: z.string().optional() }).strict()).optional(),
   })
   .strict();
 export type Grants = z.infer<typeof GrantsSchema>;

@@ -133,12 +133,14 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
   const g = input.grants;
   // A repository config's relative path must still resolve inside its repository: it was checked when the config was
   // read, but this plan may come later (each command of an agent session), after a sandbox made the path a link.
-  const confinedTo = new Map((g.confined ?? []).map((c) => [c.path, c.root]));
   const grant = (p: string, flag: string): string => {
     const real = canonicalGrant(p, workspace, flag);
-    const root = confinedTo.get(p);
-    if (root !== undefined && !isWithin(real, root))
-      throw new VakError("path-escapes", `${flag} ${p}: a path of the repository config, which now leads out of the repository (to ${real}); it grants nothing outside ${root}`);
+    for (const c of g.confined ?? []) {
+      if (c.path !== p || isWithin(real, c.root)) continue;
+      if (c.what === undefined)
+        throw new VakError("path-escapes", `${flag} ${p}: a path of the repository config, which now leads out of the repository (to ${real}); it grants nothing outside ${c.root}`);
+      throw new VakError("path-escapes", `${flag} ${p}: ${c.what} ${c.root}, now leads to ${real} (a link was made on its way); it grants nothing there`);
+    }
     return real;
   };
   const read = g.read.map((p) => grant(p, "--allow-read"));

@@ -247,6 +247,26 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     }
   });
 
+  it("the user's own absolute grant is pinned where it resolved when the session began: a command that turns its parent into a link gets nothing outside", async () => {
+    mkdirSync(join(s.ws, "build", "out"), { recursive: true });
+    mkdirSync(join(s.outside, "out"), { recursive: true });
+    const script = join(s.root, "script-abs.json");
+    writeFileSync(script, JSON.stringify({ turns: [
+      { tool_calls: [{ name: "exec", args: { command: `mv build build.old && ln -s ${s.outside} build && echo swapped` } }] },
+      { tool_calls: [{ name: "exec", args: { command: `echo PWNED > ${s.outside}/out/pwned.txt; echo wrote=$?` } }] },
+      { text: "done" },
+    ] }));
+    try {
+      const r = await vak(["run", "--model", `scripted:${script}`, "--allow-write", join(s.ws, "build", "out"), "--approve", "exec", "--approve", "write", "go"]);
+      expect(r.stdout + r.stderr).toContain("swapped");
+      expect(existsSync(join(s.outside, "out", "pwned.txt"))).toBe(false);
+      expect(r.stdout + r.stderr).toMatch(/build\/out: a grant of this session, given as .*build\/out, now leads to .*outside\/out/);
+    } finally {
+      for (const d of ["build", "build.old"]) rmSync(join(s.ws, d), { recursive: true, force: true });
+      rmSync(join(s.outside, "out"), { recursive: true, force: true });
+    }
+  });
+
   it("headless, vak trust never trusts implicitly, and vak exec never asks", async () => {
     writeConfig(widening());
     const t = await vak(["trust"], s.ws, "y\n");
