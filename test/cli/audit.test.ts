@@ -562,8 +562,10 @@ describe("trust: a running workload's spec", () => {
     try {
       // Running, unchanged: no drift. The record of what runs is written before the harness starts.
       const running = join(h.state, "vak", "workloads", "running");
-      for (let i = 0; i < 200 && !(existsSync(running) && readdirSync(running).length); i++) await new Promise((res) => setTimeout(res, 50));
-      expect(readdirSync(running), out).toEqual([expect.stringMatching(new RegExp(`^${child.pid}-[0-9a-f]+\\.json$`))]);
+      // Written atomically (a temporary file, then renamed): wait for the record itself, not the first entry.
+      const records = () => (existsSync(running) ? readdirSync(running).filter((f) => f.endsWith(".json")) : []);
+      for (let i = 0; i < 200 && !records().length; i++) await new Promise((res) => setTimeout(res, 50));
+      expect(records(), out).toEqual([expect.stringMatching(new RegExp(`^${child.pid}-[0-9a-f]+\\.json$`))]);
       const r = await h.audit();
       expect(r.ids).not.toContain("trust.workload-drift");
       // The spec edited on disk while the old generation runs.
