@@ -5,27 +5,20 @@
  * this replacer, which turns every occurrence of each injected value, in each form below, back into its
  * placeholder, in the head and in the body, wherever the answer's chunks, reads or TLS records cut it.
  *
- * Forms searched, each only where it differs from the raw one (the placeholder is put in the same form):
- * the value's bytes (latin1, as it went in the header, and UTF-8); JSON string escaping (`\"`, `\\`, `\t`,
- * with and without `\/`, non-ASCII and `<>&` as `\uXXXX`); URL encoding (encodeURIComponent, with upper- and
- * lower-case hex, and `+` for a space; RFC 3986's strict form, `!'()*` encoded too, with `+` for a space or
- * `/` left as it is, as Python's quote writes it; Go's PathEscape); HTML escaping (`&amp; &lt; &gt; &quot;` and
- * `'` as `&#39;` or `&#x27;`; Go's, with `&#34;` for `"` and, as html/template writes it, `&#43;` for `+`).
- * Each is one encoder's whole output: a host that encodes some other set of characters is not followed.
- * Not searched: base64 or any other re-encoding (a host that re-encodes the value is not quoting
- * it, and no filter can follow every encoding; base64 would also need three alignments and could not be
- * replaced soundly inside the encoded text), a value cut into pieces, or one a host sends in the answer to
- * another request.
+ * Forms searched: every spelling a quoting host may give each character of the value, in any mix
+ * (`reflected-forms.ts`). The placeholder is put as it is (ASCII that no encoder changes).
  *
- * Memory is bounded: after each push the replacer holds at most the longest form less one byte. A match is
- * chosen leftmost, then longest, and only where every longer candidate starting there is whole in view, so
- * the output does not depend on where the input was cut.
+ * Memory is bounded: after each push the replacer holds only the end of what came that could still become
+ * a match (at most the longest match less one byte), so a streamed answer is not held back for nothing. A match
+ * is chosen leftmost, then longest, and only where no longer one could start there once more comes, so the
+ * output does not depend on where the input was cut.
  */
 
 import type { Socket } from "node:net";
 import { queued } from "./hold.js";
 import { type ByteSource, bodyPieces, chunk, type Framing, type HeaderList, headerValues, HttpError, type ResponseHead, responseFraming } from "./http1.js";
 import { UpstreamError } from "./outcome.js";
+import { type ValueForms, valueForms } from "./reflected-forms.js";
 
 /** A secret put into a request: its value, and what the command knows it by. */
 export interface Injected {
@@ -33,60 +26,34 @@ export interface Injected {
   placeholder: string;
 }
 
-interface Form {
-  find: Buffer;
+interface Form extends ValueForms {
   put: Buffer;
 }
 
-const utf8 = (s: string) => Buffer.from(s, "utf8");
-const uEscape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
-const json = (s: string) => JSON.stringify(s).slice(1, -1);
-const url = (s: string) => encodeURIComponent(s);
-const html = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
-/** Percent-encoding of all but RFC 3986's unreserved characters (PHP rawurlencode, Python quote(safe=""), Go QueryEscape but for space). */
-const strict = (s: string) => url(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
-/** Go's url.PathEscape: "$&+:=@" left as they are. */
-const goPath = (s: string) => strict(s).replace(/%(24|26|2B|3A|3D|40)/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
-/** Go's html.EscapeString and html/template (which also writes "+" as "&#43;"). */
-const goHtml = (s: string) => s.replace(/&/g, "&amp;").replace(/'/g, "&#39;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&#34;");
+/**
+ * Each value's forms, kept while answers keep needing them (a pattern costs milliseconds to build, and every
+ * request carrying the secret has its answer searched): dropped after a minute unused, so that a resident host
+ * does not keep the values of runs long ended; 64 at most.
+ */
+const cache = new Map<string, { forms: ValueForms; used: number }>();
+const CACHE_MS = 60_000;
 
-/** Each way a quoting host may write a text: the bytes of the text in that form. */
-const ENCODINGS: readonly ((s: string) => Buffer)[] = [
-  (s) => Buffer.from(s, "latin1"),
-  utf8,
-  (s) => utf8(json(s)),
-  (s) => utf8(json(s).replace(/\//g, "\\/")),
-  (s) => utf8(json(s).replace(/[\u0080-\uffff]/g, uEscape)),
-  (s) => utf8(json(s).replace(/[\u0080-\uffff<>&]/g, uEscape)),
-  (s) => utf8(json(s).replace(/\//g, "\\/").replace(/[\u0080-\uffff]/g, uEscape)),
-  (s) => utf8(url(s)),
-  (s) => utf8(url(s).replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase())),
-  (s) => utf8(url(s).replace(/%20/g, "+")),
-  (s) => utf8(strict(s)),
-  (s) => utf8(strict(s).replace(/%20/g, "+")),
-  (s) => utf8(strict(s).replace(/%2F/g, "/")),
-  (s) => utf8(goPath(s)),
-  (s) => utf8(html(s).replace(/'/g, "&#39;")),
-  (s) => utf8(html(s).replace(/'/g, "&#x27;")),
-  (s) => utf8(goHtml(s)),
-  (s) => utf8(goHtml(s).replace(/\+/g, "&#43;")),
-];
+function cachedForms(value: string): ValueForms {
+  const now = Date.now();
+  for (const [v, e] of cache) if (now - e.used > CACHE_MS) cache.delete(v);
+  const hit = cache.get(value);
+  if (hit) return (hit.used = now), hit.forms;
+  if (cache.size >= 64) cache.delete(cache.keys().next().value!);
+  const forms = valueForms(value);
+  cache.set(value, { forms, used: now });
+  return forms;
+}
 
-/** The distinct forms of each secret's value, each with its placeholder in the same form. */
+/** The distinct values' forms, each with its placeholder. */
 export function formsOf(secrets: readonly Injected[]): Form[] {
-  const seen = new Set<string>();
-  const out: Form[] = [];
-  for (const s of secrets) {
-    if (!s.value) continue;
-    for (const enc of ENCODINGS) {
-      const find = enc(s.value);
-      const key = find.toString("hex");
-      if (seen.has(key)) continue;
-      seen.add(key);
-      out.push({ find, put: enc(s.placeholder) });
-    }
-  }
-  return out;
+  const out = new Map<string, Form>();
+  for (const s of secrets) if (s.value && !out.has(s.value)) out.set(s.value, { ...cachedForms(s.value), put: Buffer.from(s.placeholder, "latin1") });
+  return [...out.values()];
 }
 
 /** A streaming replacer for one answer. */
@@ -99,13 +66,13 @@ export class Reflected {
 
   constructor(secrets: readonly Injected[]) {
     this.forms = formsOf(secrets);
-    this.hold = Math.max(0, ...this.forms.map((f) => f.find.length - 1));
+    this.hold = Math.max(0, ...this.forms.map((f) => f.longest - 1));
   }
 
-  /** The bytes that may go on now; up to the longest form less one byte is held back for the next push. */
+  /** The bytes that may go on now; the end that could still become a match is held back for the next push. */
   push(chunk: Buffer): Buffer {
     const data = this.tail.length ? Buffer.concat([this.tail, chunk]) : chunk;
-    const { out, rest } = this.scan(data, data.length - this.hold);
+    const { out, rest } = this.scan(data, this.undecided(data));
     this.tail = Buffer.from(rest); // a copy: the caller's buffer is not kept
     return out;
   }
@@ -122,25 +89,49 @@ export class Reflected {
     return this.scan(data, data.length).out;
   }
 
+  /** Where the end of data that could still become a match (or a longer one) starts: data.length if none. */
+  private undecided(data: Buffer): number {
+    const from = Math.max(0, data.length - this.hold);
+    let tail: string | undefined;
+    for (let q = from; q < data.length; q++)
+      for (const f of this.forms)
+        if (f.starts.includes(data[q]!) && f.couldGrow((tail ??= data.toString("latin1", from)).slice(q - from))) return q;
+    return data.length;
+  }
+
   /** Replaces the matches that start before limit; returns what may go on and what must wait. */
   private scan(data: Buffer, limit: number): { out: Buffer; rest: Buffer } {
     const parts: Buffer[] = [];
+    let text: string | undefined; // the data as latin1 (a byte a character: indexes are the buffer's), made when first needed
     let pos = 0;
-    // Each form's next occurrence at or after pos (-1: none), found again only once pos has passed it.
-    const next = this.forms.map((f) => data.indexOf(f.find));
+    // A form's first match at or after from that starts before limit (undefined: none): its pattern runs from the
+    // first of its start bytes, found by indexOf (native), so that data with none of them is not matched at all.
+    const find = (f: Form, from: number) => {
+      let p = -1;
+      for (const b of f.starts) {
+        const x = data.indexOf(b, from);
+        if (x >= 0 && (p < 0 || x < p)) p = x;
+      }
+      if (p < 0 || p >= limit) return undefined;
+      text ??= data.toString("latin1");
+      f.find.lastIndex = p;
+      const m = f.find.exec(text);
+      return m && m.index < limit ? { at: m.index, length: m[0].length } : undefined;
+    };
+    // Each form's next match (undefined: none before limit), found again only once pos has passed it.
+    const next = this.forms.map((f) => find(f, 0));
     for (;;) {
       let best = -1;
       for (let i = 0; i < this.forms.length; i++) {
-        if (next[i]! >= 0 && next[i]! < pos) next[i] = data.indexOf(this.forms[i]!.find, pos);
-        const at = next[i]!;
-        if (at < 0 || at >= limit) continue;
-        if (best < 0 || at < next[best]! || (at === next[best]! && this.forms[i]!.find.length > this.forms[best]!.find.length)) best = i;
+        if (next[i] && next[i]!.at < pos) next[i] = find(this.forms[i]!, pos);
+        const m = next[i];
+        if (!m) continue;
+        if (best < 0 || m.at < next[best]!.at || (m.at === next[best]!.at && m.length > next[best]!.length)) best = i;
       }
       if (best < 0) break;
-      const at = next[best]!;
-      const f = this.forms[best]!;
-      parts.push(data.subarray(pos, at), f.put);
-      pos = at + f.find.length;
+      const m = next[best]!;
+      parts.push(data.subarray(pos, m.at), this.forms[best]!.put);
+      pos = m.at + m.length;
       this.count++;
     }
     const cut = Math.max(pos, limit);

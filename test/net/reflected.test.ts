@@ -39,13 +39,21 @@ describe("the reflected-secret replacer", () => {
     expect(through([A], input, bytes).out.toString()).toBe(whole);
   });
 
-  it("holds back at most the longest form less one byte", () => {
+  it("holds back only an end that could still become a match, and never more than the longest match less one byte", () => {
     const r = new Reflected([A]);
-    const longest = Math.max(...formsOf([A]).map((f) => f.find.length));
+    const longest = Math.max(...formsOf([A]).map((f) => f.longest));
+    // Nothing that could start the value: nothing held.
+    expect(r.push(Buffer.from("q".repeat(1000))).length).toBe(1000);
+    // The value but its last character, in one spelling then another: held, whole, until it is decided.
+    for (const start of [A.value.slice(0, -1), encodeURIComponent(A.value).slice(0, -1), `&#x${A.value.charCodeAt(0).toString(16)}`]) {
+      expect(r.push(Buffer.from(`x ${start}`)).toString()).toBe("x ");
+      expect(r.push(Buffer.from("!")).toString()).toBe(`${start}!`);
+    }
+    // However long an end could grow, at most the longest match less one byte waits.
     let held = 0;
-    for (let i = 0; i < 1000; i++) held += 1 - r.push(Buffer.from("q")).length;
-    expect(held).toBe(longest - 1);
-    expect(r.end().length).toBe(longest - 1);
+    for (let i = 0; i < 1000; i++) held += 1 - r.push(Buffer.from("%")).length;
+    expect(held).toBeLessThanOrEqual(longest - 1);
+    expect(r.end().length).toBe(held);
   });
 
   it("several secrets in one answer, each becomes its own placeholder, at every cut", () => {
@@ -85,6 +93,35 @@ describe("the reflected-secret replacer", () => {
       expect(out.toString(), text).not.toContain("tok");
     }
     expect(through([B], Buffer.from(json), []).out.toString()).toBe(JSON.stringify({ h: B.placeholder }));
+  });
+
+  it("any encoder's choice of escaped characters, and a mix of them, is followed character by character, at every cut", () => {
+    const K: Injected = { value: "AKIA/x+y=z!'()*~ é€😀&<>\"\\", placeholder: "vak-placeholder-kkkkkkkkkkkkkkkkkkkkkkkk" };
+    const pct = (s: string) => [...Buffer.from(s, "utf8")].map((b) => `%${b.toString(16).padStart(2, "0")}`).join("");
+    const forms = [
+      // Python's quote (`/` left), Go's PathEscape and QueryEscape, PHP's rawurlencode: each its own set.
+      encodeURIComponent(K.value).replace(/%2F/g, "/"),
+      encodeURIComponent(K.value).replace(/%2B/g, "+").replace(/%3D/g, "="),
+      encodeURIComponent(K.value).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16)}`).replace(/%20/g, "+"),
+      // Every byte percent-encoded, lower-case hex; a mix of raw and encoded, character by character.
+      pct(K.value),
+      [...K.value].map((c, i) => (i % 2 ? pct(c) : c)).join(""),
+      // HTML: decimal and hexadecimal references with leading zeros, named ones, Go's html/template.
+      [...K.value].map((c) => `&#${c.codePointAt(0)};`).join(""),
+      [...K.value].map((c) => `&#X00${c.codePointAt(0)!.toString(16).toUpperCase()};`).join(""),
+      K.value.replace(/\//g, "&sol;").replace(/\+/g, "&plus;").replace(/=/g, "&equals;").replace(/&(?!\w+;)/g, "&amp;").replace(/</g, "&lt;"),
+      K.value.replace(/&/g, "&amp;").replace(/\+/g, "&#43;").replace(/"/g, "&#34;").replace(/'/g, "&#39;").replace(/</g, "&lt;").replace(/>/g, "&gt;"),
+      // JSON and JavaScript: \u for every UTF-16 unit (surrogate pairs), \x, \/.
+      K.value.split("").map((u) => `\\u${u.charCodeAt(0).toString(16).padStart(4, "0")}`).join(""),
+      JSON.stringify(K.value).slice(1, -1).replace(/\//g, "\\/").replace(/[<>&']/g, (c) => `\\x${c.charCodeAt(0).toString(16)}`),
+    ];
+    for (const text of forms) {
+      const input = Buffer.from(`<a href="${text}">`, "utf8");
+      const whole = through([K], input, []);
+      expect(whole.count, text).toBe(1);
+      expect(whole.out.toString(), text).toBe(`<a href="${K.placeholder}">`);
+      for (let i = 0; i <= input.length; i += 5) expect(through([K], input, [i]).out.toString(), `${text} cut at ${i}`).toBe(whole.out.toString());
+    }
   });
 
   it("a value with non-ASCII bytes: as it went (latin1) and in UTF-8", () => {
