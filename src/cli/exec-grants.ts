@@ -178,15 +178,21 @@ export function unreadableProject(why: string): string {
 /** Makes the state directories and files a profile names that do not exist yet: directories 0700, empty files 0600, no link followed at the end. */
 export function createStatePaths(list: Composition["create"]): void {
   for (const x of list) {
-    if (x.kind === "dir") {
-      mkdirSync(x.path, { recursive: true, mode: 0o700 });
-      continue;
-    }
-    mkdirSync(dirname(x.path), { recursive: true, mode: 0o700 });
     try {
-      closeSync(openSync(x.path, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW, 0o600));
+      if (x.kind === "dir") {
+        mkdirSync(x.path, { recursive: true, mode: 0o700 });
+        continue;
+      }
+      mkdirSync(dirname(x.path), { recursive: true, mode: 0o700 });
+      try {
+        closeSync(openSync(x.path, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW, 0o600));
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+      }
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+      // A link on the way that leads nowhere, a file where a directory should be: said, not an internal error.
+      const err = e as NodeJS.ErrnoException;
+      throw new VakError("bad-input", `${x.kind === "dir" ? "state_dirs" : "state_files"} ${x.path} cannot be made (${err.code ?? err.message}): something on its way is a file, or a link that leads nowhere; nothing was run`);
     }
   }
 }

@@ -267,6 +267,23 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     }
   });
 
+  it("a trusted state directory under a link that leads nowhere is refused with what is wrong, and nothing is made outside", async () => {
+    symlinkSync(join(s.outside, "gone", "deeper"), join(s.ws, "cache"));
+    writeConfig('[exec]\nstate_dirs = ["cache/x"]\n');
+    expect((await vak(["trust", "--yes"])).code).toBe(0);
+    try {
+      const r = await vak(["exec", "--", "sh", "-c", "echo ran"]);
+      expect(r.stdout).not.toContain("ran");
+      expect(r.stderr).toMatch(/state_dirs .*cache\/x cannot be made \(E[A-Z]+\): something on its way is a file, or a link that leads nowhere; nothing was run/);
+      expect(r.stderr).not.toMatch(/internal/i);
+      expect(existsSync(join(s.outside, "gone"))).toBe(false);
+    } finally {
+      await vak(["trust", "--revoke"]);
+      rmSync(join(s.ws, "cache"), { force: true });
+      rmSync(join(s.ws, ".vak"), { recursive: true, force: true });
+    }
+  });
+
   it("headless, vak trust never trusts implicitly, and vak exec never asks", async () => {
     writeConfig(widening());
     const t = await vak(["trust"], s.ws, "y\n");
