@@ -86,7 +86,8 @@ export class McpHub implements McpCaller {
           log(`vak: mcp ${name}: tool ${neutralise(t.name)} is not offered to the model (its name cannot be told apart as ${n})`);
           continue;
         }
-        if (JSON.stringify(t.inputSchema).length > MAX_PARAMETERS) {
+        const schema = JSON.stringify(t.inputSchema).length;
+        if (schema > MAX_PARAMETERS) {
           log(`vak: mcp ${name}: tool ${neutralise(t.name)} is not offered to the model (its input schema is over ${MAX_PARAMETERS} characters)`);
           continue;
         }
@@ -95,7 +96,7 @@ export class McpHub implements McpCaller {
           break;
         }
         const description = `[MCP server ${name}] ${t.description ?? t.title ?? t.name}`.slice(0, MAX_DESCRIPTION);
-        const size = JSON.stringify(t.inputSchema).length + description.length + n.length;
+        const size = schema + description.length + n.length;
         if (chars + size > MAX_SERVER_SPECS || all + size > MAX_ALL_SPECS) {
           log(`vak: mcp ${name}: its tools from ${neutralise(t.name)} on are not offered to the model (they would put more than ${chars + size > MAX_SERVER_SPECS ? `${MAX_SERVER_SPECS} characters of one server's` : `${MAX_ALL_SPECS} characters of all servers'`} tool definitions before it)`);
           break;

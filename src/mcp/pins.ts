@@ -53,7 +53,12 @@ export function canonicalJson(v: unknown): string {
 }
 
 export function toolDigest(def: ToolDefinition): string {
-  return createHash("sha256").update(canonicalJson(def)).digest("hex");
+  return textDigest(canonicalJson(def));
+}
+
+/** The digest of a pinned text: a definition's canonical JSON (for a caller that has it already), the server's instructions. */
+export function textDigest(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
 }
 
 /** Decides what one listed tool is against the pins (pure). `fresh`: this identity had no pins when the connection began. */

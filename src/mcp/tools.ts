@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { VakError } from "../policy/errors.js";
-import { canonicalJson, judge, type PinFile, type PinStore, type PinVerdict, type ToolDefinition } from "./pins.js";
+import { canonicalJson, judge, type PinFile, type PinStore, type PinVerdict, textDigest, type ToolDefinition } from "./pins.js";
 import { decideCall, listed, trustCommand, type ToolPolicy } from "./policy.js";
 
 /**
@@ -97,7 +97,7 @@ export class ToolGate {
         continue;
       }
       const text = canonicalJson(def);
-      const digest = createHash("sha256").update(text).digest("hex");
+      const digest = textDigest(text);
       if (Buffer.byteLength(text) > MAX_DEFINITION_BYTES) {
         // Only its name is kept: enough to refuse a call saying why.
         const k: Known = { definition: { name }, digest, verdict: "over-limit" };
@@ -195,7 +195,7 @@ export class ToolGate {
     if (typeof text !== "string") return { result, withheld: false };
     const { instructions: _dropped, ...without } = result;
     const server = this.d.policy.server;
-    const digest = createHash("sha256").update(text).digest("hex");
+    const digest = textDigest(text);
     try {
       const pinned = this.d.pins.load(server)?.instructions;
       if (pinned?.digest === digest) return { result, withheld: false };

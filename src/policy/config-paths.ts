@@ -1,5 +1,6 @@
 import { existsSync, lstatSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { isWithin } from "./paths.js";
 import { vakDirs } from "./state.js";
 
 /**
@@ -23,11 +24,10 @@ export function trustFilePath(env: NodeJS.ProcessEnv = process.env): string {
  * home directory has only its own).
  */
 export function findProjectConfig(workspace: string, home: string): string | undefined {
-  // HOME and its ancestors are never reached from below (a workspace that is HOME itself has its own .vak, and no more):
-  // a directory above HOME (its parent, /) is no repository of this user's.
-  const atOrAboveHome = (dir: string) => dir === home || home.startsWith(dir === "/" ? "/" : `${dir}/`);
   for (let dir = workspace; ; dir = dirname(dir)) {
-    if (dir !== workspace && atOrAboveHome(dir)) return undefined;
+    // HOME and its ancestors are never reached from below (a workspace that is HOME itself has its own .vak, and no
+    // more): a directory above HOME (its parent, /) is no repository of this user's.
+    if (dir !== workspace && isWithin(home, dir)) return undefined;
     const candidate = join(dir, ".vak", "config.toml");
     if (present(candidate)) return candidate;
     if (existsSync(join(dir, ".git")) || dir === home || dir === dirname(dir)) return undefined;
