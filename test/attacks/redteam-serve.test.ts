@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
@@ -38,6 +38,16 @@ async function newSession(x: Served, turns: unknown[] = [{ text: "x" }], extra: 
   const r = await req(x, "POST", "/api/sessions", { kind: "agent", model: script("s", turns), ...extra });
   expect(r.status, r.body).toBe(201);
   return (JSON.parse(r.body) as { id: string }).id;
+}
+
+/** The session's first approval card, once it is there (waited for up to 15 s). */
+async function firstCard(x: Served, id: string): Promise<{ nonce: string; digest: string; generation: number }> {
+  for (let t = 0; t < 300; t++) {
+    const card = (JSON.parse((await req(x, "GET", `/api/sessions/${id}/approvals`)).body) as { approvals: { nonce: string; digest: string; generation: number }[] }).approvals[0];
+    if (card) return card;
+    await sleep(50);
+  }
+  throw new Error(`no approval card in session ${id}`);
 }
 
 /** A terminal WebSocket of ours (cookie and Origin), open. */
@@ -138,12 +148,7 @@ describe("the web terminal racing a revocation", () => {
         if (!closed && ws.readyState === ws.OPEN) ws.send(Buffer.from(`echo w > ${file}; echo END-$((${i}+100))\n`), { binary: true });
         for (let t = 0; t < 100 && !closed && !screen.includes(`END-${i + 100}`); t++) await sleep(50);
         ws.terminate();
-        try {
-          readFileSync(join(s.ws, file));
-          wrote.push(file);
-        } catch {
-          // not written: held
-        }
+        if (existsSync(join(s.ws, file))) wrote.push(file);
       }
       expect(wrote).toEqual([]);
     } finally {
@@ -161,14 +166,8 @@ describe("an approved command racing a revocation", () => {
       for (let i = 0; i < 4; i++) {
         const file = `late-${i}.txt`;
         const id = await newSession(x, [{ text: "running", tool_calls: [{ name: "exec", args: { command: `sleep 15; echo late > ${file}` } }] }, { text: "done" }], { prompt: "go" });
-        let card: { nonce: string; digest: string; generation: number } | undefined;
-        for (let t = 0; t < 300 && !card; t++) {
-          const a = JSON.parse((await req(x, "GET", `/api/sessions/${id}/approvals`)).body) as { approvals: { nonce: string; digest: string; generation: number }[] };
-          card = a.approvals[0];
-          if (!card) await sleep(50);
-        }
-        expect(card).toBeDefined();
-        const allowed = req(x, "POST", `/api/sessions/${id}/approvals`, { nonce: card!.nonce, digest: card!.digest, generation: card!.generation, answer: "allow" });
+        const card = await firstCard(x, id);
+        const allowed = req(x, "POST", `/api/sessions/${id}/approvals`, { nonce: card.nonce, digest: card.digest, generation: card.generation, answer: "allow" });
         await sleep(i * 5);
         const t0 = Date.now();
         const mode = await req(x, "POST", `/api/sessions/${id}/mode`, { mode: "read-only" });
@@ -178,12 +177,7 @@ describe("an approved command racing a revocation", () => {
         // The switch is answered once the old generation has stopped: that must not mean once the command has finished.
         expect(took, `switch ${i}`).toBeLessThan(10_000);
         await sleep(200);
-        try {
-          readFileSync(join(s.ws, file));
-          late.push(file);
-        } catch {
-          // stopped before it wrote
-        }
+        if (existsSync(join(s.ws, file))) late.push(file); // else stopped before it wrote
       }
       expect(late).toEqual([]);
     } finally {
@@ -265,12 +259,8 @@ describe("a sandboxed command that can reach the server's port", () => {
       const c = (await rawRequest(head("GET", `/?token=${x.token}`, [["Host", h]]), { port: x.port })).headers["set-cookie"]!.split(";")[0]!;
       // The session's agent waits for an answer to its own write; its shell knows the card's bindings (the worst case).
       const id = await newSession(x, [{ text: "writing", tool_calls: [{ name: "write_file", args: { path: "self.txt", content: "self-approved" } }] }, { text: "done" }], { prompt: "go" });
-      let card: { nonce: string; digest: string; generation: number } | undefined;
-      for (let t = 0; t < 300 && !card; t++) {
-        card = (JSON.parse((await req(x, "GET", `/api/sessions/${id}/approvals`)).body) as { approvals: { nonce: string; digest: string; generation: number }[] }).approvals[0];
-        if (!card) await sleep(50);
-      }
-      const answer = JSON.stringify({ nonce: card!.nonce, digest: card!.digest, generation: card!.generation, answer: "allow" });
+      const card = await firstCard(x, id);
+      const answer = JSON.stringify({ nonce: card.nonce, digest: card.digest, generation: card.generation, answer: "allow" });
       const ws = await terminal(x, c, id);
       let screen = "";
       ws.on("message", (d: Buffer) => (screen += d.toString()));
@@ -299,7 +289,7 @@ describe("a sandboxed command that can reach the server's port", () => {
       expect(got("LOGIN")).toBe("403");
       expect(got("TERM")).toBe("401");
       const still = JSON.parse((await req(x, "GET", `/api/sessions/${id}/approvals`)).body) as { approvals: { nonce: string }[] };
-      expect(still.approvals.map((a) => a.nonce)).toEqual([card!.nonce]);
+      expect(still.approvals.map((a) => a.nonce)).toEqual([card.nonce]);
       expect(() => readFileSync(join(s.ws, "self.txt"))).toThrow();
       await req(x, "POST", `/api/sessions/${id}/approvals`, { ...card, answer: "deny" });
     } finally {
@@ -400,12 +390,8 @@ describe("the web terminal's escapes in the browser", () => {
 describe("approvals answered twice at once", () => {
   it("two answers to one card sent together: exactly one counts, and the other is void", async () => {
     const id = await newSession(srv, [{ text: "editing", tool_calls: [{ name: "edit_file", args: { path: "a.txt", old_text: "hello", new_text: "TWICE" } }] }, { text: "done" }], { prompt: "go" });
-    let card: { nonce: string; digest: string; generation: number } | undefined;
-    for (let t = 0; t < 300 && !card; t++) {
-      card = (JSON.parse((await req(srv, "GET", `/api/sessions/${id}/approvals`)).body) as { approvals: { nonce: string; digest: string; generation: number }[] }).approvals[0];
-      if (!card) await sleep(50);
-    }
-    const b = { nonce: card!.nonce, digest: card!.digest, generation: card!.generation };
+    const card = await firstCard(srv, id);
+    const b = { nonce: card.nonce, digest: card.digest, generation: card.generation };
     const answers = await Promise.all([req(srv, "POST", `/api/sessions/${id}/approvals`, { ...b, answer: "deny" }), req(srv, "POST", `/api/sessions/${id}/approvals`, { ...b, answer: "allow" }), req(srv, "POST", `/api/sessions/${id}/approvals`, { ...b, answer: "allow-session" })]);
     expect(answers.map((a) => a.status).sort()).toEqual([200, 409, 409]);
     await sleep(1000);

@@ -223,18 +223,27 @@ describe("a repository's config is untrusted until `vak trust`", () => {
     }
   });
 
-  it("a trusted config's relative path stays in the repository on every command: an agent that turns its parent into a link gets nothing outside", async () => {
-    // The grant is bound into each command's sandbox; its parent is not, so a command can rename it and leave a link in its place.
+  /**
+   * A grant build/out (made here, and out/ outside) and an agent's script of two commands: the first turns build,
+   * the grant's parent, into a link to outside; the second writes through it. Returns the script's path.
+   */
+  const linkSwap = () => {
     mkdirSync(join(s.ws, "build", "out"), { recursive: true });
     mkdirSync(join(s.outside, "out"), { recursive: true });
-    writeConfig('[profiles.dev]\nallow_write = ["build/out"]\n');
-    expect((await vak(["trust", "--yes"])).code).toBe(0);
-    const script = join(s.root, "script.json");
+    const script = join(s.root, "link-swap.json");
     writeFileSync(script, JSON.stringify({ turns: [
       { tool_calls: [{ name: "exec", args: { command: `mv build build.old && ln -s ${s.outside} build && echo swapped` } }] },
       { tool_calls: [{ name: "exec", args: { command: `echo PWNED > ${s.outside}/out/pwned.txt; echo wrote=$?` } }] },
       { text: "done" },
     ] }));
+    return script;
+  };
+
+  it("a trusted config's relative path stays in the repository on every command: an agent that turns its parent into a link gets nothing outside", async () => {
+    // The grant is bound into each command's sandbox; its parent is not, so a command can rename it and leave a link in its place.
+    const script = linkSwap();
+    writeConfig('[profiles.dev]\nallow_write = ["build/out"]\n');
+    expect((await vak(["trust", "--yes"])).code).toBe(0);
     try {
       const r = await vak(["run", "--model", `scripted:${script}`, "--profile", "dev", "--approve", "exec", "--approve", "write", "go"]);
       expect(r.stdout + r.stderr).toContain("swapped");
@@ -248,14 +257,7 @@ describe("a repository's config is untrusted until `vak trust`", () => {
   });
 
   it("the user's own absolute grant is pinned where it resolved when the session began: a command that turns its parent into a link gets nothing outside", async () => {
-    mkdirSync(join(s.ws, "build", "out"), { recursive: true });
-    mkdirSync(join(s.outside, "out"), { recursive: true });
-    const script = join(s.root, "script-abs.json");
-    writeFileSync(script, JSON.stringify({ turns: [
-      { tool_calls: [{ name: "exec", args: { command: `mv build build.old && ln -s ${s.outside} build && echo swapped` } }] },
-      { tool_calls: [{ name: "exec", args: { command: `echo PWNED > ${s.outside}/out/pwned.txt; echo wrote=$?` } }] },
-      { text: "done" },
-    ] }));
+    const script = linkSwap();
     try {
       const r = await vak(["run", "--model", `scripted:${script}`, "--allow-write", join(s.ws, "build", "out"), "--approve", "exec", "--approve", "write", "go"]);
       expect(r.stdout + r.stderr).toContain("swapped");
