@@ -46,6 +46,9 @@ export type CallVerdict =
 export const MAX_TOOLS = 512;
 export const MAX_DEFINITION_BYTES = 64 * 1024;
 const MAX_PAGES = 64;
+const MAX_WARNINGS = 256;
+/** A tool's name in a warning: the server chose it, and its length. */
+const named = (name: string) => (name.length > 120 ? `${name.slice(0, 120)}…` : name);
 const ASK_ARGS_CHARS = 1500;
 
 export class ToolGate {
@@ -104,7 +107,7 @@ export class ToolGate {
         if (twice) twice.verdict = "duplicate";
         else this.building.set(name, k);
         page.push(k);
-        this.warnOnce(`big\0${name}`, `tool ${name}'s definition is over ${MAX_DEFINITION_BYTES} bytes; it is withheld`);
+        this.warnOnce(`big\0${name}`, `tool ${named(name)}'s definition is over ${MAX_DEFINITION_BYTES} bytes; it is withheld`);
         continue;
       }
       // Unreadable pins: nothing can be compared, so everything is withheld.
@@ -116,7 +119,7 @@ export class ToolGate {
         k.verdict = "duplicate";
         for (const list of [toPin, toHold]) for (let i = list.length - 1; i >= 0; i--) if (String(list[i]!.definition.name) === name) list.splice(i, 1);
         page.push(k);
-        this.warnOnce(`dup\0${name}`, `tool ${name} is listed more than once with different definitions; it is withheld`);
+        this.warnOnce(`dup\0${name}`, `tool ${named(name)} is listed more than once with different definitions; it is withheld`);
         continue;
       }
       page.push(k);
@@ -129,7 +132,7 @@ export class ToolGate {
     if (toPin.length || toHold.length) this.store(toPin, toHold, page);
     for (const k of toHold) {
       const name = String(k.definition.name);
-      this.warnOnce(`${name}\0${k.digest}`, `tool ${name} ${k.verdict === "changed" ? "changed since you trusted it" : "is new"}; it is withheld until you review it with \`${trustCommand(this.d.policy.server)}\``);
+      this.warnOnce(`${name}\0${k.digest}`, `tool ${named(name)} ${k.verdict === "changed" ? "changed since you trusted it" : "is new"}; it is withheld until you review it with \`${trustCommand(this.d.policy.server)}\``);
     }
     const hidden = page.filter((k) => this.d.policy.deny.has(String(k.definition.name))).map((k) => String(k.definition.name));
     this.d.record.tools({
@@ -179,8 +182,14 @@ export class ToolGate {
     }
   }
 
+  /** Each warning once; past MAX_WARNINGS (a server listing fresh names at every listing) one line says the rest are not shown. */
   private warnOnce(key: string, text: string): void {
     if (this.warned.has(key)) return;
+    if (this.warned.size >= MAX_WARNINGS) {
+      key = "\0more";
+      if (this.warned.has(key)) return;
+      text = `more than ${MAX_WARNINGS} warnings about ${this.d.policy.server}; the rest are not shown (\`${trustCommand(this.d.policy.server)}\` lists what is withheld)`;
+    }
     this.warned.add(key);
     this.d.warn(text);
   }

@@ -505,6 +505,9 @@ describe("vak mcp against a hostile server", () => {
     // tool is about 1.1 KB: at most MAX_TOOLS pinned and MAX_TOOLS waiting (six listings' worth would be 3.4 MB).
     expect(statSync(new PinStore(join(TEST_STATE, "vak", "mcp", "pins")).path(name)).size).toBeLessThan(2 * MAX_TOOLS * 1300);
     expect(textOf(await c.call("bulky"))).toMatch(/withheld/);
+    // Nor its warnings: five listings' 2,560 new names are at most 256 lines, then one that says the rest are not shown.
+    await c.until(() => (c.stderr.includes("the rest are not shown") ? true : undefined));
+    expect(c.stderr.split("\n").filter((l) => / is new; it is withheld/.test(l)).length).toBeLessThanOrEqual(256);
     expect(textOf(await c.call("echo", { x: 1 }))).toBe('{"x":1}');
   });
 
