@@ -12,38 +12,42 @@ const SHOWN = new Set(["title", "description"]);
 /** Values that are what the answer is made of, or where it goes: shown by clients, never rewritten. */
 const VERBATIM = new Set(["enum", "const", "default", "examples"]);
 
-function shownTextNeutralised(v: unknown, neutralise: (t: string) => string, unsafe: string[], at: string): unknown {
-  if (Array.isArray(v)) return v.map((x, i) => shownTextNeutralised(x, neutralise, unsafe, `${at}[${i}]`));
+/**
+ * The schema with its shown texts neutralised; unsafe gets what kind of answer-bearing string (a key, an enum value…)
+ * neutralising would change. Kinds, never the server's text: the reason goes back to the server and on the record.
+ */
+function shownTextNeutralised(v: unknown, neutralise: (t: string) => string, unsafe: Set<string>): unknown {
+  if (Array.isArray(v)) return v.map((x) => shownTextNeutralised(x, neutralise, unsafe));
   if (!v || typeof v !== "object") return v;
   const out: Record<string, unknown> = {};
   for (const [k, x] of Object.entries(v)) {
-    if (neutralise(k) !== k) unsafe.push(`${at}: a key`);
+    if (neutralise(k) !== k) unsafe.add("a property key");
     if (SHOWN.has(k) && typeof x === "string") out[k] = neutralise(x);
     else if (k === "enumNames" && Array.isArray(x)) out[k] = x.map((n) => (typeof n === "string" ? neutralise(n) : n));
     else if (VERBATIM.has(k)) {
-      verbatim(x, neutralise, unsafe, `${at}.${k}`);
+      if (changes(x, neutralise)) unsafe.add(`a value of ${k}`);
       out[k] = x;
-    } else out[k] = shownTextNeutralised(x, neutralise, unsafe, `${at}.${k}`);
+    } else out[k] = shownTextNeutralised(x, neutralise, unsafe);
   }
   return out;
 }
 
-/** Notes each string in v (however nested) that neutralising would change. */
-function verbatim(v: unknown, neutralise: (t: string) => string, unsafe: string[], at: string): void {
-  if (typeof v === "string") {
-    if (neutralise(v) !== v) unsafe.push(at);
-  } else if (Array.isArray(v)) v.forEach((x, i) => verbatim(x, neutralise, unsafe, `${at}[${i}]`));
-  else if (v && typeof v === "object") for (const [k, x] of Object.entries(v)) verbatim(x, neutralise, unsafe, `${at}.${k}`);
+/** Whether neutralising would change any string in v, however nested (keys included). */
+function changes(v: unknown, neutralise: (t: string) => string): boolean {
+  if (typeof v === "string") return neutralise(v) !== v;
+  if (Array.isArray(v)) return v.some((x) => changes(x, neutralise));
+  if (v && typeof v === "object") return Object.entries(v).some(([k, x]) => neutralise(k) !== k || changes(x, neutralise));
+  return false;
 }
 
 export type ServerQuestion = { ok: true; params: Record<string, unknown> } | { ok: false; reason: string };
 
 export function serverQuestion(server: string, params: Record<string, unknown>, neutralise: (t: string) => string): ServerQuestion {
-  const unsafe: string[] = [];
+  const unsafe = new Set<string>();
   const asked: Record<string, unknown> = { ...params, message: `[MCP server ${neutralise(server)}] ${neutralise(String(params.message))}` };
-  if (params.requestedSchema !== undefined) asked.requestedSchema = shownTextNeutralised(params.requestedSchema, neutralise, unsafe, "requestedSchema");
-  if (typeof params.url === "string" && neutralise(params.url) !== params.url) unsafe.push("url");
-  if (unsafe.length > 0)
-    return { ok: false, reason: `the question holds control or bidi characters where they cannot be made harmless without changing the answer (${unsafe.slice(0, 5).join(", ")}${unsafe.length > 5 ? ", …" : ""})` };
+  if (params.requestedSchema !== undefined) asked.requestedSchema = shownTextNeutralised(params.requestedSchema, neutralise, unsafe);
+  if (typeof params.url === "string" && neutralise(params.url) !== params.url) unsafe.add("the url");
+  if (unsafe.size > 0)
+    return { ok: false, reason: `the question holds control or bidi characters where they cannot be made harmless without changing the answer (in ${[...unsafe].join(", ")})` };
   return { ok: true, params: asked };
 }
