@@ -4,7 +4,7 @@ import { VakError } from "../policy/errors.js";
 import { isWithin } from "../policy/paths.js";
 import type { LaunchPlan } from "../policy/plan.js";
 import { shownPath } from "../policy/config-text.js";
-import { FIND_WHAT, scanState, shellQuote as shq, type StateBudget } from "../policy/state-entries.js";
+import { FIND_WHAT, scanStateSliced, shellQuote as shq, type StateBudget } from "../policy/state-entries.js";
 import { EXIT_REFUSED } from "./exit.js";
 import { ExecRecord } from "./exec-record.js";
 import type { Payload } from "../journal/events.js";
@@ -31,7 +31,7 @@ interface RefusalContext {
  */
 export async function refuseStateEntries(plan: LaunchPlan, c: Composition, ctx: RefusalContext, redactor: Redactor, budget?: StateBudget): Promise<void> {
   if (plan.sandbox === "none" || plan.grants.noLinks.length === 0) return;
-  const scan = scanState(plan.grants.noLinks, plan.grants.write, budget);
+  const scan = await scanStateSliced(plan.grants.noLinks, plan.grants.write, budget);
   if (scan.found === 0 && !scan.stopped) return;
   const roots = [...new Set(scan.stopped ? plan.grants.noLinks : scan.entries.map((e) => e.root))];
   const summary = scan.stopped

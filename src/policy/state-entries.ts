@@ -112,7 +112,8 @@ class Walk {
     return false;
   }
 
-  walk(root: string): void {
+  /** Walks root; yields after each entry, so that a caller can give the event loop a turn (scanStateSliced). */
+  *walk(root: string): Generator<void, void, void> {
     const top = lstatSync(root, { throwIfNoEntry: false });
     if (!top) return;
     if (!top.isDirectory()) {
@@ -130,6 +131,7 @@ class Walk {
           const path = `${dir}/${d.name}`;
           if (!this.spend(path)) return;
           if (this.look(root, path, d)) stack.push(path);
+          yield;
         }
       } catch (e) {
         const code = (e as NodeJS.ErrnoException).code;
@@ -141,6 +143,11 @@ class Walk {
   }
 }
 
+/** The walks of roots, one after another; a root inside another is walked with it. */
+function* walks(w: Walk, roots: readonly string[]): Generator<void, void, void> {
+  for (const r of roots) if (!roots.some((o) => o !== r && isWithin(r, o))) yield* w.walk(r);
+}
+
 /**
  * The links, hard-linked files, FIFOs, sockets, devices and unreadable directories in the given state roots
  * (canonical directories or files: the plan's grants.noLinks). writable: the run's writable roots, for the
@@ -148,8 +155,29 @@ class Walk {
  */
 export function scanState(roots: readonly string[], writable: readonly string[], budget: StateBudget = { entries: MAX_STATE_ENTRIES, ms: MAX_STATE_MS }): StateScan {
   const w = new Walk(writable, budget);
-  // A root inside another is walked with it.
-  for (const r of roots) if (!roots.some((o) => o !== r && isWithin(r, o))) w.walk(r);
+  for (const _ of walks(w, roots));
+  return w.scan;
+}
+
+/** The event loop gets a turn at least this often during scanStateSliced. */
+export const STATE_SLICE_MS = 10;
+
+/**
+ * scanState for a process that serves others while it walks (the resident host runs `vak exec` for every
+ * terminal of the user, and its egress gates): the same walk and budget, in slices of STATE_SLICE_MS with a turn
+ * of the event loop between them. A state a sandbox filled with a million entries then costs the other
+ * sessions nothing but a share of the CPU, never a 5 s stall.
+ */
+export async function scanStateSliced(roots: readonly string[], writable: readonly string[], budget: StateBudget = { entries: MAX_STATE_ENTRIES, ms: MAX_STATE_MS }, sliceMs = STATE_SLICE_MS): Promise<StateScan> {
+  const w = new Walk(writable, budget);
+  let slice = Date.now();
+  let n = 0;
+  for (const _ of walks(w, roots)) {
+    // Date.now() every 64 entries: a turn of the loop within a slice's time, at a negligible cost per entry.
+    if ((++n & 63) !== 0 || Date.now() - slice < sliceMs) continue;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    slice = Date.now();
+  }
   return w.scan;
 }
 

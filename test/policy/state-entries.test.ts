@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { linkSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { linkWhy, MAX_KEPT, scanState } from "../../src/policy/state-entries.js";
+import { linkWhy, MAX_KEPT, scanState, scanStateSliced } from "../../src/policy/state-entries.js";
 import { scratch, type Scratch } from "../support/fs.js";
 
 /** What a host tool's state already holds (src/policy/state-entries.ts): why each link is refused, and the walk's bounds. */
@@ -75,5 +75,24 @@ describe("the walk of a host tool's state (scanState)", () => {
     const scan = scanState([S], [S]);
     expect(scan.found).toBe(MAX_KEPT + 5);
     expect(scan.entries).toHaveLength(MAX_KEPT);
+  });
+
+  it("sliced, the walk gives the event loop turns while it reads a large state (the resident host serves others meanwhile), and finds the same", async () => {
+    const S = join(s.root, "S");
+    mkdirSync(join(S, "d"), { recursive: true });
+    for (let i = 0; i < 1000; i++) writeFileSync(join(S, "d", `f${i}`), "x");
+    symlinkSync(s.outside, join(S, "d", "out"));
+    let turns = 0;
+    const tick = setInterval(() => (turns += 1), 0);
+    try {
+      const sliced = await scanStateSliced([S], [S], undefined, 0);
+      expect(turns).toBeGreaterThan(3);
+      expect(sliced).toEqual(scanState([S], [S]));
+      expect(sliced.entries.map((e) => e.kind)).toEqual(["symbolic link"]);
+    } finally {
+      clearInterval(tick);
+    }
+    // The budget holds across slices as in one piece.
+    expect((await scanStateSliced([S], [S], { entries: 100, ms: 60_000 }, 0)).stopped?.entries).toBe(101);
   });
 });
