@@ -6,7 +6,8 @@ import { hostAddresses, type Resolver, resolveDestination, systemResolver } from
 import { withDeadline } from "./dns.js";
 import { hasHidden } from "../text/visible.js";
 import { capped, type EgressEvent } from "./egress-log.js";
-import { decideDestination, type NetGrants } from "../policy/net-grants.js";
+import { decideDestination, hasPathRule, type NetGrants } from "../policy/net-grants.js";
+import { canonicalPath } from "../policy/url-path.js";
 
 /**
  * The host's own fetches (the web_fetch tool): the egress gate's rules, applied
@@ -103,7 +104,19 @@ export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebF
       throw new WebFetchError(`refused ${current}: ${(e as Error).message}`, hops);
     }
     const canonical = `${hostText(t.host)}:${t.port}`;
-    const d = decideDestination(opts.grants, t.host, t.port, method);
+    // Where a grant names paths, the path is decided and sent in its canonical form, as the gate does: the server gets what was checked.
+    let checkedPath: string | undefined;
+    if (hasPathRule(opts.grants, t.host, t.port)) {
+      try {
+        const cp = canonicalPath(t.path);
+        checkedPath = cp.path;
+        t.path = cp.path + cp.query;
+      } catch (e) {
+        emit({ method, asked: current, canonical, decision: "denied", code: "path", reason: (e as Error).message });
+        throw new WebFetchError(`refused ${method} ${current}: ${(e as Error).message}`, hops);
+      }
+    }
+    const d = decideDestination(opts.grants, t.host, t.port, method, checkedPath);
     if (!d.allowed) {
       emit({ method, asked: current, canonical, decision: "denied", reason: d.reason });
       throw new WebFetchError(`refused ${method} ${current}: ${d.reason}`, hops);
@@ -166,19 +179,27 @@ export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebF
     const chunks: Buffer[] = [];
     let size = 0;
     let truncated = false;
-    for await (const chunk of res.body) {
-      const b = chunk as Buffer;
-      if (size + b.length > maxBytes) {
-        chunks.push(b.subarray(0, maxBytes - size));
-        size = maxBytes;
-        truncated = true;
-        break;
+    try {
+      for await (const chunk of res.body) {
+        const b = chunk as Buffer;
+        if (size + b.length > maxBytes) {
+          chunks.push(b.subarray(0, maxBytes - size));
+          size = maxBytes;
+          truncated = true;
+          break;
+        }
+        chunks.push(b);
+        size += b.length;
       }
-      chunks.push(b);
-      size += b.length;
+    } catch (e) {
+      // The deadline, or the server cutting the body short: the request was made, so it is on the record too.
+      const why = deadline.aborted ? `timed out after ${timeoutMs} ms` : (e as Error).message;
+      emit({ method, asked: current, canonical, resolved: r.resolved, address: r.address, decision: "allowed", reason: `granted by ${d.rule.text}; the body failed: ${why}`, status: res.statusCode, bytesDown: size });
+      throw new WebFetchError(`${method} ${current} failed while reading the body: ${why}`, hops);
+    } finally {
+      res.body.destroy();
+      await dispatcher.destroy().catch(() => undefined);
     }
-    res.body.destroy();
-    await dispatcher.destroy().catch(() => undefined);
     emit({ method, asked: current, canonical, resolved: r.resolved, address: r.address, decision: "allowed", reason: `granted by ${d.rule.text}`, status: res.statusCode, bytesDown: size });
     return { url: current, status: res.statusCode, headers: res.headers as Record<string, string | string[]>, body: Buffer.concat(chunks), truncated, hops };
   }
