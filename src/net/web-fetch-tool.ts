@@ -14,7 +14,8 @@ import { hiddenReplaced } from "../text/visible.js";
  * names resolved once on the host, private, link-local and metadata addresses
  * refused unless a grant names them, reads and writes granted apart), with the
  * body and the time bounded, and gives back text: HTML reduced to what a
- * reader sees, other text as it is, anything else refused. No sandbox needs a
+ * reader sees, other text as it is but for hidden characters (webFetchResultText),
+ * anything else refused. No sandbox needs a
  * CA for this: TLS is the host's. The caller fences the result as untrusted,
  * labelled with its final URL, and every hop is on the record (onEvent).
  */

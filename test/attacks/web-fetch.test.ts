@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { gzipSync } from "node:zlib";
 import { createServer as createNetServer, type Server as NetServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { EgressEvent } from "../../src/net/egress-log.js";
@@ -172,6 +173,23 @@ describe("web_fetch against a hostile server", () => {
       expect(e.message, path).toMatch(/no grant covers the path|encoded|dot/);
     }
     expect(seen).toEqual(["/docs/ok?q=1"]);
+  });
+
+  it("a gzip bomb is never inflated: the bytes counted are the bytes sent", async () => {
+    const bomb = gzipSync(Buffer.alloc(50 * 1024 * 1024));
+    routes["/bomb"] = (_req, res) => res.writeHead(200, { "content-type": "text/plain", "content-encoding": "gzip" }).end(bomb);
+    const r = await runWebFetch({ url: `http://127.0.0.1:${port}/bomb` }, { ...cap(), maxBytes: 1_000_000 });
+    expect(r.ok && r.text.length).toBeLessThanOrEqual(bomb.length);
+  });
+
+  it("the URL asked for in any spelling (IDN homograph, upper case, trailing dot, short IPv4) reaches only what its grant names", async () => {
+    const { hook, o } = opts({ grants: parseNetGrants([`127.0.0.1:${port}`, "example.test"]), resolver: async () => ["127.0.0.1"] });
+    for (const url of ["http://\u0435xample.test/", "http://xn--xample-2of.test/", "http://EXAMPLE.test.:8080/", `http://127.0.0.2:${port}/`, `http://[::2]:${port}/`])
+      await refusal(url, o);
+    expect(hook.calls).toEqual([]);
+    for (const url of [`HTTP://127.1:${port}/a`, `http://127.0.0.1.:${port}/a`, `http://[::ffff:7f00:1]:${port}/a`, `http://0x7f000001:${port}/a`])
+      expect((await webFetch(url, o)).status, url).toBe(200);
+    expect(new Set(hook.calls)).toEqual(new Set([`127.0.0.1:${port}`]));
   });
 
   it("a body that never ends is cut at the size limit", async () => {
