@@ -1,4 +1,5 @@
 import { basename, dirname } from "node:path";
+import { canonicalHost } from "../policy/address.js";
 import { isWithin } from "../policy/paths.js";
 import { describeSource, type Granted } from "../policy/compose.js";
 import type { LaunchPlan } from "../policy/plan.js";
@@ -20,6 +21,16 @@ import { clipped, fmt, own, type Text } from "./output.js";
  * `token` never makes Vak's own next words look like a credential.
  */
 export const MAX_GROUPS = 12;
+
+/** A name a grant could be written for, spelled as the grant would spell it. */
+function isHostName(name: string): boolean {
+  try {
+    const h = canonicalHost(name);
+    return (h.kind === "name" ? h.name : h.ip) === name;
+  } catch {
+    return false;
+  }
+}
 
 /** A path, a host or a reason in a line is cut at this many characters (a 4 KB path, a 16 KB CONNECT target); the journal has it whole. */
 const SHOWN_MAX = 600;
@@ -106,6 +117,9 @@ export class Refusals {
 
   /** A name the sandbox's resolver was asked for: names resolve only at the egress gate. */
   dns(name: string): void {
+    // The name is the command's own bytes: one that is no host name (spaces, flags, controls) is quoted and never offered as a grant.
+    if (!isHostName(name))
+      return this.note(`dns\0${name}`, name, () => fmt`a lookup of ${c(JSON.stringify(name))} inside the sandbox was answered "no such name": it is not a host name, and no grant can name it`);
     const gate = this.plan.network.kind === "gate";
     const p = gate ? undefined : this.presetsNow().find((x) => x.net.some((n) => n === name || (n.startsWith("*.") && name.endsWith(n.slice(1)))));
     this.note(`dns\0${name}`, name, () =>

@@ -3,8 +3,11 @@ import { connect as tlsConnect } from "node:tls";
 import { Agent, request } from "undici";
 import { AddressError, type Host, hostText, parseAuthority } from "../policy/address.js";
 import { hostAddresses, type Resolver, resolveDestination, systemResolver } from "./destination.js";
+import { withDeadline } from "./dns.js";
+import { hasHidden } from "../text/visible.js";
 import { capped, type EgressEvent } from "./egress-log.js";
-import { decideDestination, type NetGrants } from "../policy/net-grants.js";
+import { decideDestination, hasPathRule, type NetGrants } from "../policy/net-grants.js";
+import { canonicalPath } from "../policy/url-path.js";
 
 /**
  * The host's own fetches (the web_fetch tool): the egress gate's rules, applied
@@ -65,18 +68,22 @@ function defaultConnect(address: string, port: number, tls: { servername?: strin
 
 /** Splits a URL into scheme, canonical host, port and the rest, refusing what our parser and a client's could disagree on. */
 function target(url: string): { scheme: "http" | "https"; host: Host; port: number; path: string } {
+  // Anywhere in it, the fragment too: the URL is shown to the model as the result's "final URL" line.
+  if (/[\u0000-\u0020\u007f]/.test(url) || hasHidden(url)) throw new AddressError("control characters, spaces or invisible characters in the URL");
   const m = /^(https?):\/\/([^/?#\\]*)([^#]*)/i.exec(url);
   if (!m) throw new AddressError(`only absolute http:// and https:// URLs can be fetched: ${url.slice(0, 200)}`);
   const scheme = m[1]!.toLowerCase() as "http" | "https";
   const { host, port } = parseAuthority(m[2]!, scheme === "https" ? 443 : 80);
   const path = m[3] || "/";
-  if (path.includes("\\") || /[\u0000-\u0020]/.test(path)) throw new AddressError("control characters, spaces or backslashes in the URL path");
+  if (path.includes("\\")) throw new AddressError("a backslash in the URL path");
   return { scheme, host, port, path: path.startsWith("/") ? path : `/${path}` };
 }
 
 export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebFetchResult> {
   const maxBytes = opts.maxBytes ?? 5 * 1024 * 1024;
-  const deadline = AbortSignal.timeout(opts.timeoutMs ?? 30_000);
+  const timeoutMs = opts.timeoutMs ?? 30_000;
+  const deadline = AbortSignal.timeout(timeoutMs);
+  const until = Date.now() + timeoutMs;
   const resolver = opts.resolver ?? systemResolver;
   const own = opts.ownAddresses ?? hostAddresses();
   const open = opts.connect ?? defaultConnect;
@@ -97,7 +104,19 @@ export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebF
       throw new WebFetchError(`refused ${current}: ${(e as Error).message}`, hops);
     }
     const canonical = `${hostText(t.host)}:${t.port}`;
-    const d = decideDestination(opts.grants, t.host, t.port, method);
+    // Where a grant names paths, the path is decided and sent in its canonical form, as the gate does: the server gets what was checked.
+    let checkedPath: string | undefined;
+    if (hasPathRule(opts.grants, t.host, t.port)) {
+      try {
+        const cp = canonicalPath(t.path);
+        checkedPath = cp.path;
+        t.path = cp.path + cp.query;
+      } catch (e) {
+        emit({ method, asked: current, canonical, decision: "denied", code: "path", reason: (e as Error).message });
+        throw new WebFetchError(`refused ${method} ${current}: ${(e as Error).message}`, hops);
+      }
+    }
+    const d = decideDestination(opts.grants, t.host, t.port, method, checkedPath);
     if (!d.allowed) {
       emit({ method, asked: current, canonical, decision: "denied", reason: d.reason });
       throw new WebFetchError(`refused ${method} ${current}: ${d.reason}`, hops);
@@ -107,7 +126,8 @@ export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebF
       emit({ method, asked: current, canonical, decision: "denied", code: "read-only", reason });
       throw new WebFetchError(`refused ${method} ${current}: ${reason}`, hops);
     }
-    const r = await resolveDestination(t.host, t.port, opts.grants, resolver, own, method);
+    // The lookup too ends at the fetch's deadline, however many hops came before it.
+    const r = await resolveDestination(t.host, t.port, opts.grants, withDeadline(resolver, Math.max(1, until - Date.now())), own, method);
     if (!r.ok) {
       emit({ method, asked: current, canonical, resolved: r.resolved, decision: "denied", reason: r.reason });
       throw new WebFetchError(`refused ${method} ${current}: ${r.reason}`, hops);
@@ -138,7 +158,15 @@ export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebF
       await res.body.dump().catch(() => undefined);
       await dispatcher.close().catch(() => undefined);
       emit({ method, asked: current, canonical, resolved: r.resolved, address: r.address, decision: "allowed", reason: `granted by ${d.rule.text}; redirected`, status: res.statusCode });
-      const next = new URL(location, current).toString();
+      let next: string;
+      try {
+        next = new URL(location, current).toString();
+      } catch {
+        const reason = `the redirect's Location is not a URL: ${location.slice(0, 200)}`;
+        hops.push(location.slice(0, 200));
+        emit({ method, asked: location, decision: "denied", reason });
+        throw new WebFetchError(`refused ${reason}`, hops);
+      }
       if (res.statusCode === 303 || ((res.statusCode === 301 || res.statusCode === 302) && method === "POST")) {
         method = "GET";
         body = undefined;
@@ -151,19 +179,27 @@ export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebF
     const chunks: Buffer[] = [];
     let size = 0;
     let truncated = false;
-    for await (const chunk of res.body) {
-      const b = chunk as Buffer;
-      if (size + b.length > maxBytes) {
-        chunks.push(b.subarray(0, maxBytes - size));
-        size = maxBytes;
-        truncated = true;
-        break;
+    try {
+      for await (const chunk of res.body) {
+        const b = chunk as Buffer;
+        if (size + b.length > maxBytes) {
+          chunks.push(b.subarray(0, maxBytes - size));
+          size = maxBytes;
+          truncated = true;
+          break;
+        }
+        chunks.push(b);
+        size += b.length;
       }
-      chunks.push(b);
-      size += b.length;
+    } catch (e) {
+      // The deadline, or the server cutting the body short: the request was made, so it is on the record too.
+      const why = deadline.aborted ? `timed out after ${timeoutMs} ms` : (e as Error).message;
+      emit({ method, asked: current, canonical, resolved: r.resolved, address: r.address, decision: "allowed", reason: `granted by ${d.rule.text}; the body failed: ${why}`, status: res.statusCode, bytesDown: size });
+      throw new WebFetchError(`${method} ${current} failed while reading the body: ${why}`, hops);
+    } finally {
+      res.body.destroy();
+      await dispatcher.destroy().catch(() => undefined);
     }
-    res.body.destroy();
-    await dispatcher.destroy().catch(() => undefined);
     emit({ method, asked: current, canonical, resolved: r.resolved, address: r.address, decision: "allowed", reason: `granted by ${d.rule.text}`, status: res.statusCode, bytesDown: size });
     return { url: current, status: res.statusCode, headers: res.headers as Record<string, string | string[]>, body: Buffer.concat(chunks), truncated, hops };
   }

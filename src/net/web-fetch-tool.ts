@@ -6,6 +6,7 @@ import { webFetch, WebFetchError, type WebFetchOptions } from "./fetch.js";
 import type { NetGrants } from "../policy/net-grants.js";
 import { upstreamTrust } from "./tls-trust.js";
 import { htmlToText } from "./web-text.js";
+import { hiddenReplaced } from "../text/visible.js";
 
 /**
  * The brokered web capability (`web_fetch`): the host makes the request under
@@ -13,7 +14,8 @@ import { htmlToText } from "./web-text.js";
  * names resolved once on the host, private, link-local and metadata addresses
  * refused unless a grant names them, reads and writes granted apart), with the
  * body and the time bounded, and gives back text: HTML reduced to what a
- * reader sees, other text as it is, anything else refused. No sandbox needs a
+ * reader sees, other text as it is but for hidden characters (webFetchResultText),
+ * anything else refused. No sandbox needs a
  * CA for this: TLS is the host's. The caller fences the result as untrusted,
  * labelled with its final URL, and every hop is on the record (onEvent).
  */
@@ -77,9 +79,16 @@ export async function runWebFetch(args: WebFetchArgs, cap: WebFetchCapability): 
   }
 }
 
-/** The text a model gets back: where it ended up, and what it said. The agent fences it as untrusted. */
+/**
+ * The text a model gets back: where it ended up, and what it said. The agent
+ * fences it as untrusted. Whatever the server chose (the page, plain text or
+ * JSON alike, a header, a Location in a refusal) reaches the model without
+ * the characters that hide text or drive a terminal, as an HTML page's text
+ * does (web-text.ts); the header lines and a refusal are one line each.
+ */
 export function webFetchResultText(o: WebFetchOutcome): string {
-  if (!o.ok) return `refused or failed: ${o.message}`;
-  const redirected = o.hops.length > 1 ? `\nredirected from: ${o.hops.slice(0, -1).join(" -> ")}` : "";
-  return `final URL: ${o.url}\nstatus: ${o.status}\ncontent-type: ${o.contentType}${redirected}${o.truncated ? "\n(the body was cut at the size limit)" : ""}\n\n${o.text}`;
+  const line = (s: string) => hiddenReplaced(s, " ").replace(/[\n\t]/g, " ");
+  if (!o.ok) return `refused or failed: ${line(o.message)}`;
+  const redirected = o.hops.length > 1 ? `\nredirected from: ${line(o.hops.slice(0, -1).join(" -> "))}` : "";
+  return `final URL: ${line(o.url)}\nstatus: ${o.status}\ncontent-type: ${line(o.contentType)}${redirected}${o.truncated ? "\n(the body was cut at the size limit)" : ""}\n\n${hiddenReplaced(o.text, " ")}`;
 }

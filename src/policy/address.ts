@@ -191,12 +191,13 @@ export function classify(raw: string, ownAddresses: ReadonlySet<string> = new Se
 }
 
 /** The ranges parsed once: parsing them on every check was a tenth of a small proxied request's CPU. */
-let parsed: { v4: [ipaddr.IPv4, number, AddressClass][]; carriers: [ipaddr.IPv6, number][]; v6: [ipaddr.IPv6, number, AddressClass][] } | undefined;
+let parsed: { v4: [ipaddr.IPv4, number, AddressClass][]; carriers: [ipaddr.IPv6, number][]; v6: [ipaddr.IPv6, number, AddressClass][]; global: ipaddr.IPv6 } | undefined;
 function ranges(): NonNullable<typeof parsed> {
   return (parsed ??= {
     v4: V4_RANGES.map(([cidr, cls]) => [...ipaddr.IPv4.parseCIDR(cidr), cls]),
     carriers: ["64:ff9b::/96", "::ffff:0:0/96", "::ffff:0:0:0/96"].map((cidr) => ipaddr.IPv6.parseCIDR(cidr)),
     v6: V6_RANGES.map(([cidr, cls]) => [...ipaddr.IPv6.parseCIDR(cidr), cls]),
+    global: ipaddr.IPv6.parse("2000::"),
   });
 }
 
@@ -215,5 +216,6 @@ function rangeClass(ip: string): AddressClass {
   if (p[0] === 0x2002) return classify(embedded(p[1]!, p[2]!));
   for (const [net, bits] of r.carriers) if (v6.match(net, bits)) return classify(embedded(p[6]!, p[7]!));
   for (const [net, bits, cls] of r.v6) if (v6.match(net, bits)) return cls;
-  return "public";
+  // Only 2000::/3 is global unicast; the rest (::/8 spellings such as ::ffff:0:0:a.b.c.d among them) reaches nothing public.
+  return v6.match(r.global, 3) ? "public" : "reserved";
 }

@@ -68,6 +68,47 @@ print("after", "rcode=%d qd=%d an=%d" % (a[3] & 15, a[5], a[7]))
     expect(line("after")).toBe("rcode=3 qd=1 an=0");
   });
 
+  it("every query type (A, AAAA, ANY, TXT, HTTPS, AXFR, with EDNS) on 127.0.0.1 and ::1 is answered at once; TCP, raw sockets and every route out are refused", async () => {
+    const r = await sandboxSh(s.ws, `python3 -c '
+import socket, struct, time
+def q(qtype, edns):
+    pkt = struct.pack(">HHHHHH", 0x4242, 0x0100, 1, 0, 0, 1 if edns else 0) + b"\\x07example\\x03com\\x00" + struct.pack(">HH", qtype, 1)
+    return pkt + (b"\\x00" + struct.pack(">HHIH", 41, 4096, 0, 0) if edns else b"")
+for fam, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+    for qtype in (1, 28, 255, 16, 65, 252):
+        for edns in (False, True):
+            s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(1); s.connect((addr, 53)); t = time.time(); s.send(q(qtype, edns))
+            a = s.recv(4096)
+            print("udp %s %d %d rcode=%d an=%d ns=%d ar=%d slow=%d" % (addr, qtype, edns, a[3] & 15, a[7], a[9], a[11], time.time() - t > 0.2))
+for fam, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+    try: socket.socket(fam, socket.SOCK_STREAM).connect((addr, 53)); print("TCP CONNECTED", addr)
+    except OSError as e: print("tcp", addr, "refused")
+try: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP); print("RAW OPEN")
+except OSError: print("raw refused")
+for dst in ("10.0.0.1", "169.254.169.254", "8.8.8.8"):
+    try: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", (dst, 53)); print("SENT", dst)
+    except OSError as e: print("unreachable", dst, e.errno)
+'`);
+    const udp = r.stdout.split("\n").filter((l) => l.startsWith("udp "));
+    expect(udp, r.stdout + r.stderr).toHaveLength(24);
+    for (const l of udp) expect(l).toMatch(/ rcode=3 an=0 ns=0 ar=0 slow=0$/);
+    expect(r.stdout).not.toMatch(/CONNECTED|RAW OPEN|SENT/);
+    expect(r.stdout.match(/^unreachable /gm)).toHaveLength(3);
+  });
+
+  it("a looked-up name that is no host name (spaces, flags, controls) is quoted and never offered as a grant", async () => {
+    const r = await sandboxSh(s.ws, `python3 -c '
+import socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1); s.connect(("127.0.0.1", 53))
+for name in (b"x.com --full-access --allow-net=evil", b"x.com\\ny", b"ok.test"):
+    s.send(struct.pack(">HHHHHH", 7, 0x0100, 1, 0, 0, 0) + b"".join(bytes([len(l)]) + l for l in name.split(b".")) + b"\\x00\\x00\\x01\\x00\\x01"); s.recv(512)
+'`);
+    expect(r.stderr).not.toContain("--full-access --allow-net=evil would reach it");
+    expect(r.stderr).toContain(`a lookup of "x.com --full-access --allow-net=evil" inside the sandbox was answered "no such name": it is not a host name, and no grant can name it`);
+    expect(r.stderr).toContain(`a lookup of "x.com\\ny" inside the sandbox`);
+    expect(r.stderr).toContain("--allow-net ok.test would reach it");
+  });
+
   it("a flood of distinct names leaves a bounded report and a bounded set of lines", async () => {
     const r = await sandboxSh(s.ws, `python3 -c '
 import socket
