@@ -13,6 +13,7 @@ import { SocketReader } from "./reader.js";
 import type { Endpoint } from "./endpoint.js";
 import type { PlaceholderSecret } from "./placeholders.js";
 import { decideDestination, hasPathRule, namesLiteral, type NetGrants } from "../policy/net-grants.js";
+import type { Intent } from "./request-intent.js";
 import type { RunCa } from "./tls-ca.js";
 import { throughProxy, type UpstreamProxy } from "./upstream-proxy.js";
 import type { UpstreamTrust } from "./tls-trust.js";
@@ -320,7 +321,7 @@ export class EgressGate {
       ended: () => worker.ended,
       record: (e) => this.record(worker, e),
       durable: () => this.durable(),
-      check: (method, host, port, hasBody, path, pinned) => this.check(worker, method, host, port, hasBody, path, pinned),
+      check: (method, host, port, intent, path, pinned) => this.check(worker, method, host, port, intent, path, pinned),
       pathRules: (host, port) => hasPathRule(worker.grants, host, port),
       placeholders: worker.placeholders ?? [],
       endpoints: worker.endpoints ?? [],
@@ -359,13 +360,16 @@ export class EgressGate {
   }
 
   /** Decides a destination and resolves it; connects nothing. */
-  private async check(worker: Registered, method: string, host: Host, port: number, hasBody: boolean, path?: string, pinned?: { address: string; resolved: string[] }): Promise<Checked> {
+  private async check(worker: Registered, method: string, host: Host, port: number, intent: Intent, path?: string, pinned?: { address: string; resolved: string[] }): Promise<Checked> {
     const canonical = `${hostText(host)}:${port}`;
     const d = decideDestination(worker.grants, host, port, method, path);
     if (!d.allowed) return { ok: false, status: 403, code: d.code, reason: d.reason, canonical };
-    if (d.rule.methods === "read" && hasBody)
-      return { ok: false, status: 403, code: "read-only", reason: `the grant ${d.rule.text} is read-only: it allows no request body`, canonical };
-    const flags = { ...(d.inspect ? { inspect: true } : {}), ...(d.rule.methods === "read" ? { readOnly: true } : {}) };
+    // What the request asks beyond its request line is decided here too, against the grant that allowed it.
+    if (d.rule.methods === "read" && intent.write)
+      return { ok: false, status: 403, code: "read-only", reason: `${intent.write}; the grant ${d.rule.text} allows only GET, HEAD and OPTIONS`, canonical };
+    if (d.rule.path !== undefined && intent.pathHeader)
+      return { ok: false, status: 403, code: "path-header", reason: `${intent.pathHeader}: some servers take the path from this header, and the grant ${d.rule.text} decides by the request line's path; leave the header out`, canonical };
+    const flags = d.inspect ? { inspect: true } : {};
     // Inside a terminated tunnel the address is the one checked for its CONNECT: the name is not looked up again,
     // but a non-public address must still be named by a grant for this request's method.
     if (pinned) {
