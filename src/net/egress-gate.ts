@@ -12,7 +12,7 @@ import { type Checked, type EgressFields, LimitError, ProxyConnection, type Prox
 import { SocketReader } from "./reader.js";
 import type { Endpoint } from "./endpoint.js";
 import type { PlaceholderSecret } from "./placeholders.js";
-import { decideDestination, hasPathRule, namesLiteral, type NetGrants } from "../policy/net-grants.js";
+import { decideDestination, hasPathRule, isReadMethod, namesLiteral, type NetGrants } from "../policy/net-grants.js";
 import type { Intent } from "./request-intent.js";
 import type { RunCa } from "./tls-ca.js";
 import { throughProxy, type UpstreamProxy } from "./upstream-proxy.js";
@@ -370,11 +370,13 @@ export class EgressGate {
     if (d.rule.path !== undefined && intent.pathHeader)
       return { ok: false, status: 403, code: "path-header", reason: `${intent.pathHeader}: some servers take the path from this header, and the grant ${d.rule.text} decides by the request line's path; leave the header out`, canonical };
     const flags = d.inspect ? { inspect: true } : {};
+    // A non-public address is reached only by a grant naming it for this method; a read that writes anyway needs one for every method.
+    const readWrites = isReadMethod(method) ? intent.write : undefined;
     // Inside a terminated tunnel the address is the one checked for its CONNECT: the name is not looked up again,
     // but a non-public address must still be named by a grant for this request's method.
     if (pinned) {
-      if (classify(pinned.address, this.own) !== "public" && !namesLiteral(worker.grants, pinned.address, port, method))
-        return { ok: false, status: 403, code: "not-reachable", reason: `${pinned.address} (${classify(pinned.address, this.own)}) is reachable only by a grant for ${method} naming that exact address`, canonical, resolved: pinned.resolved };
+      if (classify(pinned.address, this.own) !== "public" && !namesLiteral(worker.grants, pinned.address, port, method, readWrites !== undefined))
+        return { ok: false, status: 403, code: "not-reachable", reason: `${pinned.address} (${classify(pinned.address, this.own)}) is reachable only by a grant for ${readWrites ? `every method naming that exact address: ${readWrites}` : `${method} naming that exact address`}`, canonical, resolved: pinned.resolved };
       return { ok: true, canonical, address: pinned.address, resolved: pinned.resolved, rule: d.rule.text, ...flags };
     }
     if (host.kind === "name" && worker.lookups >= this.limits.lookupsPerWorker)
@@ -383,9 +385,9 @@ export class EgressGate {
     try {
       // A terminated tunnel carries requests decided one by one: its address need only be reachable for a read.
       const as = method === "CONNECT" && d.inspect ? "GET" : method;
-      const r = await Promise.race([resolveDestination(host, port, worker.grants, this.lookup, this.own, as), this.stopping]);
+      const r = await Promise.race([resolveDestination(host, port, worker.grants, this.lookup, this.own, as, readWrites !== undefined), this.stopping]);
       if (!r) return { ok: false, status: 503, code: "closing", reason: "the gate closed before the lookup finished", canonical };
-      if (!r.ok) return { ok: false, status: 403, code: r.code, reason: r.reason, canonical, resolved: r.resolved };
+      if (!r.ok) return { ok: false, status: 403, code: r.code, reason: r.code === "not-reachable" && readWrites ? `${r.reason}, by a grant for every method: ${readWrites}` : r.reason, canonical, resolved: r.resolved };
       return { ok: true, canonical, address: r.address, resolved: r.resolved, rule: d.rule.text, ...flags };
     } finally {
       worker.lookups -= 1;

@@ -204,10 +204,13 @@ function methodMatches(rule: NetRule, method: string): boolean {
   return rule.methods === "any" || (method !== "CONNECT" && isReadMethod(method));
 }
 
-/** True when a grant for this method names this exact IP literal (the only way to reach a non-public address). */
-export function namesLiteral(grants: NetGrants, ip: string, port: number, method: string): boolean {
+/**
+ * True when a grant for this method names this exact IP literal (the only way to reach a non-public address);
+ * for a request that writes whatever its method (a body, a WebSocket, a method override), a grant for every method.
+ */
+export function namesLiteral(grants: NetGrants, ip: string, port: number, method: string, writes = false): boolean {
   const canon = literal(ip);
-  return grants.allow.some((r) => r.host.kind === "ip" && r.host.ip === canon && portMatches(r, port) && methodMatches(r, method));
+  return grants.allow.some((r) => r.host.kind === "ip" && r.host.ip === canon && portMatches(r, port) && methodMatches(r, method) && (!writes || r.methods === "any"));
 }
 
 /** The deny rule naming this exact IP literal, if any: it applies to resolved addresses too. */

@@ -1,5 +1,6 @@
 import { createServer as createTlsServer } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { GateOptions } from "../../src/net/egress-gate.js";
 import { createRunCa } from "../../src/net/tls-ca.js";
 import { upstreamTrust } from "../../src/net/tls-trust.js";
 import { type LenientRequest, lenientUpstream, listenLoopback, rawGate, readLeniently, testGate } from "../support/net.js";
@@ -19,6 +20,7 @@ describe("the egress gate's decision on each request", () => {
   let T = 0;
   let g: Awaited<ReturnType<typeof testGate>>;
   let runPem = "";
+  let tlsOpts: GateOptions["tls"];
 
   beforeAll(async () => {
     plainUp = await lenientUpstream();
@@ -26,7 +28,7 @@ describe("the egress gate's decision on each request", () => {
     const ca = await testCa();
     const run = await createRunCa();
     runPem = run.certPem;
-    const { key, cert } = await ca.issue(["api.test", "path.test"]);
+    const { key, cert } = await ca.issue(["api.test", "path.test", "loop.test"]);
     const server = createTlsServer({ key, cert, ALPNProtocols: ["http/1.1"] }, (s) => {
       s.on("error", () => {});
       readLeniently(s, 0, (r) => {
@@ -37,11 +39,12 @@ describe("the egress gate's decision on each request", () => {
     });
     T = await listenLoopback(server as unknown as import("node:net").Server);
     tlsClose = () => server.close();
+    tlsOpts = { ca: async () => run, trust: upstreamTrust({ caFiles: [ca.file], env: {} }) };
     // read:api.test and api.test/repos/acme/* on both ports; the loopback literal only makes the address reachable.
     const grants = [P, T].flatMap((p) => [`read:api.test:${p}`, `path.test:${p}/repos/acme/*`, `127.0.0.1:${p}`]);
     g = await testGate(grants, {
       names: { "api.test": ["127.0.0.1"], "path.test": ["127.0.0.1"] },
-      tls: { ca: async () => run, trust: upstreamTrust({ caFiles: [ca.file], env: {} }) },
+      tls: tlsOpts,
     });
   }, 60_000);
   afterAll(async () => {
@@ -50,16 +53,16 @@ describe("the egress gate's decision on each request", () => {
     tlsClose?.();
   });
 
-  /** One plain request through the gate: its answer, and the targets the upstream saw for it. */
-  const plain = async (host: string, target: string, extra: string) => {
+  /** One plain request through the gate (g unless another is given): its answer, and the targets the upstream saw for it. */
+  const plain = async (host: string, target: string, extra: string, gate = g, body = "") => {
     const before = plainUp.requests.length;
-    const answer = await rawGate(g.gate.socketPath, g.token, `GET http://${host}:${P}${target} HTTP/1.1\r\nHost: ${host}:${P}\r\n${extra}Connection: close\r\n\r\n`, { waitMs: 3000 });
+    const answer = await rawGate(gate.gate.socketPath, gate.token, `GET http://${host}:${P}${target} HTTP/1.1\r\nHost: ${host}:${P}\r\n${extra}Connection: close\r\n\r\n${body}`, { waitMs: 3000 });
     return { answer, seen: plainUp.requests.slice(before).map((r) => r.line.split(" ")[1]) };
   };
   /** One request inside a tunnel the gate terminates. */
-  const inside = async (host: string, target: string, extra: string) => {
+  const inside = async (host: string, target: string, extra: string, gate = g, body = "") => {
     const before = tlsSeen.length;
-    const t = await tlsThrough(g.gate.socketPath, g.token, `${host}:${T}`, { ca: runPem });
+    const t = await tlsThrough(gate.gate.socketPath, gate.token, `${host}:${T}`, { ca: runPem });
     expect(t.error).toBeUndefined();
     const answer = await new Promise<string>((resolve) => {
       let out = "";
@@ -67,7 +70,7 @@ describe("the egress gate's decision on each request", () => {
       t.tls!.on("data", (d: Buffer) => (out += d.toString("latin1")));
       t.tls!.on("error", () => {});
       t.tls!.once("close", () => (clearTimeout(timer), resolve(out)));
-      t.tls!.write(`GET ${target} HTTP/1.1\r\nHost: ${host}:${T}\r\n${extra}Connection: close\r\n\r\n`);
+      t.tls!.write(`GET ${target} HTTP/1.1\r\nHost: ${host}:${T}\r\n${extra}Connection: close\r\n\r\n${body}`);
     });
     return { answer, seen: tlsSeen.slice(before).map((r) => r.line.split(" ")[1]) };
   };
@@ -140,6 +143,36 @@ describe("the egress gate's decision on each request", () => {
       const r = await send("path.test", "/repos/acme/a%3Bb/%20x/caf%C3%A9", "");
       expect(status(r.answer)).toBe(200);
       expect(r.seen).toEqual(["/repos/acme/a%3Bb/%20x/caf%C3%A9"]);
+    }
+  });
+
+  it("a read-only grant of an address lets no GET that writes reach it through a name granted for every method: a body, a WebSocket, a method override, plain and inside TLS", async () => {
+    // loop.test resolves to loopback, which only read:127.0.0.1 makes reachable (the path rule makes its tunnel terminated).
+    const x = await testGate([`loop.test:${P}`, `read:127.0.0.1:${P}`, `loop.test:${T}/x/*`, `read:127.0.0.1:${T}`], {
+      names: { "loop.test": ["127.0.0.1"] },
+      tls: tlsOpts,
+    });
+    try {
+      const writes: [string, string][] = [
+        ["Content-Length: 5\r\n", "hello"],
+        ["Transfer-Encoding: chunked\r\n", "5\r\nhello\r\n0\r\n\r\n"],
+        ["X-HTTP-Method-Override: DELETE\r\n", ""],
+        ["Connection: Upgrade\r\nUpgrade: websocket\r\n", ""],
+      ];
+      for (const [extra, body] of writes)
+        for (const send of [plain, inside]) {
+          const r = await send("loop.test", "/x/w", extra, x, body);
+          expect(status(r.answer), `${send === plain ? "plain" : "inside"} ${JSON.stringify(extra)}`).toBe(403);
+          expect(r.answer).toContain("127.0.0.1");
+          expect(r.seen).toEqual([]);
+        }
+      const reasons = x.events.filter((e) => e.code === "not-reachable").map((e) => e.reason);
+      expect(reasons).toHaveLength(8);
+      expect(reasons).toContain(`127.0.0.1 (loopback) is reachable only by a grant for every method naming that exact address: X-HTTP-Method-Override: DELETE asks the server for DELETE, a write`);
+      // A GET that only reads is what the read grant allows, through the name too.
+      for (const send of [plain, inside]) expect(status((await send("loop.test", "/x/r", "", x)).answer)).toBe(200);
+    } finally {
+      await x.close();
     }
   });
 });
