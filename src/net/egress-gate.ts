@@ -372,11 +372,12 @@ export class EgressGate {
     const flags = d.inspect ? { inspect: true } : {};
     // A non-public address is reached only by a grant naming it for this method; a read that writes anyway needs one for every method.
     const readWrites = isReadMethod(method) ? intent.write : undefined;
+    const reach = { writes: readWrites !== undefined, ...(path === undefined ? {} : { path }), eachRequest: method === "CONNECT" && d.inspect === true };
     // Inside a terminated tunnel the address is the one checked for its CONNECT: the name is not looked up again,
     // but a non-public address must still be named by a grant for this request's method.
     if (pinned) {
-      if (classify(pinned.address, this.own) !== "public" && !namesLiteral(worker.grants, pinned.address, port, method, readWrites !== undefined))
-        return { ok: false, status: 403, code: "not-reachable", reason: `${pinned.address} (${classify(pinned.address, this.own)}) is reachable only by a grant for ${readWrites ? `every method naming that exact address: ${readWrites}` : `${method} naming that exact address`}`, canonical, resolved: pinned.resolved };
+      if (classify(pinned.address, this.own) !== "public" && !namesLiteral(worker.grants, pinned.address, port, method, reach))
+        return { ok: false, status: 403, code: "not-reachable", reason: `${pinned.address} (${classify(pinned.address, this.own)}) is reachable only by a grant for ${readWrites ? `every method naming that exact address: ${readWrites}` : `${method} naming that exact address${path === undefined ? "" : `, and ${path} if it names paths`}`}`, canonical, resolved: pinned.resolved };
       return { ok: true, canonical, address: pinned.address, resolved: pinned.resolved, rule: d.rule.text, ...flags };
     }
     if (host.kind === "name" && worker.lookups >= this.limits.lookupsPerWorker)
@@ -385,7 +386,7 @@ export class EgressGate {
     try {
       // A terminated tunnel carries requests decided one by one: its address need only be reachable for a read.
       const as = method === "CONNECT" && d.inspect ? "GET" : method;
-      const r = await Promise.race([resolveDestination(host, port, worker.grants, this.lookup, this.own, as, readWrites !== undefined), this.stopping]);
+      const r = await Promise.race([resolveDestination(host, port, worker.grants, this.lookup, this.own, as, reach), this.stopping]);
       if (!r) return { ok: false, status: 503, code: "closing", reason: "the gate closed before the lookup finished", canonical };
       if (!r.ok) return { ok: false, status: 403, code: r.code, reason: r.code === "not-reachable" && readWrites ? `${r.reason}, by a grant for every method: ${readWrites}` : r.reason, canonical, resolved: r.resolved };
       return { ok: true, canonical, address: r.address, resolved: r.resolved, rule: d.rule.text, ...flags };

@@ -107,7 +107,7 @@ export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebF
       emit({ method, asked: current, canonical, decision: "denied", code: "read-only", reason });
       throw new WebFetchError(`refused ${method} ${current}: ${reason}`, hops);
     }
-    const r = await resolveDestination(t.host, t.port, opts.grants, resolver, own, method, body !== undefined);
+    const r = await resolveDestination(t.host, t.port, opts.grants, resolver, own, method, { writes: body !== undefined });
     if (!r.ok) {
       emit({ method, asked: current, canonical, resolved: r.resolved, decision: "denied", reason: r.reason });
       throw new WebFetchError(`refused ${method} ${current}: ${r.reason}`, hops);

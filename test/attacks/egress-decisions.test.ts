@@ -175,4 +175,31 @@ describe("the egress gate's decision on each request", () => {
       await x.close();
     }
   });
+
+  it("a path grant of an address lets no other path reach it through a name granted in full: plain, inside TLS, nor an opaque tunnel", async () => {
+    // loop.test resolves to loopback, which only 127.0.0.1:PORT/x/* makes reachable.
+    const x = await testGate([`loop.test:${P}`, `127.0.0.1:${P}/x/*`, `read:loop.test:${T}`, `127.0.0.1:${T}/x/*`], {
+      names: { "loop.test": ["127.0.0.1"] },
+      tls: tlsOpts,
+    });
+    try {
+      for (const send of [plain, inside]) {
+        const r = await send("loop.test", "/other", "", x);
+        expect(status(r.answer), send === plain ? "plain" : "inside").toBe(403);
+        expect(r.answer).toContain("127.0.0.1");
+        expect(r.seen).toEqual([]);
+        const dotted = await send("loop.test", "/x/../other", "", x);
+        expect(status(dotted.answer)).toBe(403);
+        const ok = await send("loop.test", "/x/./a", "", x);
+        expect(status(ok.answer)).toBe(200);
+        expect(ok.seen).toEqual(["/x/a"]);
+      }
+      const before = plainUp.requests.length;
+      const tunnel = await rawGate(x.gate.socketPath, x.token, `CONNECT loop.test:${P} HTTP/1.1\r\nHost: loop.test:${P}\r\n\r\nGET /tunnelled HTTP/1.1\r\nHost: loop.test\r\n\r\n`, { waitMs: 2000 });
+      expect(status(tunnel)).toBe(403);
+      expect(plainUp.requests.length).toBe(before);
+    } finally {
+      await x.close();
+    }
+  });
 });
