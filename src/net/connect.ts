@@ -86,7 +86,7 @@ export async function connect(conn: Connection, head: RequestHead): Promise<void
     conn.socket.write(ESTABLISHED);
     return conn.inside(conn.socket, conn.reader, undefined, true).serve();
   }
-  const c = await conn.ctx.check("CONNECT", target.host, target.port, false);
+  const c = await conn.ctx.check("CONNECT", target.host, target.port, {});
   if (!c.ok) return void conn.refuse("CONNECT", asked, c.status, c.code, c.reason, { canonical: c.canonical, resolved: c.resolved });
   const secret = conn.ctx.secretHeaders(target.host, target.port).length > 0 || conn.ctx.placeholders.some((p) => forHost(p.hosts, target.host, target.port));
   if (c.inspect || secret) return terminated(conn, asked, target, c, c.inspect ? `the grant ${c.rule} is checked on each request` : "a secret goes into its requests");

@@ -1,7 +1,7 @@
 import { networkInterfaces } from "node:os";
 import { type AddressClass, canonicalHost, classify, type Host, hostText } from "../policy/address.js";
 import { dnsResolver, type Resolver } from "./dns.js";
-import { deniesAddress, namesLiteral, type NetGrants } from "../policy/net-grants.js";
+import { deniesAddress, namesLiteral, type NetGrants, type Reach } from "../policy/net-grants.js";
 
 export type { Resolver } from "./dns.js";
 
@@ -30,11 +30,12 @@ export type Resolution =
 /**
  * Resolves a destination on the host, once, and picks the address to connect
  * to. Loopback, private, link-local, metadata and the host's own addresses are
- * refused unless a grant for this method names that exact literal; an address
+ * refused unless a grant for this method names that exact literal and covers
+ * the rest of the request (Reach: a write, its path); an address
  * a deny rule names literally is never used, whatever name led to it. The
  * caller connects to the returned address and never looks the name up again.
  */
-export async function resolveDestination(host: Host, port: number, grants: NetGrants, resolver: Resolver, own: ReadonlySet<string>, method: string): Promise<Resolution> {
+export async function resolveDestination(host: Host, port: number, grants: NetGrants, resolver: Resolver, own: ReadonlySet<string>, method: string, reach: Reach = {}): Promise<Resolution> {
   let candidates: string[];
   if (host.kind === "ip") candidates = [host.ip];
   else {
@@ -65,7 +66,7 @@ export async function resolveDestination(host: Host, port: number, grants: NetGr
       continue;
     }
     const cls: AddressClass = classify(ip.ip, own);
-    if (cls === "public" || namesLiteral(grants, ip.ip, port, method)) return { ok: true, address: ip.ip, family: ip.family, resolved };
+    if (cls === "public" || namesLiteral(grants, ip.ip, port, method, reach)) return { ok: true, address: ip.ip, family: ip.family, resolved };
     refused.push(`${ip.ip} (${cls})`);
     nonPublic = true;
   }

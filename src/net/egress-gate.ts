@@ -12,7 +12,8 @@ import { type Checked, type EgressFields, LimitError, ProxyConnection, type Prox
 import { SocketReader } from "./reader.js";
 import type { Endpoint } from "./endpoint.js";
 import type { PlaceholderSecret } from "./placeholders.js";
-import { decideDestination, hasPathRule, namesLiteral, type NetGrants } from "../policy/net-grants.js";
+import { decideDestination, hasPathRule, isReadMethod, namesLiteral, type NetGrants } from "../policy/net-grants.js";
+import type { Intent } from "./request-intent.js";
 import type { RunCa } from "./tls-ca.js";
 import { throughProxy, type UpstreamProxy } from "./upstream-proxy.js";
 import type { UpstreamTrust } from "./tls-trust.js";
@@ -320,7 +321,7 @@ export class EgressGate {
       ended: () => worker.ended,
       record: (e) => this.record(worker, e),
       durable: () => this.durable(),
-      check: (method, host, port, hasBody, path, pinned) => this.check(worker, method, host, port, hasBody, path, pinned),
+      check: (method, host, port, intent, path, pinned) => this.check(worker, method, host, port, intent, path, pinned),
       pathRules: (host, port) => hasPathRule(worker.grants, host, port),
       placeholders: worker.placeholders ?? [],
       endpoints: worker.endpoints ?? [],
@@ -359,18 +360,24 @@ export class EgressGate {
   }
 
   /** Decides a destination and resolves it; connects nothing. */
-  private async check(worker: Registered, method: string, host: Host, port: number, hasBody: boolean, path?: string, pinned?: { address: string; resolved: string[] }): Promise<Checked> {
+  private async check(worker: Registered, method: string, host: Host, port: number, intent: Intent, path?: string, pinned?: { address: string; resolved: string[] }): Promise<Checked> {
     const canonical = `${hostText(host)}:${port}`;
     const d = decideDestination(worker.grants, host, port, method, path);
     if (!d.allowed) return { ok: false, status: 403, code: d.code, reason: d.reason, canonical };
-    if (d.rule.methods === "read" && hasBody)
-      return { ok: false, status: 403, code: "read-only", reason: `the grant ${d.rule.text} is read-only: it allows no request body`, canonical };
-    const flags = { ...(d.inspect ? { inspect: true } : {}), ...(d.rule.methods === "read" ? { readOnly: true } : {}) };
+    // What the request asks beyond its request line is decided here too, against the grant that allowed it.
+    if (d.rule.methods === "read" && intent.write)
+      return { ok: false, status: 403, code: "read-only", reason: `${intent.write}; the grant ${d.rule.text} allows only GET, HEAD and OPTIONS`, canonical };
+    if (d.rule.path !== undefined && intent.pathHeader)
+      return { ok: false, status: 403, code: "path-header", reason: `${intent.pathHeader}: some servers take the path from this header, and the grant ${d.rule.text} decides by the request line's path; leave the header out`, canonical };
+    const flags = d.inspect ? { inspect: true } : {};
+    // A non-public address is reached only by a grant naming it for this method; a read that writes anyway needs one for every method.
+    const readWrites = isReadMethod(method) ? intent.write : undefined;
+    const reach = { writes: readWrites !== undefined, ...(path === undefined ? {} : { path }), eachRequest: method === "CONNECT" && d.inspect === true };
     // Inside a terminated tunnel the address is the one checked for its CONNECT: the name is not looked up again,
     // but a non-public address must still be named by a grant for this request's method.
     if (pinned) {
-      if (classify(pinned.address, this.own) !== "public" && !namesLiteral(worker.grants, pinned.address, port, method))
-        return { ok: false, status: 403, code: "not-reachable", reason: `${pinned.address} (${classify(pinned.address, this.own)}) is reachable only by a grant for ${method} naming that exact address`, canonical, resolved: pinned.resolved };
+      if (classify(pinned.address, this.own) !== "public" && !namesLiteral(worker.grants, pinned.address, port, method, reach))
+        return { ok: false, status: 403, code: "not-reachable", reason: `${pinned.address} (${classify(pinned.address, this.own)}) is reachable only by a grant for ${readWrites ? `every method naming that exact address: ${readWrites}` : `${method} naming that exact address${path === undefined ? "" : `, and ${path} if it names paths`}`}`, canonical, resolved: pinned.resolved };
       return { ok: true, canonical, address: pinned.address, resolved: pinned.resolved, rule: d.rule.text, ...flags };
     }
     if (host.kind === "name" && worker.lookups >= this.limits.lookupsPerWorker)
@@ -379,9 +386,9 @@ export class EgressGate {
     try {
       // A terminated tunnel carries requests decided one by one: its address need only be reachable for a read.
       const as = method === "CONNECT" && d.inspect ? "GET" : method;
-      const r = await Promise.race([resolveDestination(host, port, worker.grants, this.lookup, this.own, as), this.stopping]);
+      const r = await Promise.race([resolveDestination(host, port, worker.grants, this.lookup, this.own, as, reach), this.stopping]);
       if (!r) return { ok: false, status: 503, code: "closing", reason: "the gate closed before the lookup finished", canonical };
-      if (!r.ok) return { ok: false, status: 403, code: r.code, reason: r.reason, canonical, resolved: r.resolved };
+      if (!r.ok) return { ok: false, status: 403, code: r.code, reason: r.code === "not-reachable" && readWrites ? `${r.reason}, by a grant for every method: ${readWrites}` : r.reason, canonical, resolved: r.resolved };
       return { ok: true, canonical, address: r.address, resolved: r.resolved, rule: d.rule.text, ...flags };
     } finally {
       worker.lookups -= 1;

@@ -127,7 +127,7 @@ export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebF
       throw new WebFetchError(`refused ${method} ${current}: ${reason}`, hops);
     }
     // The lookup too ends at the fetch's deadline, however many hops came before it.
-    const r = await resolveDestination(t.host, t.port, opts.grants, withDeadline(resolver, Math.max(1, until - Date.now())), own, method);
+    const r = await resolveDestination(t.host, t.port, opts.grants, withDeadline(resolver, Math.max(1, until - Date.now())), own, method, { writes: body !== undefined, ...(checkedPath === undefined ? {} : { path: checkedPath }) });
     if (!r.ok) {
       emit({ method, asked: current, canonical, resolved: r.resolved, decision: "denied", reason: r.reason });
       throw new WebFetchError(`refused ${method} ${current}: ${r.reason}`, hops);

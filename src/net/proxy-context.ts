@@ -5,6 +5,7 @@ import type { EgressEvent } from "./egress-log.js";
 import type { Endpoint } from "./endpoint.js";
 import type { ChunkedOut, TunnelEnd } from "./engine.js";
 import type { PlaceholderSecret } from "./placeholders.js";
+import type { Intent } from "./request-intent.js";
 import type { SocketReader } from "./reader.js";
 import type { EarlyUpstream } from "./tls-early.js";
 
@@ -14,7 +15,7 @@ import type { EarlyUpstream } from "./tls-early.js";
 export type EgressFields = Omit<EgressEvent, "time" | "component" | "generation">;
 
 export type Checked =
-  | { ok: true; canonical: string; address: string; resolved: string[]; rule: string; inspect?: boolean; readOnly?: boolean }
+  | { ok: true; canonical: string; address: string; resolved: string[]; rule: string; inspect?: boolean }
   | { ok: false; status: number; code: string; reason: string; canonical: string; resolved?: string[] };
 
 /** What a client connection needs from the gate: its worker's decisions, limits and record. */
@@ -27,10 +28,11 @@ export interface ProxyContext {
   durable(): Promise<void>;
   /**
    * Decides a request and resolves its name (once: pinned, an address already
-   * checked for this connection, is used instead). path is the canonical path,
-   * when a grant for the destination names paths.
+   * checked for this connection, is used instead). intent is what the request
+   * asks beyond its request line (request-intent.ts); path is the canonical
+   * path, when a grant for the destination names paths.
    */
-  check(method: string, host: Host, port: number, hasBody: boolean, path?: string, pinned?: { address: string; resolved: string[] }): Promise<Checked>;
+  check(method: string, host: Host, port: number, intent: Intent, path?: string, pinned?: { address: string; resolved: string[] }): Promise<Checked>;
   /** Whether a grant for this destination names a path: its requests are then checked, and sent, on their canonical path. */
   pathRules(host: Host, port: number): boolean;
   /** The secret headers this worker's grant puts on requests to this destination. */

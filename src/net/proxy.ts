@@ -12,6 +12,7 @@ import { LimitError, outcomeOf, RecordError, TransferError } from "./outcome.js"
 
 export { LimitError } from "./outcome.js";
 import { isUpgrade } from "./upgrade.js";
+import { intentOf } from "./request-intent.js";
 import { type PlainRequest, type PlainState, sendPlain } from "./spliced.js";
 import { canonicalPath, PathError } from "../policy/url-path.js";
 import { matchEndpoint } from "./endpoint.js";
@@ -235,11 +236,9 @@ export class ProxyConnection implements Connection {
         throw e;
       }
     }
-    const c = await this.ctx.check(method, target.host, target.port, framing.kind !== "none", checkedPath, origin);
+    const c = await this.ctx.check(method, target.host, target.port, intentOf(head, framing), checkedPath, origin);
     if (!c.ok) return this.refuse(method, asked, c.status, c.code, c.reason, { canonical: c.canonical, resolved: c.resolved });
     const upgrade = isUpgrade(head);
-    if (upgrade && c.readOnly)
-      return this.refuse(method, asked, 403, "read-only", `a WebSocket carries writes; the grant ${c.rule} allows only GET, HEAD and OPTIONS`, { canonical: c.canonical });
     // The Host sent is the canonical form of the one checked; framing is the gate's own, never the client's.
     const headers: HeaderList = [["Host", target.port === defaultPort ? hostText(target.host) : c.canonical]];
     const listed = connectionTokens(head.headers);

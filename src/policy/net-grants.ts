@@ -173,9 +173,12 @@ export function decideDestination(grants: NetGrants, host: Host, port: number, m
   return { allowed: false, code: "read-only", reason: `${method} is a write; the grant ${matching[0]!.text} allows only GET, HEAD and OPTIONS` };
 }
 
-/** True when some grant for this destination names a path: requests to it are checked on their canonical path. */
+/**
+ * True when some grant for this destination names a path: requests to it are checked on their canonical path.
+ * So is a grant with a path for an IP literal on this port: a name may resolve to that address (namesLiteral).
+ */
 export function hasPathRule(grants: NetGrants, host: Host, port: number): boolean {
-  return grants.allow.some((r) => r.path !== undefined && hostMatches(r.host, host) && portMatches(r, port));
+  return grants.allow.some((r) => r.path !== undefined && (hostMatches(r.host, host) || r.host.kind === "ip") && portMatches(r, port));
 }
 
 /** True when a grant could need the gate to see inside an HTTPS tunnel: read-only, or with a path. */
@@ -204,10 +207,25 @@ function methodMatches(rule: NetRule, method: string): boolean {
   return rule.methods === "any" || (method !== "CONNECT" && isReadMethod(method));
 }
 
-/** True when a grant for this method names this exact IP literal (the only way to reach a non-public address). */
-export function namesLiteral(grants: NetGrants, ip: string, port: number, method: string): boolean {
+/** What a request asks of the grant that names a non-public address, beyond its method. */
+export interface Reach {
+  /** It writes whatever its method (a body, a WebSocket, a method override): only a grant for every method will do. */
+  writes?: boolean;
+  /** Its canonical path, where one was computed: a grant with a path covers it only under that path. */
+  path?: string;
+  /** A terminated tunnel, whose requests are each decided again with their path: a grant with a path may open it. */
+  eachRequest?: boolean;
+}
+
+/**
+ * True when a grant for this method names this exact IP literal (the only way to reach a non-public address),
+ * and covers what the request asks beyond its method (Reach): the literal's own read: and path hold however
+ * the address was named.
+ */
+export function namesLiteral(grants: NetGrants, ip: string, port: number, method: string, reach: Reach = {}): boolean {
   const canon = literal(ip);
-  return grants.allow.some((r) => r.host.kind === "ip" && r.host.ip === canon && portMatches(r, port) && methodMatches(r, method));
+  const covers = (r: NetRule) => r.path === undefined || reach.eachRequest === true || (reach.path !== undefined && pathWithin(reach.path, r.path));
+  return grants.allow.some((r) => r.host.kind === "ip" && r.host.ip === canon && portMatches(r, port) && methodMatches(r, method) && (!reach.writes || r.methods === "any") && covers(r));
 }
 
 /** The deny rule naming this exact IP literal, if any: it applies to resolved addresses too. */

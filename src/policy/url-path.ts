@@ -5,8 +5,11 @@
  * differently is refused rather than guessed. Percent-encodings of unreserved
  * characters are decoded and the rest upper-cased; dot segments are removed;
  * runs of slashes become one. An encoded slash, backslash, percent sign, NUL
- * or dot, a backslash, a dot segment with parameters (`..;`), a fragment or a
- * control character is refused: servers disagree on each. The gate checks the
+ * or dot, a backslash, a fragment or a control character is refused: servers
+ * disagree on each. So is a segment that a server which decodes, normalizes
+ * (NFKC) or drops parameters more eagerly would read as a dot segment (`..;`,
+ * `..%3B`, `..%20`, a fullwidth dot) or split (a fullwidth slash), and encoded
+ * bytes that are not UTF-8 (overlong forms of `.` and `/`). The gate checks the
  * canonical path and sends the canonical path, so the server is asked for
  * exactly what was checked.
  */
@@ -47,7 +50,8 @@ export function canonicalPath(target: string): { path: string; query: string } {
   const out: string[] = [];
   const segments = decoded.split("/").slice(1);
   for (const [i, s] of segments.entries()) {
-    if (/^\.\.?;/.test(s)) throw new PathError("a dot segment with parameters (..;) in the request path, which servers read differently");
+    if (s !== "." && s !== ".." && /^\.\.?(?:[;?#\s\x00-\x20]|$)/.test(readAs(s)))
+      throw new PathError(`a segment (${s}) that some servers read as a dot segment (after decoding, Unicode normalization or dropping its parameters) in the request path`);
     const last = i === segments.length - 1;
     if (s === "..") out.pop();
     else if (s !== "." && (s !== "" || last)) out.push(s);
@@ -56,6 +60,23 @@ export function canonicalPath(target: string): { path: string; query: string } {
   }
   const path = `/${out.join("/")}`.replace(/\/{2,}/g, "/");
   return { path, query };
+}
+
+/**
+ * A segment as the most eager server reads it: every percent-encoding decoded, as UTF-8 (bytes that are not,
+ * overlong forms among them, are refused), then NFKC-normalized (a fullwidth dot is a dot). A slash it then
+ * holds is one the gate did not split at: refused.
+ */
+function readAs(segment: string): string {
+  const bytes = Buffer.from(segment.replace(/%([0-9A-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16))), "latin1");
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes).normalize("NFKC");
+  } catch {
+    throw new PathError("percent-encoded bytes in the request path that are not UTF-8 (an overlong or broken sequence), which servers read differently");
+  }
+  if (/[/\\]/.test(text)) throw new PathError(`a segment (${segment}) holding a character that Unicode normalization turns into a slash or backslash, which servers read differently`);
+  return text;
 }
 
 /**

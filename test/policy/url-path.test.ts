@@ -17,6 +17,8 @@ describe("canonical request paths", () => {
     ["/a%3ab", "/a%3Ab"],
     ["/a%7e", "/a~"],
     ["/a?x=../y&z=%2F", "/a"],
+    ["/a%3bb/..x/...", "/a%3Bb/..x/..."],
+    ["/caf%c3%a9", "/caf%C3%A9"],
   ])("%s → %s", (raw, path) => {
     expect(canonicalPath(raw).path).toBe(path);
   });
@@ -34,6 +36,15 @@ describe("canonical request paths", () => {
     ["/%2e%2e/x", /encoded dot/],
     ["/a/..;/b", /parameters/],
     ["/a/.;x/b", /parameters/],
+    ["/a/..%3B/b", /dot segment/],
+    ["/a/..%20/b", /dot segment/],
+    ["/a/..%3f/b", /dot segment/],
+    ["/a/%EF%BC%8E%EF%BC%8E/b", /dot segment/],
+    ["/a/%E2%80%A5/b", /dot segment/],
+    ["/a/%C0%AE%C0%AE/b", /not UTF-8/],
+    ["/a/%C0%AF", /not UTF-8/],
+    ["/a/x%EF%BC%8Fy", /slash/],
+    ["/a/x%EF%B9%A8y", /slash/],
     ["/a\\b", /backslash/],
     ["/a#b", /fragment/],
     ["/a%zz", /malformed/],
