@@ -128,7 +128,8 @@ function emptyLists(): Record<ListKey, Granted[]> {
   return Object.fromEntries(LIST_KEYS.map((k) => [k, [] as Granted[]])) as unknown as Record<ListKey, Granted[]>;
 }
 
-const CREDENTIAL_NAME = /(TOKEN|AUTH|PASSW|SECRET|API_?KEY|CREDENTIAL|PRIVATE_?KEY|COOKIE|SESSION)/i;
+// Words anywhere, and the short names as whole words (DB_PASS, MYSQL_PWD, STRIPE_KEY, AWS_ACCESS_KEY_ID, GH_PAT).
+const CREDENTIAL_NAME = /(TOKEN|AUTH|PASSW|SECRET|API_?KEY|CREDENTIAL|PRIVATE_?KEY|COOKIE|SESSION|PASSPHRASE|(^|_)(PASS|PWD|KEY|PAT)(_|$))/i;
 const URL_USERINFO = /[a-z][a-z0-9+.-]*:\/\/[^\s/@]+@/i;
 
 const rank = (m: Mode): number => (m === "read-only" ? 0 : 1);
@@ -235,7 +236,8 @@ function narrowBy(c: Composition, project: ProjectConfig, input: ComposeInput): 
       c.mode = "read-only";
       c.modeSource = { kind: "profile", profile: exec, key: "mode", via: "untrusted" };
     } else if (exec.body.mode === "workspace-write" && c.mode === "read-only") skip(exec.line("mode"), "mode");
-    for (const k of LIMIT_KEYS) {
+    // Limits are vak exec's (an agent session refuses any, and has its own per command), as a trusted [exec] is.
+    for (const k of input.execDefaults ? LIMIT_KEYS : []) {
       const v = exec.body.limits[k];
       if (v === undefined) continue;
       // A ceiling only: below what the run has already, or below Vak's own default where a limit has one (an unset

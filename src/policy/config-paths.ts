@@ -21,7 +21,7 @@ export function trustFilePath(env: NodeJS.ProcessEnv = process.env): string {
  * The repository config that applies to a workspace: `.vak/config.toml` in it
  * or in the nearest directory above, up to the repository's top (a directory
  * with .git), never the home directory or above it (a workspace that is the
- * home directory has only its own).
+ * home directory has only its own), never one a stranger planted (planted()).
  */
 export function findProjectConfig(workspace: string, home: string): string | undefined {
   for (let dir = workspace; ; dir = dirname(dir)) {
@@ -29,8 +29,30 @@ export function findProjectConfig(workspace: string, home: string): string | und
     // more): a directory above HOME (its parent, /) is no repository of this user's.
     if (dir !== workspace && isWithin(home, dir)) return undefined;
     const candidate = join(dir, ".vak", "config.toml");
-    if (present(candidate)) return candidate;
+    if (present(candidate) && !planted(dir)) return candidate;
     if (existsSync(join(dir, ".git")) || dir === home || dir === dirname(dir)) return undefined;
+  }
+}
+
+/**
+ * A `.vak` (or its config.toml) that another user made in a directory that is not theirs: someone who can write
+ * in a shared directory (/tmp, a group's directory above the workspace) is not this user's repository, as git's
+ * safe.directory holds for .git (CVE-2022-24765). Passed over as if absent: applied, it would refuse every run
+ * below it or narrow it as a stranger chose. Made by you, by root, or by the directory's own owner, it counts.
+ */
+function planted(dir: string): boolean {
+  const me = process.getuid?.();
+  if (me === undefined) return false;
+  const owner = (path: string) => lstatSync(path, { throwIfNoEntry: false })?.uid;
+  const foreign = (entry: string, parent: string) => {
+    const uid = owner(entry);
+    return uid !== undefined && uid !== me && uid !== 0 && uid !== owner(parent);
+  };
+  try {
+    const vak = join(dir, ".vak");
+    return foreign(vak, dir) || foreign(join(vak, "config.toml"), vak);
+  } catch {
+    return false;
   }
 }
 
