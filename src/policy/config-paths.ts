@@ -1,4 +1,4 @@
-import { existsSync, lstatSync } from "node:fs";
+import { existsSync, lstatSync, realpathSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { isWithin } from "./paths.js";
 import { vakDirs } from "./state.js";
@@ -24,13 +24,23 @@ export function trustFilePath(env: NodeJS.ProcessEnv = process.env): string {
  * home directory has only its own), never one a stranger planted (planted()).
  */
 export function findProjectConfig(workspace: string, home: string): string | undefined {
+  // The workspace is canonical: HOME is compared as written and as it resolves (/home/me with /home a link to /data/home).
+  const homes = [home, canonical(home)];
   for (let dir = workspace; ; dir = dirname(dir)) {
     // HOME and its ancestors are never reached from below (a workspace that is HOME itself has its own .vak, and no
     // more): a directory above HOME (its parent, /) is no repository of this user's.
-    if (dir !== workspace && isWithin(home, dir)) return undefined;
+    if (dir !== workspace && homes.some((h) => isWithin(h, dir))) return undefined;
     const candidate = join(dir, ".vak", "config.toml");
     if (present(candidate) && !planted(dir)) return candidate;
-    if (existsSync(join(dir, ".git")) || dir === home || dir === dirname(dir)) return undefined;
+    if (existsSync(join(dir, ".git")) || homes.includes(dir) || dir === dirname(dir)) return undefined;
+  }
+}
+
+function canonical(path: string): string {
+  try {
+    return realpathSync.native(path);
+  } catch {
+    return path;
   }
 }
 

@@ -1,4 +1,4 @@
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -110,6 +110,25 @@ describe("red team: a repository config's trust tiers", () => {
     } finally {
       rmSync(join(s.ws, ".vak"), { recursive: true, force: true });
       rmSync(join(s.ws, "secretdir"), { recursive: true, force: true });
+    }
+  });
+
+  it("a home directory reached through a link (/home a link to /data/home): no config above it applies, in it or below it", async () => {
+    const homes = join(s.root, "data", "homes");
+    mkdirSync(join(homes, "alice", "proj"), { recursive: true });
+    symlinkSync(homes, join(s.root, "homes-link"));
+    const home = join(s.root, "homes-link", "alice");
+    // The directory that holds everyone's home: no repository of alice's.
+    writeConfig('[exec]\nfuture_key = 1\ndeny_read = ["."]\n', homes);
+    try {
+      for (const cwd of [join(home, "proj"), home]) {
+        const r = await runVak(["exec", "--", "sh", "-c", "echo ran"], { cwd, env: { ...env, HOME: home }, input: "" });
+        expect(r.stderr, cwd).not.toContain(".vak");
+        expect(r.code, r.stderr).toBe(0);
+        expect(r.stdout).toBe("ran\n");
+      }
+    } finally {
+      rmSync(join(homes, ".vak"), { recursive: true, force: true });
     }
   });
 
