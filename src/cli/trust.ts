@@ -78,7 +78,10 @@ function wouldGrant(project: NonNullable<ReturnType<typeof loadProject>["config"
   // Your [exec] is left out: it applies to every run, not because of this file.
   const mine = loadUserProfiles();
   const user = mine ? { ...mine, exec: undefined } : undefined;
-  const base = { user, workspace, env: process.env, home: homedir(), preset: (n: string) => loadPreset(n), presetNames: () => presetNames() };
+  // Each preset read once for all the compositions here: a file of many profiles asked for each name thousands of times.
+  const presets = new Map<string, ReturnType<typeof loadPreset>>();
+  const preset = (n: string) => (presets.has(n) ? presets.get(n) : presets.set(n, loadPreset(n)).get(n));
+  const base = { user, workspace, env: process.env, home: homedir(), preset, presetNames: () => presetNames() };
   if (project.file.exec) describe(`every \`vak exec\` here ([exec], line ${project.file.exec.line() ?? "?"})`, compose({ ...base, flags: { lists: {}, limits: {}, profiles: [] }, project: trusted, execDefaults: true }));
   for (const [name, p] of project.file.profiles)
     describe(`--profile ${name} (line ${p.line() ?? "?"})`, compose({ ...base, flags: { lists: {}, limits: {}, profiles: [name] }, project: trusted, execDefaults: false }));

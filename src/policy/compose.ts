@@ -94,7 +94,10 @@ const PATH_KEYS: readonly ListKey[] = ["allow_read", "allow_write", "deny_read",
 const STATE: readonly ListKey[] = ["state_dirs", "state_files"];
 const MUST_EXIST: readonly ListKey[] = ["allow_read", "allow_write", "allow_read_redacted"];
 
-/** The profiles a name stands for, what they extend first; cycles and unknown names are errors naming where. */
+/** How deep `extends` may nest: a chain of thousands in a repository's file made `vak trust` run for minutes. */
+export const MAX_EXTENDS_DEPTH = 32;
+
+/** The profiles a name stands for, what they extend first; cycles, unknown names and nesting past MAX_EXTENDS_DEPTH are errors naming where. */
 export function expandProfiles(
   names: readonly { name: string; from: string; at?: { p: Profile; key: string } | undefined }[],
   lookup: (name: string) => Profile | undefined,
@@ -103,24 +106,28 @@ export function expandProfiles(
 ): { profile: Profile; via: string }[] {
   const out: { profile: Profile; via: string }[] = [];
   const done = new Set<Profile>();
-  const visit = (name: string, from: string, chain: string[], at?: { p: Profile; key: string }) => {
+  // The names from the one being expanded down to here: one array, pushed and popped (a copy per step was quadratic).
+  const chain: string[] = [];
+  const visit = (name: string, from: string, at?: { p: Profile; key: string }) => {
     const p = lookup(name);
     if (!p) {
       const msg = `${name}: no such profile${proposed(name)}; the profiles are ${known().join(", ") || "(none)"}`;
       if (at) throw keyError(at.p.file, at.p.line(at.key), [...at.p.table, at.key], msg);
       throw new VakError("bad-input", `${from} ${msg}`);
     }
-    if (chain.includes(name)) {
-      // The line that closes the cycle: the extends that named this profile again.
-      const w = at ?? { p, key: "extends" };
-      throw keyError(w.p.file, w.p.line(w.key), [...w.p.table, w.key], `extends itself: ${[...chain, name].join(" → ")}`);
-    }
+    // The line that closes the cycle (the extends that named this profile again), or that nests too deep.
+    const w = at ?? { p, key: "extends" };
+    if (chain.includes(name)) throw keyError(w.p.file, w.p.line(w.key), [...w.p.table, w.key], `extends itself: ${[...chain, name].join(" → ")}`);
     if (done.has(p)) return;
-    for (const e of p.body.extends) visit(e, from, [...chain, name], { p, key: "extends" });
+    if (chain.length >= MAX_EXTENDS_DEPTH)
+      throw keyError(w.p.file, w.p.line(w.key), [...w.p.table, w.key], `extends nests deeper than ${MAX_EXTENDS_DEPTH} profiles: ${[...chain.slice(0, 3), "…", name].join(" → ")}`);
+    chain.push(name);
+    for (const e of p.body.extends) visit(e, from, { p, key: "extends" });
+    chain.pop();
     done.add(p);
     out.push({ profile: p, via: from });
   };
-  for (const n of names) visit(n.name, n.from, [], n.at);
+  for (const n of names) visit(n.name, n.from, n.at);
   return out;
 }
 
@@ -176,11 +183,13 @@ export function compose(input: ComposeInput): Composition {
     const named = exec.body.profiles.map((n) => ({ name: n, from: exec.name, at: { p: exec, key: "profiles" } }));
     layers.push({ profiles: [...expandProfiles(named, lookup, known, proposed), { profile: exec, via: exec.name }] });
   }
+  const applied = new Set<Profile>();
   for (const layer of layers) {
     let layerMode: { mode: Mode; source: Source } | undefined;
     const layerLimits: Partial<Record<LimitKey, { value: number; source: Source }>> = {};
     for (const { profile, via } of layer.profiles) {
-      if (c.applied.includes(profile)) continue;
+      if (applied.has(profile)) continue;
+      applied.add(profile);
       c.applied.push(profile);
       const base = profile.origin.startsWith("project") ? project!.root : undefined;
       for (const key of LIST_KEYS)

@@ -113,6 +113,32 @@ describe("red team: a repository config's trust tiers", () => {
     }
   });
 
+  it("a repository config of thousands of profiles that extend one another: vak trust answers in seconds (it ran for minutes)", async () => {
+    // Each run is killed at 40 s: before, the chain took more than two minutes, and the wide one as long.
+    const trust = () => runVak(["trust"], { cwd: s.ws, env, input: "", wrapper: ["timeout", "-s", "KILL", "40"] });
+    // A chain 7000 deep, within the size limit.
+    const chain = ['[profiles.p0]\nallow_read = ["/tmp"]'];
+    for (let i = 1; i < 7000; i++) chain.push(`[profiles.p${i}]\nextends = "p${i - 1}"`);
+    writeConfig(chain.join("\n") + "\n");
+    try {
+      const deep = await trust();
+      expect(deep.code, deep.stderr).toBe(125);
+      expect(deep.stderr).toMatch(/config\.toml:\d+: profiles\.p\d+\.extends: extends nests deeper than 32 profiles: p\d+ → p\d+ → p\d+ → … → p\d+/);
+      // Wide instead of deep: 16 layers of 40 profiles, each extending the whole next layer.
+      const wide: string[] = [];
+      for (let l = 0; l < 16; l++)
+        for (let i = 0; i < 40; i++)
+          wide.push(`[profiles.l${l}p${i}]`, l < 15 ? `extends = [${Array.from({ length: 40 }, (_, j) => `"l${l + 1}p${j}"`).join(",")}]` : 'allow_read = ["/tmp"]');
+      writeConfig(wide.join("\n") + "\n");
+      const broad = await trust();
+      expect(broad.code, broad.stderr).toBe(125);
+      expect(broad.stderr).toMatch(/not a terminal, so nothing was trusted/);
+      expect(broad.stdout).toContain("--profile l0p0 (line 1):");
+    } finally {
+      rmSync(join(s.ws, ".vak"), { recursive: true, force: true });
+    }
+  }, 120_000);
+
   it("a home directory reached through a link (/home a link to /data/home): no config above it applies, in it or below it", async () => {
     const homes = join(s.root, "data", "homes");
     mkdirSync(join(homes, "alice", "proj"), { recursive: true });
