@@ -218,9 +218,24 @@ export function compose(input: ComposeInput): Composition {
     for (const k of LIMIT_KEYS) if (c.limits[k] === undefined && layerLimits[k]) c.limits[k] = layerLimits[k];
   }
 
-  // An untrusted repository config: only what narrows.
+  // An untrusted repository config: only what narrows. A trusted one's [exec] narrows an agent session as much.
   if (project && !project.trusted) narrowBy(c, project, input);
+  else if (trustedProject && !input.execDefaults) sessionNarrowing(c, trustedProject, input);
   return c;
+}
+
+/**
+ * A trusted repository's [exec] is vak exec's, but its deny rules and a read-only mode hold in an agent session
+ * too, as they do while it is untrusted (narrowBy): trusting a file never lifts a narrowing it asks for.
+ */
+function sessionNarrowing(c: Composition, project: ProjectConfig, input: ComposeInput): void {
+  const exec = project.file.exec;
+  if (!exec) return;
+  for (const key of NARROWING) for (const v of exec.body.lists[key]) add(c, key, { value: v, source: { kind: "profile", profile: exec, key } }, input, project.root);
+  if (exec.body.mode === "read-only" && c.mode !== "read-only") {
+    c.mode = "read-only";
+    c.modeSource = { kind: "profile", profile: exec, key: "mode" };
+  }
 }
 
 /** What a limit is when no layer sets it, where that is not "none": an untrusted config's limit must be lower still. */

@@ -113,6 +113,30 @@ describe("red team: a repository config's trust tiers", () => {
     }
   });
 
+  it("trusting a repository config does not lift its [exec] deny rules from an agent session (vak run read what it could not while untrusted)", async () => {
+    writeConfig('[exec]\ndeny_read = ["secretdir"]\n');
+    mkdirSync(join(s.ws, "secretdir"), { recursive: true });
+    writeFileSync(join(s.ws, "secretdir", "s"), "REPO-SECRET\n");
+    const script = join(s.root, "deny-script.json");
+    writeFileSync(script, JSON.stringify({ turns: [{ tool_calls: [{ name: "exec", args: { command: "cat secretdir/s; echo ran" } }] }, { text: "done" }] }));
+    const session = () => vak(["run", "--model", `scripted:${script}`, "--approve", "exec", "go"]);
+    try {
+      const untrusted = await session();
+      expect(untrusted.code, untrusted.stderr).toBe(0);
+      expect(untrusted.stdout + untrusted.stderr).toContain("ran");
+      expect(untrusted.stdout + untrusted.stderr).not.toContain("REPO-SECRET");
+      expect((await vak(["trust", "--yes"])).code).toBe(0);
+      const trusted = await session();
+      expect(trusted.code, trusted.stderr).toBe(0);
+      expect(trusted.stdout + trusted.stderr).toContain("ran");
+      expect(trusted.stdout + trusted.stderr).not.toContain("REPO-SECRET");
+    } finally {
+      await vak(["trust", "--revoke"]);
+      rmSync(join(s.ws, ".vak"), { recursive: true, force: true });
+      rmSync(join(s.ws, "secretdir"), { recursive: true, force: true });
+    }
+  });
+
   it("a repository config of thousands of profiles that extend one another: vak trust answers in seconds (it ran for minutes)", async () => {
     // Each run is killed at 40 s: before, the chain took more than two minutes, and the wide one as long.
     const trust = () => runVak(["trust"], { cwd: s.ws, env, input: "", wrapper: ["timeout", "-s", "KILL", "40"] });
