@@ -314,6 +314,7 @@ export function program(onlyExec = false, escaped: { message?: string[] | undefi
     .description("review a repository's .vak/config.toml and trust this exact content (any change makes it untrusted again)")
     .argument("[dir]", "the workspace (default: the current directory)")
     .option("--yes", "trust it without asking (for scripts: review the printed content first)")
+    .option("--sha256 <hash>", "trust it only if its content is still this (the hash `vak trust` printed with what you reviewed)")
     .option("--revoke", "stop trusting it")
     .option("--list", "the repository configs you trust")
     .action(async (dir: string | undefined, opts) => done(await (await import("./trust.js")).trustCommand(dir, opts)));

@@ -22,6 +22,8 @@ import { processOutput } from "./output.js";
  */
 export interface TrustOptions {
   yes?: boolean;
+  /** The SHA-256 the user reviewed (as `vak trust` printed it): anything else there now is not trusted. */
+  sha256?: string;
   revoke?: boolean;
   list?: boolean;
 }
@@ -58,6 +60,8 @@ function wouldGrant(project: NonNullable<ReturnType<typeof loadProject>["config"
     list("deny write", L.deny_write);
     list("network", L.allow_net);
     list("deny network", L.deny_net);
+    // A pattern passes what the host has when each run starts, not only what this shell has now (maybe nothing).
+    for (const p of c.applied) for (const v of p.body.lists.allow_env) if (v.endsWith("*")) rows.push(`    pass variables ${v}: every one the host has when a run starts (not those that look like a credential)`);
     list("pass variable", L.allow_env);
     list("secret", L.secrets);
     // What it reads from your environment is shown as written (`${OPENAI_API_KEY}`), never the value: this goes to terminals and CI logs.
@@ -74,7 +78,10 @@ function wouldGrant(project: NonNullable<ReturnType<typeof loadProject>["config"
   // Your [exec] is left out: it applies to every run, not because of this file.
   const mine = loadUserProfiles();
   const user = mine ? { ...mine, exec: undefined } : undefined;
-  const base = { user, workspace, env: process.env, home: homedir(), preset: (n: string) => loadPreset(n), presetNames: () => presetNames() };
+  // Each preset read once for all the compositions here: a file of many profiles asked for each name thousands of times.
+  const presets = new Map<string, ReturnType<typeof loadPreset>>();
+  const preset = (n: string) => (presets.has(n) ? presets.get(n) : presets.set(n, loadPreset(n)).get(n));
+  const base = { user, workspace, env: process.env, home: homedir(), preset, presetNames: () => presetNames() };
   if (project.file.exec) describe(`every \`vak exec\` here ([exec], line ${project.file.exec.line() ?? "?"})`, compose({ ...base, flags: { lists: {}, limits: {}, profiles: [] }, project: trusted, execDefaults: true }));
   for (const [name, p] of project.file.profiles)
     describe(`--profile ${name} (line ${p.line() ?? "?"})`, compose({ ...base, flags: { lists: {}, limits: {}, profiles: [name] }, project: trusted, execDefaults: false }));
@@ -127,6 +134,11 @@ export async function trustCommand(dir: string | undefined, opts: TrustOptions):
     if (loaded.text) put(...exactly);
     throw new VakError("bad-input", `${loaded.broken ?? shownPath(loaded.path)}. It cannot be trusted as it is, and vak exec and vak run refuse to run with it; fix the file, then run vak trust again`);
   }
+  // What was reviewed, by its hash: a file changed since (a pull, another process) between the showing and the --yes is not it.
+  if (opts.sha256 !== undefined && opts.sha256.toLowerCase() !== loaded.hash) {
+    putErr(`vak: ${visible(shownPath(loaded.path))} is not the content you reviewed: its sha256 is now ${loaded.hash}, not ${visible(opts.sha256)}; nothing was trusted. Run \`vak trust\` to review it as it is\n`);
+    return EXIT_REFUSED;
+  }
   if (t.trusted.some((r) => r.path === loaded.path && r.sha256 === loaded.hash)) {
     put(`${visible(shownPath(loaded.path))} is already trusted as it is now (sha256 ${loaded.hash.slice(0, 16)}…)\n`);
     return 0;
@@ -142,7 +154,7 @@ export async function trustCommand(dir: string | undefined, opts: TrustOptions):
   let yes = Boolean(opts.yes);
   if (!yes) {
     if (!process.stdin.isTTY || !io.err.isTTY) {
-      putErr("vak: not a terminal, so nothing was trusted; after reviewing the above, run `vak trust --yes` to trust this exact content\n");
+      putErr(`vak: not a terminal, so nothing was trusted; after reviewing the above, run \`vak trust --yes --sha256 ${loaded.hash}\` to trust this exact content\n`);
       return EXIT_REFUSED;
     }
     yes = await ask("Trust this exact file? [y/N] ");

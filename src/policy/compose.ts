@@ -94,7 +94,10 @@ const PATH_KEYS: readonly ListKey[] = ["allow_read", "allow_write", "deny_read",
 const STATE: readonly ListKey[] = ["state_dirs", "state_files"];
 const MUST_EXIST: readonly ListKey[] = ["allow_read", "allow_write", "allow_read_redacted"];
 
-/** The profiles a name stands for, what they extend first; cycles and unknown names are errors naming where. */
+/** How deep `extends` may nest: a chain of thousands in a repository's file made `vak trust` run for minutes. */
+export const MAX_EXTENDS_DEPTH = 32;
+
+/** The profiles a name stands for, what they extend first; cycles, unknown names and nesting past MAX_EXTENDS_DEPTH are errors naming where. */
 export function expandProfiles(
   names: readonly { name: string; from: string; at?: { p: Profile; key: string } | undefined }[],
   lookup: (name: string) => Profile | undefined,
@@ -103,24 +106,28 @@ export function expandProfiles(
 ): { profile: Profile; via: string }[] {
   const out: { profile: Profile; via: string }[] = [];
   const done = new Set<Profile>();
-  const visit = (name: string, from: string, chain: string[], at?: { p: Profile; key: string }) => {
+  // The names from the one being expanded down to here: one array, pushed and popped (a copy per step was quadratic).
+  const chain: string[] = [];
+  const visit = (name: string, from: string, at?: { p: Profile; key: string }) => {
     const p = lookup(name);
     if (!p) {
       const msg = `${name}: no such profile${proposed(name)}; the profiles are ${known().join(", ") || "(none)"}`;
       if (at) throw keyError(at.p.file, at.p.line(at.key), [...at.p.table, at.key], msg);
       throw new VakError("bad-input", `${from} ${msg}`);
     }
-    if (chain.includes(name)) {
-      // The line that closes the cycle: the extends that named this profile again.
-      const w = at ?? { p, key: "extends" };
-      throw keyError(w.p.file, w.p.line(w.key), [...w.p.table, w.key], `extends itself: ${[...chain, name].join(" → ")}`);
-    }
+    // The line that closes the cycle (the extends that named this profile again), or that nests too deep.
+    const w = at ?? { p, key: "extends" };
+    if (chain.includes(name)) throw keyError(w.p.file, w.p.line(w.key), [...w.p.table, w.key], `extends itself: ${[...chain, name].join(" → ")}`);
     if (done.has(p)) return;
-    for (const e of p.body.extends) visit(e, from, [...chain, name], { p, key: "extends" });
+    if (chain.length >= MAX_EXTENDS_DEPTH)
+      throw keyError(w.p.file, w.p.line(w.key), [...w.p.table, w.key], `extends nests deeper than ${MAX_EXTENDS_DEPTH} profiles: ${[...chain.slice(0, 3), "…", name].join(" → ")}`);
+    chain.push(name);
+    for (const e of p.body.extends) visit(e, from, { p, key: "extends" });
+    chain.pop();
     done.add(p);
     out.push({ profile: p, via: from });
   };
-  for (const n of names) visit(n.name, n.from, [], n.at);
+  for (const n of names) visit(n.name, n.from, n.at);
   return out;
 }
 
@@ -128,7 +135,8 @@ function emptyLists(): Record<ListKey, Granted[]> {
   return Object.fromEntries(LIST_KEYS.map((k) => [k, [] as Granted[]])) as unknown as Record<ListKey, Granted[]>;
 }
 
-const CREDENTIAL_NAME = /(TOKEN|AUTH|PASSW|SECRET|API_?KEY|CREDENTIAL|PRIVATE_?KEY|COOKIE|SESSION)/i;
+// Words anywhere, and the short names as whole words (DB_PASS, MYSQL_PWD, STRIPE_KEY, AWS_ACCESS_KEY_ID, GH_PAT).
+const CREDENTIAL_NAME = /(TOKEN|AUTH|PASSW|SECRET|API_?KEY|CREDENTIAL|PRIVATE_?KEY|COOKIE|SESSION|PASSPHRASE|(^|_)(PASS|PWD|KEY|PAT)(_|$))/i;
 const URL_USERINFO = /[a-z][a-z0-9+.-]*:\/\/[^\s/@]+@/i;
 
 const rank = (m: Mode): number => (m === "read-only" ? 0 : 1);
@@ -175,11 +183,13 @@ export function compose(input: ComposeInput): Composition {
     const named = exec.body.profiles.map((n) => ({ name: n, from: exec.name, at: { p: exec, key: "profiles" } }));
     layers.push({ profiles: [...expandProfiles(named, lookup, known, proposed), { profile: exec, via: exec.name }] });
   }
+  const applied = new Set<Profile>();
   for (const layer of layers) {
     let layerMode: { mode: Mode; source: Source } | undefined;
     const layerLimits: Partial<Record<LimitKey, { value: number; source: Source }>> = {};
     for (const { profile, via } of layer.profiles) {
-      if (c.applied.includes(profile)) continue;
+      if (applied.has(profile)) continue;
+      applied.add(profile);
       c.applied.push(profile);
       const base = profile.origin.startsWith("project") ? project!.root : undefined;
       for (const key of LIST_KEYS)
@@ -208,9 +218,24 @@ export function compose(input: ComposeInput): Composition {
     for (const k of LIMIT_KEYS) if (c.limits[k] === undefined && layerLimits[k]) c.limits[k] = layerLimits[k];
   }
 
-  // An untrusted repository config: only what narrows.
+  // An untrusted repository config: only what narrows. A trusted one's [exec] narrows an agent session as much.
   if (project && !project.trusted) narrowBy(c, project, input);
+  else if (trustedProject && !input.execDefaults) sessionNarrowing(c, trustedProject, input);
   return c;
+}
+
+/**
+ * A trusted repository's [exec] is vak exec's, but its deny rules and a read-only mode hold in an agent session
+ * too, as they do while it is untrusted (narrowBy): trusting a file never lifts a narrowing it asks for.
+ */
+function sessionNarrowing(c: Composition, project: ProjectConfig, input: ComposeInput): void {
+  const exec = project.file.exec;
+  if (!exec) return;
+  for (const key of NARROWING) for (const v of exec.body.lists[key]) add(c, key, { value: v, source: { kind: "profile", profile: exec, key } }, input, project.root);
+  if (exec.body.mode === "read-only" && c.mode !== "read-only") {
+    c.mode = "read-only";
+    c.modeSource = { kind: "profile", profile: exec, key: "mode" };
+  }
 }
 
 /** What a limit is when no layer sets it, where that is not "none": an untrusted config's limit must be lower still. */
@@ -235,7 +260,8 @@ function narrowBy(c: Composition, project: ProjectConfig, input: ComposeInput): 
       c.mode = "read-only";
       c.modeSource = { kind: "profile", profile: exec, key: "mode", via: "untrusted" };
     } else if (exec.body.mode === "workspace-write" && c.mode === "read-only") skip(exec.line("mode"), "mode");
-    for (const k of LIMIT_KEYS) {
+    // Limits are vak exec's (an agent session refuses any, and has its own per command), as a trusted [exec] is.
+    for (const k of input.execDefaults ? LIMIT_KEYS : []) {
       const v = exec.body.limits[k];
       if (v === undefined) continue;
       // A ceiling only: below what the run has already, or below Vak's own default where a limit has one (an unset
