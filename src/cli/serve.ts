@@ -1,4 +1,4 @@
-import { lstatSync, readFileSync, realpathSync } from "node:fs";
+import { realpathSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { parse } from "smol-toml";
 import { AgentSession } from "../agent/agent-session.js";
@@ -8,6 +8,8 @@ import { resolveModel } from "../model/providers.js";
 import { loadUserConfig, userConfigPath } from "../policy/config.js";
 import { VakError } from "../policy/errors.js";
 import { isWithin } from "../policy/paths.js";
+import { MAX_CONFIG_BYTES } from "../policy/config-text.js";
+import { readPlainFile } from "../policy/plain-file.js";
 import { type HostedSession, hostAgent, hostWorkload, type SessionHooks } from "../server/hosted.js";
 import { startServer } from "../server/server.js";
 import { loadSpec } from "../workload/spec.js";
@@ -33,8 +35,10 @@ export interface ServeFlags extends AgentFlags {
 export function repositoryServerNotice(workspace: string): string | undefined {
   const path = join(workspace, ".vak", "config.toml");
   try {
-    if (!lstatSync(path).isFile()) return undefined;
-    const data = parse(readFileSync(path, "utf8")) as Record<string, unknown>;
+    // A regular file of a config's size only (a repository's file: a FIFO or gigabytes would hold the server up).
+    const bytes = readPlainFile(path, MAX_CONFIG_BYTES);
+    if (!bytes) return undefined;
+    const data = parse(bytes.toString("utf8")) as Record<string, unknown>;
     if (!("server" in data)) return undefined;
   } catch {
     return undefined;
