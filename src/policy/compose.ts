@@ -4,7 +4,7 @@ import { VakError } from "./errors.js";
 import { expandValue } from "./expand.js";
 import type { Mode } from "./grants.js";
 import { DEFAULT_MAX_PROCS } from "./limits.js";
-import { isWithin } from "./paths.js";
+import { isWithin, starPaths } from "./paths.js";
 import { keyError, LIMIT_KEYS, LIST_KEYS, type LimitKey, type ListKey, type Profile, reservedEnv } from "./profile.js";
 import type { ProfilesFile } from "./profiles-file.js";
 
@@ -128,8 +128,10 @@ function emptyLists(): Record<ListKey, Granted[]> {
   return Object.fromEntries(LIST_KEYS.map((k) => [k, [] as Granted[]])) as unknown as Record<ListKey, Granted[]>;
 }
 
-const CREDENTIAL_NAME = /(TOKEN|AUTH|PASSW|SECRET|API_?KEY|CREDENTIAL|PRIVATE_?KEY|COOKIE|SESSION)/i;
-const URL_USERINFO = /[a-z][a-z0-9+.-]*:\/\/[^\s/@]+@/i;
+/** npm_config_key is npm's client key (PEM); a name ending _KEY, _PAT, _PW, _PWD or _PASS holds one too. */
+const CREDENTIAL_NAME = /(TOKEN|AUTH|PASSW|SECRET|API_?KEY|CREDENTIAL|PRIVATE_?KEY|COOKIE|SESSION)|_(KEY|PAT|PW|PWD|PASS)$/i;
+/** Userinfo in a URL, or a query that names a credential (`https://pkgs.example/simple?token=…`). */
+const URL_USERINFO = /[a-z][a-z0-9+.-]*:\/\/[^\s/@]+@|[a-z][a-z0-9+.-]*:\/\/[^\s]*[?&][^=&#\s]*(token|key|secret|auth|passw|sig)[^=&#\s]*=/i;
 
 const rank = (m: Mode): number => (m === "read-only" ? 0 : 1);
 
@@ -296,6 +298,11 @@ function add(c: Composition, key: ListKey, g: Granted, input: ComposeInput, proj
       else if (!real) return void c.skipped.push({ ...g, value: abs, written: g.value, why: "does not exist" });
     }
     g = { ...g, value: projectRoot ? abs : value, written: e.value === g.value && !projectRoot ? undefined : g.value, root: projectRoot && !isAbsolute(e.value) ? projectRoot : undefined };
+  }
+  if (fromProfile && key === "deny_read" && isAbsolute(g.value) && g.value.split("/").includes("*")) {
+    // Each entry the host holds now: `~/.gemini/extensions/*/.env` is every extension's.
+    for (const p of starPaths(g.value)) push(c, key, { ...g, value: p, written: g.written ?? g.value });
+    return;
   }
   if (key === "allow_env" && g.value.endsWith("*")) {
     // A prefix: the host's variables that start with it, now.

@@ -68,3 +68,85 @@ describe("a preset's writable state holds nothing the host's tool runs", () => {
     expect(existsSync(join(bin, "rg"))).toBe(false);
   });
 });
+
+/** What the sandbox can find: every file under the home directory (and `also`), and its environment. */
+const everything = (also: string[] = []) => `env; find ~ ${also.join(" ")} -type f 2>/dev/null | while read -r f; do echo "== $f"; cat "$f" 2>/dev/null; done; true`;
+const leaked = (out: string, secrets: string[]) => secrets.filter((x) => out.includes(x));
+
+describe("what the host holds for a tool does not reach the sandbox through its preset", () => {
+  it("claude, codex, gemini: the settings each CLI reads from the host come without the tokens they hold (settings.json's env, config.toml's headers and MCP env, an extension's .env)", async () => {
+    put(".claude/settings.json", JSON.stringify({ permissions: { allow: ["Bash(ls)"] }, env: { ANTHROPIC_AUTH_TOKEN: "claude-env-tok-1", GITHUB_PERSONAL_ACCESS_TOKEN: "claude-env-tok-2" }, apiKeyHelper: "echo claude-helper-tok-3" }));
+    put(".codex/config.toml", [
+      'model = "gpt-test"',
+      "[model_providers.corp]",
+      'base_url = "https://llm.corp.invalid/v1"',
+      'http_headers = { "Authorization" = "Bearer codex-header-tok-4" }',
+      'experimental_bearer_token = "codex-bearer-tok-5"',
+      "[mcp_servers.gh]",
+      'command = "npx"',
+      'env = { GITHUB_TOKEN = "codex-mcp-tok-6" }',
+      "",
+    ].join("\n"));
+    put(".gemini/settings.json", JSON.stringify({ mcpServers: { gh: { command: "npx", env: { GITHUB_PERSONAL_ACCESS_TOKEN: "gemini-mcp-tok-7" }, headers: { Authorization: "Bearer gemini-header-tok-8" } } } }));
+    put(".gemini/extensions/ext/gemini-extension.json", JSON.stringify({ name: "ext", version: "1.0.0" }));
+    put(".gemini/extensions/ext/.env", "EXT_API_KEY=gemini-ext-tok-9\n");
+    const secrets = Array.from({ length: 9 }, (_, i) => `-tok-${i + 1}`);
+    const r = await vak(["--profile", "claude", "--profile", "codex", "--profile", "gemini", "--", "sh", "-c", everything()]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(leaked(r.stdout, secrets)).toEqual([]);
+    // What is not a credential is still there for the CLI: its model, its MCP servers' commands, its permissions.
+    for (const kept of ['model = "gpt-test"', 'command = "npx"', "Bash(ls)", '"command": "npx"', '"name":"ext"']) expect(r.stdout).toContain(kept);
+  });
+
+  it("claude: ~/.claude.json's MCP servers lose a key under a name without a credential's words (GH_PAT, OPENAI_KEY) and a token-shaped argument", async () => {
+    put(".claude.json", JSON.stringify({
+      numStartups: 2,
+      mcpServers: { gh: { command: "gh-mcp", args: ["--token", "ghp_0123456789abcdefABCDEF0123"], env: { GH_PAT: "pat-value-1", OPENAI_KEY: "openai-value-2", LOG_LEVEL: "debug" } } },
+    }));
+    const r = await vak(["--profile", "claude", "--", "sh", "-c", "cat ~/.claude.json"]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(leaked(r.stdout, ["ghp_0123456789abcdefABCDEF0123", "pat-value-1", "openai-value-2"])).toEqual([]);
+    expect(JSON.parse(r.stdout)).toMatchObject({ numStartups: 2, mcpServers: { gh: { command: "gh-mcp", env: { LOG_LEVEL: "debug" } } } });
+  });
+
+  it("npm: the global npmrc (nvm's Node's, NPM_CONFIG_PREFIX's), ~/.npmrc's client key and npm_config_key do not reach the sandbox", async () => {
+    put(".nvm/versions/node/v22.0.0/etc/npmrc", "//r.invalid/:_authToken=nvm-global-tok-1\n");
+    put(".nvm/versions/node/v22.0.0/bin/.keep", "");
+    put("npm-prefix/etc/npmrc", "//r.invalid/:_authToken=prefix-global-tok-2\n");
+    put(".npmrc", 'registry=https://r.invalid/\nkey="-----BEGIN PRIVATE KEY-----\\nclient-key-tok-3\\n-----END PRIVATE KEY-----"\n//r.invalid/:key=client-key-tok-4\n');
+    const r = await vak(["--profile", "npm", "--", "sh", "-c", everything()], { NVM_DIR: join(home, ".nvm"), NPM_CONFIG_PREFIX: join(home, "npm-prefix"), npm_config_key: "env-client-key-tok-5" });
+    expect(r.code, r.stderr).toBe(0);
+    expect(leaked(r.stdout, ["-tok-1", "-tok-2", "-tok-3", "-tok-4", "-tok-5"])).toEqual([]);
+    expect(r.stdout).toContain("registry=https://r.invalid/");
+  });
+
+  it("pip: a virtualenv's pip.conf, conda's .condarc, a password with an @ in pip.conf's index URL and a token in PIP_EXTRA_INDEX_URL's query do not reach the sandbox", async () => {
+    put("venv/pip.conf", "[global]\nindex-url = https://u:venv-tok-1@pypi.invalid/simple\n");
+    put("conda/.condarc", "channels:\n  - https://conda.invalid/t/conda-tok-2/main\n");
+    put(".config/pip/pip.conf", "[global]\nindex-url = https://user:p@ss-tok-3@pypi.invalid/simple\n");
+    const r = await vak(["--profile", "python", "--", "sh", "-c", everything()], {
+      VIRTUAL_ENV: join(home, "venv"), CONDA_PREFIX: join(home, "conda"), PIP_EXTRA_INDEX_URL: "https://pypi.invalid/simple?token=query-tok-4",
+    });
+    expect(r.code, r.stderr).toBe(0);
+    expect(leaked(r.stdout, ["-tok-1", "-tok-2", "-tok-3", "-tok-4"])).toEqual([]);
+    expect(r.stdout).toContain("index-url = https://pypi.invalid/simple");
+  });
+
+  it("cargo: ~/.cargo/config.toml's [env] token, a registry URL's user:password and a proxy's do not reach the sandbox; its other settings do", async () => {
+    put(".cargo/config.toml", [
+      "[build]",
+      'jobs = 2',
+      "[env]",
+      'SERVICE_TOKEN = "cargo-env-tok-1"',
+      "[registries.corp]",
+      'index = "sparse+https://u:cargo-index-tok-2@crates.invalid/"',
+      "[http]",
+      'proxy = "u:cargo-proxy-tok-3@proxy.invalid:3128"',
+      "",
+    ].join("\n"));
+    const r = await vak(["--profile", "rust", "--", "sh", "-c", everything()]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(leaked(r.stdout, ["-tok-1", "-tok-2", "-tok-3"])).toEqual([]);
+    for (const kept of ["jobs = 2", 'index = "sparse+https://crates.invalid/"']) expect(r.stdout).toContain(kept);
+  });
+});
