@@ -130,7 +130,7 @@ function emptyLists(): Record<ListKey, Granted[]> {
 
 /** npm_config_key is npm's client key (PEM); a name ending _KEY, _PAT, _PW, _PWD or _PASS holds one too. */
 const CREDENTIAL_NAME = /(TOKEN|AUTH|PASSW|SECRET|API_?KEY|CREDENTIAL|PRIVATE_?KEY|COOKIE|SESSION)|_(KEY|PAT|PW|PWD|PASS)$/i;
-/** Userinfo in a URL, or a query that names a credential (`https://pkgs.example/simple?token=…`). */
+/** Userinfo in a URL, or a query that names a credential (`https://pkgs.example/simple?token=…`). A proxy's `user:pw@host:port` needs no scheme (cargo, pip). */
 const URL_USERINFO = /[a-z][a-z0-9+.-]*:\/\/[^\s/@]+@|[a-z][a-z0-9+.-]*:\/\/[^\s]*[?&][^=&#\s]*(token|key|secret|auth|passw|sig)[^=&#\s]*=/i;
 
 const rank = (m: Mode): number => (m === "read-only" ? 0 : 1);
@@ -311,7 +311,7 @@ function add(c: Composition, key: ListKey, g: Granted, input: ComposeInput, proj
     for (const name of Object.keys(input.env).sort()) {
       const v = input.env[name];
       if (!name.startsWith(prefix) || v === undefined || reservedEnv(name)) continue;
-      if (CREDENTIAL_NAME.test(name) || URL_USERINFO.test(v)) c.skipped.push({ ...g, value: name, written: g.value, why: `looks like a credential; pass it by name (allow_env = ["${name}"]) or as a secret` });
+      if (CREDENTIAL_NAME.test(name) || URL_USERINFO.test(v) || (/PROXY/i.test(name) && v.includes("@"))) c.skipped.push({ ...g, value: name, written: g.value, why: `looks like a credential; pass it by name (allow_env = ["${name}"]) or as a secret` });
       else push(c, key, { ...g, value: name, written: g.value });
     }
     return;

@@ -132,7 +132,7 @@ describe("what the host holds for a tool does not reach the sandbox through its 
     expect(r.stdout).toContain("index-url = https://pypi.invalid/simple");
   });
 
-  it("cargo: ~/.cargo/config.toml's [env] token, a registry URL's user:password and a proxy's do not reach the sandbox; its other settings do", async () => {
+  it("cargo: ~/.cargo/config.toml's [env] token, a registry URL's user:password and a proxy's (in the config, or CARGO_HTTP_PROXY without a scheme) do not reach the sandbox; its other settings do", async () => {
     put(".cargo/config.toml", [
       "[build]",
       'jobs = 2',
@@ -144,9 +144,9 @@ describe("what the host holds for a tool does not reach the sandbox through its 
       'proxy = "u:cargo-proxy-tok-3@proxy.invalid:3128"',
       "",
     ].join("\n"));
-    const r = await vak(["--profile", "rust", "--", "sh", "-c", everything()]);
+    const r = await vak(["--profile", "rust", "--", "sh", "-c", everything()], { CARGO_HTTP_PROXY: "u:cargo-env-proxy-tok-4@proxy.invalid:3128" });
     expect(r.code, r.stderr).toBe(0);
-    expect(leaked(r.stdout, ["-tok-1", "-tok-2", "-tok-3"])).toEqual([]);
+    expect(leaked(r.stdout, ["-tok-1", "-tok-2", "-tok-3", "-tok-4"])).toEqual([]);
     for (const kept of ["jobs = 2", 'index = "sparse+https://crates.invalid/"']) expect(r.stdout).toContain(kept);
   });
 });
