@@ -93,6 +93,8 @@ const NARROWING: readonly ListKey[] = ["deny_read", "deny_write", "deny_net"];
 const PATH_KEYS: readonly ListKey[] = ["allow_read", "allow_write", "deny_read", "deny_write", "allow_read_redacted", "state_dirs", "state_files"];
 const STATE: readonly ListKey[] = ["state_dirs", "state_files"];
 const MUST_EXIST: readonly ListKey[] = ["allow_read", "allow_write", "allow_read_redacted"];
+/** Keys whose profile paths may hold `*` as a whole component (paths.ts's starPaths). */
+const STAR_KEYS: readonly ListKey[] = ["deny_read", "allow_read_redacted"];
 
 /** The profiles a name stands for, what they extend first; cycles and unknown names are errors naming where. */
 export function expandProfiles(
@@ -278,6 +280,11 @@ function add(c: Composition, key: ListKey, g: Granted, input: ComposeInput, proj
     const e = expandValue(g.value, input.env, input.home, vakVars(input));
     if (!e.ok) return void c.skipped.push({ ...g, why: e.why });
     let value = e.value;
+    if (STAR_KEYS.includes(key) && isAbsolute(value) && value.split("/").includes("*")) {
+      // Each entry the host holds now: `~/.gemini/extensions/*/.env` is every extension's.
+      for (const p of starPaths(value)) add(c, key, { ...g, value: p, written: g.written ?? g.value }, input, projectRoot);
+      return;
+    }
     if (projectRoot && !isAbsolute(value)) {
       // A repository's relative path is relative to the repository, and stays inside it.
       value = resolve(projectRoot, value);
@@ -298,11 +305,6 @@ function add(c: Composition, key: ListKey, g: Granted, input: ComposeInput, proj
       else if (!real) return void c.skipped.push({ ...g, value: abs, written: g.value, why: "does not exist" });
     }
     g = { ...g, value: projectRoot ? abs : value, written: e.value === g.value && !projectRoot ? undefined : g.value, root: projectRoot && !isAbsolute(e.value) ? projectRoot : undefined };
-  }
-  if (fromProfile && key === "deny_read" && isAbsolute(g.value) && g.value.split("/").includes("*")) {
-    // Each entry the host holds now: `~/.gemini/extensions/*/.env` is every extension's.
-    for (const p of starPaths(g.value)) push(c, key, { ...g, value: p, written: g.written ?? g.value });
-    return;
   }
   if (key === "allow_env" && g.value.endsWith("*")) {
     // A prefix: the host's variables that start with it, now.

@@ -24,8 +24,11 @@ const namesKey = (k: string): boolean => CREDENTIAL_KEY.test(k) || ENV_CREDENTIA
 const URL_USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#'"]+@/gi;
 /** Tokens by their shape (GitHub, GitLab, Slack, OpenAI and Anthropic, AWS key ids, npm, JWTs), wherever they are. */
 export const TOKEN_SHAPES = /\bgh[pousr]_[A-Za-z0-9]{16,}|\bgithub_pat_|\bglpat-|\bxox[abprs]-|\bsk-[A-Za-z0-9_-]{16,}|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bnpm_[A-Za-z0-9]{20,}|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\./;
-/** A value that carries one by its form: an Authorization header's scheme and token, a URL's query naming one (`?token=…`). */
-const CREDENTIAL_VALUE = /\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}|[?&][^=&#\s]*(token|key|secret|auth|passw|sig)[^=&#\s]*=/i;
+/**
+ * A value that carries one by its form: an Authorization header's scheme and token, a URL's query naming one
+ * (`?token=…`), conda's token in a channel's path (`https://conda.example/t/TOKEN/main`).
+ */
+const CREDENTIAL_VALUE = /\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}|[?&][^=&#\s]*(token|key|secret|auth|passw|sig)[^=&#\s]*=|:\/\/[^\s/]+\/t\/[^\s/]{6,}\//i;
 const valueHolds = (v: string): boolean => TOKEN_SHAPES.test(v) || CREDENTIAL_VALUE.test(v);
 
 export interface Stripped {

@@ -1,8 +1,9 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
+import { VAK_BIN } from "../support/paths.js";
 import { baseEnv, runVak } from "../support/vak.js";
 
 /**
@@ -112,12 +113,33 @@ describe("what the host holds for a tool does not reach the sandbox through its 
   it("npm: the global npmrc (nvm's Node's, NPM_CONFIG_PREFIX's), ~/.npmrc's client key and npm_config_key do not reach the sandbox", async () => {
     put(".nvm/versions/node/v22.0.0/etc/npmrc", "//r.invalid/:_authToken=nvm-global-tok-1\n");
     put(".nvm/versions/node/v22.0.0/bin/.keep", "");
+    // One without a credential is shown as it is: nvm's directory is granted whole, where no copy can be written.
+    put(".nvm/versions/node/v20.0.0/etc/npmrc", "fund=false\n");
     put("npm-prefix/etc/npmrc", "//r.invalid/:_authToken=prefix-global-tok-2\n");
     put(".npmrc", 'registry=https://r.invalid/\nkey="-----BEGIN PRIVATE KEY-----\\nclient-key-tok-3\\n-----END PRIVATE KEY-----"\n//r.invalid/:key=client-key-tok-4\n');
     const r = await vak(["--profile", "npm", "--", "sh", "-c", everything()], { NVM_DIR: join(home, ".nvm"), NPM_CONFIG_PREFIX: join(home, "npm-prefix"), npm_config_key: "env-client-key-tok-5" });
     expect(r.code, r.stderr).toBe(0);
     expect(leaked(r.stdout, ["-tok-1", "-tok-2", "-tok-3", "-tok-4", "-tok-5"])).toEqual([]);
     expect(r.stdout).toContain("registry=https://r.invalid/");
+    expect(r.stdout).toContain(`== ${join(home, ".nvm/versions/node/v20.0.0/etc/npmrc")}\nfund=false\n`);
+  });
+
+  // The machine's own npm and pip read a global config under /usr (npm's PREFIX/etc/npmrc for a Node in /usr or
+  // /usr/local, pip's sys.prefix/pip.conf), which the runtime set shows every sandbox as it is. The test puts one there
+  // in a mount namespace of its own (a tmpfs over /usr/local/etc), so that the machine's is never touched.
+  const usrLocalEtc = existsSync("/usr/local/etc") && spawnSync("unshare", ["-m", "--", "true"]).status === 0;
+  it.skipIf(!usrLocalEtc)("npm: a token in the global npmrc under /usr/local (npm config set --global, with Node in /usr/local) does not reach the sandbox", async () => {
+    const r = await new Promise<{ code: number | null; out: string }>((resolve) => {
+      const script = `mount -t tmpfs vak-test /usr/local/etc && printf '//r.invalid/:_authToken=usr-global-tok-1\\n' > /usr/local/etc/npmrc && exec "$@"`;
+      const child = spawn("unshare", ["-m", "--propagation", "private", "--", "sh", "-c", script, "sh", process.execPath, VAK_BIN, "exec", "--profile", "npm", "--", "sh", "-c", "cat /usr/local/etc/npmrc; true"],
+        { cwd: s.ws, env: baseEnv({ HOME: home }), stdio: ["ignore", "pipe", "pipe"] });
+      let out = "";
+      child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+      child.stderr.on("data", (d: Buffer) => (out += d.toString()));
+      child.on("close", (code) => resolve({ code, out }));
+    });
+    expect(r.code, r.out).toBe(0);
+    expect(r.out).not.toContain("usr-global-tok-1");
   });
 
   it("pip: a virtualenv's pip.conf, conda's .condarc, a password with an @ in pip.conf's index URL and a token in PIP_EXTRA_INDEX_URL's query do not reach the sandbox", async () => {
