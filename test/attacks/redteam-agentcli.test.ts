@@ -172,3 +172,23 @@ describe("what the host holds for a tool does not reach the sandbox through its 
     for (const kept of ["jobs = 2", 'index = "sparse+https://crates.invalid/"']) expect(r.stdout).toContain(kept);
   });
 });
+
+describe("a preset's login files stay out where another grant covers them", () => {
+  it("run from the home directory (the workspace is HOME): Codex's auth.json, Claude Code's .credentials.json, Gemini CLI's oauth_creds.json, ~/.pypirc and ~/.netrc are not shown", async () => {
+    const files: [string, string][] = [
+      [".codex/auth.json", '{"tokens":{"access_token":"codex-login-tok-1"}}'],
+      [".codex/.credentials.json", '{"gh":{"access_token":"codex-mcp-tok-2"}}'],
+      [".claude/.credentials.json", '{"claudeAiOauth":{"accessToken":"claude-login-tok-3"}}'],
+      [".gemini/oauth_creds.json", '{"access_token":"gemini-login-tok-4"}'],
+      [".gemini/mcp-oauth-tokens.json", '[{"token":{"accessToken":"gemini-mcp-tok-5"}}]'],
+      [".pypirc", "[pypi]\npassword = pypirc-tok-6\n"],
+      [".netrc", "machine pypi.invalid login u password netrc-tok-7\n"],
+    ];
+    for (const [rel, text] of files) put(rel, text);
+    const r = await runVak(["exec", "--profile", "codex", "--profile", "claude", "--profile", "gemini", "--profile", "python", "--profile", "git", "--", "sh", "-c",
+      `for f in ${files.map(([rel]) => `~/${rel}`).join(" ")}; do cat "$f" 2>/dev/null; done; echo done`], { cwd: home, env: baseEnv({ HOME: home }) });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("done");
+    expect(leaked(r.stdout, Array.from({ length: 7 }, (_, i) => `-tok-${i + 1}`))).toEqual([]);
+  });
+});
