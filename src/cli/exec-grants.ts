@@ -7,7 +7,7 @@ import { VakError } from "../policy/errors.js";
 import type { Grants, Mode } from "../policy/grants.js";
 import type { Limits } from "../policy/limits.js";
 import { shownPath } from "../policy/config-text.js";
-import { canonicalDir, canonicalMaybe, exists } from "../policy/paths.js";
+import { canonicalDir, canonicalMaybe, exists, isWithin } from "../policy/paths.js";
 import { BuiltPresets } from "../policy/presets-built.js";
 import type { LimitKey } from "../policy/profile.js";
 import type { ProfilesFile } from "../policy/profiles-file.js";
@@ -136,11 +136,22 @@ export function resolveGrantsWith(loaded: ConfigFiles | undefined, opts: GrantOp
         return [];
       }
     };
-    const copies = redactedCopies(values(L.allow_read_redacted), {
+    const ctx = {
       home,
       bound: () => [workspace, ...[...L.allow_read, ...L.allow_write].flatMap((g) => canon(g.value)), ...RUNTIME_DIRS, ...RUNTIME_ETC],
       denied: () => L.deny_read.flatMap((g) => canon(g.value)),
-    });
+    };
+    // Inside a path bound from the host (the runtime set's /usr, a directory granted whole), no copy can be written:
+    // the file is shown as it is where it holds no credential, and not at all where it holds one (nvm's
+    // versions/node/*/etc/npmrc, a virtualenv's pip.conf, /usr/local/etc/npmrc).
+    const bound = ctx.bound();
+    const inside = (p: string) => bound.some((b) => isWithin(p, b) || canon(p).some((r) => isWithin(r, b)));
+    const toCopy: Granted[] = [];
+    for (const g of L.allow_read_redacted) {
+      if (!inside(g.value)) toCopy.push(g);
+      else if (redactedCopies([g.value], ctx).some((c) => c.removed.length > 0)) L.deny_read.push({ ...g });
+    }
+    const copies = redactedCopies(values(toCopy), ctx);
     for (const c of copies) {
       viewFiles.push({ path: c.path, content: c.content, why: `${shownPath(c.path, home)}${c.includedBy ? ` (included by ${c.includedBy})` : ""}, credentials removed` });
       redacted.push({ path: c.path, removed: c.removed, source: L.allow_read_redacted.find((g) => g.value === c.top)!, includedBy: c.includedBy });

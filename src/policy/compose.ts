@@ -4,7 +4,7 @@ import { VakError } from "./errors.js";
 import { expandValue } from "./expand.js";
 import type { Mode } from "./grants.js";
 import { DEFAULT_MAX_PROCS } from "./limits.js";
-import { isWithin } from "./paths.js";
+import { isWithin, starPaths } from "./paths.js";
 import { keyError, LIMIT_KEYS, LIST_KEYS, type LimitKey, type ListKey, type Profile, reservedEnv } from "./profile.js";
 import type { ProfilesFile } from "./profiles-file.js";
 
@@ -93,6 +93,8 @@ const NARROWING: readonly ListKey[] = ["deny_read", "deny_write", "deny_net"];
 const PATH_KEYS: readonly ListKey[] = ["allow_read", "allow_write", "deny_read", "deny_write", "allow_read_redacted", "state_dirs", "state_files"];
 const STATE: readonly ListKey[] = ["state_dirs", "state_files"];
 const MUST_EXIST: readonly ListKey[] = ["allow_read", "allow_write", "allow_read_redacted"];
+/** Keys whose profile paths may hold `*` as a whole component (paths.ts's starPaths). */
+const STAR_KEYS: readonly ListKey[] = ["deny_read", "allow_read_redacted"];
 
 /** How deep `extends` may nest: a chain of thousands in a repository's file made `vak trust` run for minutes. */
 export const MAX_EXTENDS_DEPTH = 32;
@@ -135,9 +137,11 @@ function emptyLists(): Record<ListKey, Granted[]> {
   return Object.fromEntries(LIST_KEYS.map((k) => [k, [] as Granted[]])) as unknown as Record<ListKey, Granted[]>;
 }
 
-// Words anywhere, and the short names as whole words (DB_PASS, MYSQL_PWD, STRIPE_KEY, AWS_ACCESS_KEY_ID, GH_PAT).
-const CREDENTIAL_NAME = /(TOKEN|AUTH|PASSW|SECRET|API_?KEY|CREDENTIAL|PRIVATE_?KEY|COOKIE|SESSION|PASSPHRASE|(^|_)(PASS|PWD|KEY|PAT)(_|$))/i;
-const URL_USERINFO = /[a-z][a-z0-9+.-]*:\/\/[^\s/@]+@/i;
+// Words anywhere, and the short names as whole words (DB_PASS, MYSQL_PWD, STRIPE_KEY, AWS_ACCESS_KEY_ID, GH_PAT;
+// npm_config_key is npm's client key, in PEM).
+const CREDENTIAL_NAME = /(TOKEN|AUTH|PASSW|SECRET|API_?KEY|CREDENTIAL|PRIVATE_?KEY|COOKIE|SESSION|PASSPHRASE|(^|_)(PASS|PWD|PW|KEY|PAT)(_|$))/i;
+/** Userinfo in a URL, or a query that names a credential (`https://pkgs.example/simple?token=…`). A proxy's `user:pw@host:port` needs no scheme (cargo, pip). */
+const URL_USERINFO = /[a-z][a-z0-9+.-]*:\/\/[^\s/@]+@|[a-z][a-z0-9+.-]*:\/\/[^\s]*[?&][^=&#\s]*(token|key|secret|auth|passw|sig)[^=&#\s]*=/i;
 
 const rank = (m: Mode): number => (m === "read-only" ? 0 : 1);
 
@@ -302,6 +306,11 @@ function add(c: Composition, key: ListKey, g: Granted, input: ComposeInput, proj
     const e = expandValue(g.value, input.env, input.home, vakVars(input));
     if (!e.ok) return void c.skipped.push({ ...g, why: e.why });
     let value = e.value;
+    if (STAR_KEYS.includes(key) && isAbsolute(value) && value.split("/").includes("*")) {
+      // Each entry the host holds now: `~/.gemini/extensions/*/.env` is every extension's.
+      for (const p of starPaths(value)) add(c, key, { ...g, value: p, written: g.written ?? g.value }, input, projectRoot);
+      return;
+    }
     if (projectRoot && !isAbsolute(value)) {
       // A repository's relative path is relative to the repository, and stays inside it.
       value = resolve(projectRoot, value);
@@ -330,7 +339,7 @@ function add(c: Composition, key: ListKey, g: Granted, input: ComposeInput, proj
     for (const name of Object.keys(input.env).sort()) {
       const v = input.env[name];
       if (!name.startsWith(prefix) || v === undefined || reservedEnv(name)) continue;
-      if (CREDENTIAL_NAME.test(name) || URL_USERINFO.test(v)) c.skipped.push({ ...g, value: name, written: g.value, why: `looks like a credential; pass it by name (allow_env = ["${name}"]) or as a secret` });
+      if (CREDENTIAL_NAME.test(name) || URL_USERINFO.test(v) || (/PROXY/i.test(name) && v.includes("@"))) c.skipped.push({ ...g, value: name, written: g.value, why: `looks like a credential; pass it by name (allow_env = ["${name}"]) or as a secret` });
       else push(c, key, { ...g, value: name, written: g.value });
     }
     return;

@@ -1,4 +1,4 @@
-import { lstatSync, realpathSync } from "node:fs";
+import { lstatSync, readdirSync, realpathSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { VakError } from "./errors.js";
@@ -7,6 +7,38 @@ import { VakError } from "./errors.js";
 export function isWithin(child: string, parent: string): boolean {
   if (parent === "/") return child.startsWith("/");
   return child === parent || child.startsWith(parent + sep);
+}
+
+/**
+ * The existing paths an absolute path names when a component of it is `*`, each entry of that directory: a
+ * preset's deny_read of `~/.gemini/extensions/*` then `/.env` is every extension's .env
+ * the host holds now. A path with no `*` is itself.
+ */
+export function starPaths(p: string): string[] {
+  const parts = p.split("/");
+  const at = parts.indexOf("*");
+  if (at < 0) return [p];
+  const dir = parts.slice(0, at).join("/") || "/";
+  let names: string[];
+  try {
+    names = readdirSync(dir).sort();
+  } catch {
+    return [];
+  }
+  return names.flatMap((n) => {
+    const head = join(dir, n);
+    const rest = parts.slice(at + 1);
+    const whole = rest.length ? `${head}/${rest.join("/")}` : head;
+    if (!rest.includes("*")) {
+      try {
+        lstatSync(whole);
+        return [whole];
+      } catch {
+        return [];
+      }
+    }
+    return starPaths(whole);
+  });
 }
 
 export function expandHome(p: string): string {

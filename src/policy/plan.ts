@@ -211,8 +211,10 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
   // A masked path's reads are refused by name too (with a line, not an empty file), and so are its other
   // hard links in the grants, which are masked as well (deny-read.ts).
   const deniedInView: string[] = [];
+  // The runtime set too (/usr holds npm's global npmrc, pip's sys.prefix/pip.conf): a deny there was not enforced.
+  const shown = (d: string) => covered(d) || mounts.some((m) => m.kind === "ro" && isWithin(d, m.path));
   for (const d of denyRead) {
-    if (!covered(d)) continue;
+    if (!shown(d)) continue;
     if (reduced) throw new VakError("unsupported", `--deny-read ${d}: reduced mode cannot hide a path inside a grant; grant narrower paths instead`);
     if (exists(d)) {
       mounts.push({ kind: "mask", path: d, why: "--deny-read" });

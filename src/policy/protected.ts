@@ -120,6 +120,8 @@ export const PROTECTED_PATHS: readonly ProtectedPath[] = [
   tree(".gemini", "Gemini CLI settings (MCP servers, tool commands)"),
   // Held even where a grant reaches inside ~/.gemini (the gemini preset's tmp/): every later session loads it.
   tree(".gemini/tmp/**/memory", "Gemini CLI's project memory (MEMORY.md, GEMINI.md, inbox patches to ~/.gemini/GEMINI.md): every later session in that project loads it into its prompt"),
+  // Held even where a grant reaches inside ~/.gemini: Gemini CLI keeps the ripgrep it downloaded in tmp/bin and runs it for every search.
+  tree(".gemini/tmp/bin", "Gemini CLI's own ripgrep (tmp/bin/rg), which it runs for every search, preferring it to any rg on PATH"),
   tree(".cursor", "editor agent rules, MCP servers and settings"),
   tree(".windsurf", "Windsurf agent workflows and rules"),
   tree(".continue", "Continue's config (MCP servers, commands)"),

@@ -12,7 +12,24 @@
  * grant such a file only if it holds nothing else secret.
  */
 const CREDENTIAL_KEY = /(auth|token|passw|secret|api[-_]?key|credential|private[-_]?key|cookie|session)/i;
-const URL_USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@'"]+@/gi;
+/** A variable's name in an `env` table (`GH_PAT`, `OPENAI_KEY`, `DB_PW`): upper case, so that `env_key` (which names one) stays. */
+const ENV_CREDENTIAL = /^[A-Z0-9_]*_(KEY|PAT|PW|PWD|PASS)$/;
+/** npm's `key` (a client certificate's private key, in PEM), top-level or for one registry (`//r/:key`). */
+const NPM_KEY = /(^|:)key$/i;
+const namesKey = (k: string): boolean => CREDENTIAL_KEY.test(k) || ENV_CREDENTIAL.test(k);
+/**
+ * Userinfo up to the last `@` of the authority: `https://u:p@ss@host/` is user `u`, password `p@ss` to the client
+ * (urllib, WHATWG URL), so the first `@` would leave `ss@` of it.
+ */
+const URL_USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#'"]+@/gi;
+/** Tokens by their shape (GitHub, GitLab, Slack, OpenAI and Anthropic, AWS key ids, npm, JWTs), wherever they are. */
+export const TOKEN_SHAPES = /\bgh[pousr]_[A-Za-z0-9]{16,}|\bgithub_pat_|\bglpat-|\bxox[abprs]-|\bsk-[A-Za-z0-9_-]{16,}|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bnpm_[A-Za-z0-9]{20,}|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\./;
+/**
+ * A value that carries one by its form: an Authorization header's scheme and token, a URL's query naming one
+ * (`?token=…`), conda's token in a channel's path (`https://conda.example/t/TOKEN/main`).
+ */
+const CREDENTIAL_VALUE = /\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}|[?&][^=&#\s]*(token|key|secret|auth|passw|sig)[^=&#\s]*=|:\/\/[^\s/]+\/t\/[^\s/]{6,}\//i;
+const valueHolds = (v: string): boolean => TOKEN_SHAPES.test(v) || CREDENTIAL_VALUE.test(v);
 
 export interface Stripped {
   text: string;
@@ -32,6 +49,11 @@ function keyOf(line: string): string | undefined {
 /** A JSON document: keys that name a credential are dropped, userinfo cut from every string. */
 function stripJson(value: unknown, path: string, removed: string[], depth: number): unknown {
   if (typeof value === "string") {
+    // In a list (an MCP server's args: ["--token", "ghp_…"]), where there is no key to drop.
+    if (valueHolds(value)) {
+      removed.push(`key ${path}`);
+      return REMOVED_VALUE;
+    }
     const cut = value.replace(URL_USERINFO, "$1");
     if (cut !== value) removed.push(`key ${path}`);
     return cut;
@@ -41,7 +63,7 @@ function stripJson(value: unknown, path: string, removed: string[], depth: numbe
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) {
     const at = path ? `${path}.${k}` : k;
-    if (CREDENTIAL_KEY.test(k)) removed.push(`key ${at}`);
+    if (namesKey(k) || (typeof v === "string" && valueHolds(v))) removed.push(`key ${at}`);
     else out[k] = stripJson(v, at, removed, depth + 1);
   }
   return out;
@@ -74,7 +96,15 @@ function keyForms(segment: string): string[] {
   return forms.map((k) => k.replace(/\$\{[^${}]*\}/g, ""));
 }
 
-const namesCredential = (line: string): boolean => line.split("\r").some((seg) => keyForms(seg).some((k) => CREDENTIAL_KEY.test(k)));
+/** Keys after the line's own: a TOML inline table's (`http_headers = { "Authorization" = "Bearer …" }`, `env = { GH_TOKEN = … }`), an option in a value (`"--token=…"`). */
+const INNER_KEY = /(?:^|[{,\s"'[])(["']?)([A-Za-z0-9_.\-/:]+)\1\s*[=:]/g;
+
+const namesCredential = (line: string): boolean =>
+  valueHolds(line) ||
+  [...line.matchAll(INNER_KEY)].some((m) => namesKey(m[2]!)) ||
+  line.split("\r").some((seg) => keyForms(seg).some((k) => namesKey(k) || NPM_KEY.test(k) || (/proxy/i.test(k) && seg.slice(seg.search(/[=:]/) + 1).includes("@"))));
+
+const REMOVED_VALUE = "(vak removed a credential here: the sandbox never sees it)";
 
 export function stripCredentials(text: string): Stripped {
   if (/^\s*\{/.test(text)) {

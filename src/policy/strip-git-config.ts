@@ -1,6 +1,6 @@
 import { dirname } from "node:path";
 import { scanGitConfig, type PlacedEntry, type PlacedHeader } from "./git-config.js";
-import type { Stripped } from "./strip-credentials.js";
+import { TOKEN_SHAPES as SHAPES, type Stripped } from "./strip-credentials.js";
 
 /**
  * A git config file shown to a sandbox without its credentials (the git preset's ~/.gitconfig,
@@ -28,8 +28,6 @@ import type { Stripped } from "./strip-credentials.js";
 export const REMOVED_LINE = "# (vak removed this line: a credential, or what it could not read with certainty; the sandbox never sees it)";
 
 const USERINFO = /[a-z][a-z0-9+.-]*:\/\/[^/]*@/i;
-/** Tokens by their shape (GitHub, GitLab, Slack, OpenAI and Anthropic, AWS key ids, npm, JWTs). */
-const SHAPES = /\bgh[pousr]_[A-Za-z0-9]{16,}|\bgithub_pat_|\bglpat-|\bxox[abprs]-|\bsk-[A-Za-z0-9_-]{16,}|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bnpm_[A-Za-z0-9]{20,}|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\./;
 const VALUE_WORDS = /authorization|oauth|bearer\s|basic\s|token|passw|secret|api[-_]?key|private[-_]?key|cookie|credential/i;
 /** On a variable's name, lower-cased (git's names are letters, digits and -). */
 const NAME_WORDS = /auth|token|pass|secret|cookie|credential|header|api-?key|private-?key/;

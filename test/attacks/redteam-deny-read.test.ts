@@ -69,3 +69,20 @@ describe("--deny-read holds the content git keeps of a file, not only its path",
     expect(ignored.stdout).not.toContain("LOCAL_ONLY");
   });
 });
+
+describe("--deny-read inside the runtime set", () => {
+  let s: Scratch;
+  beforeEach(() => {
+    s = scratch();
+  });
+  afterEach(() => s.cleanup());
+
+  it("a denied path under /usr (where npm's global npmrc and pip's sys.prefix/pip.conf lie) is not shown: the runtime set shows /usr whole", async () => {
+    // /usr/bin/env: a file every machine has under /usr; its bytes stand for a global config's.
+    const r = await sandboxSh(s.ws, "head -c 4 /usr/bin/env | od -c | head -1; echo done", ["--deny-read", "/usr/bin/env"]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("done");
+    expect(r.stdout).not.toMatch(/E {3}L {3}F/);
+    expect(r.stderr).toContain("refused read /usr/bin/env");
+  });
+});

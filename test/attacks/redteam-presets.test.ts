@@ -113,7 +113,8 @@ describe("a preset's writable state is not what the host's tool later loads", ()
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toContain("sessions-kept");
     for (const bad of ["MOVED-BACK-WITH-LINK", "EXCHANGED", "HOME-LINKED"]) expect(r.stdout).not.toContain(bad);
-    expect(r.stderr).toMatch(/refused rename \S+\/codex-home: \S+\/codex-home\/sessions is a host tool's state: the tool on the host reaches it through this directory later, so it is neither moved nor replaced by a link \(state_dirs, from profile codex/);
+    // Held as the sessions' way, or (the first rule the guard finds) as the way to auth.json, which the preset denies.
+    expect(r.stderr).toMatch(/refused rename \S+\/codex-home: (\S+\/codex-home\/sessions is a host tool's state: the tool on the host reaches it through this directory later, so it is neither moved nor replaced by a link \(state_dirs|protected path \S+\/codex-home\/auth\.json \(deny_read), from profile codex/);
     // Then Codex on the host writes its next session: into its own directory, never into the victim's.
     hostCodexWrites(home2);
     expect(readdirSync(v)).toEqual(["file"]);

@@ -196,6 +196,11 @@ describe("credentials are stripped from the files a profile shows that way", () 
     ["an npm token under a key with JSON escapes", `"//r.example/:_a\\u0075th\\u0054oken"=npm_abc\n`, "# (a credential was here; vak removed it: the sandbox never sees it)\n"],
     ["an npm token after a bare carriage return", "fund=false\r//r.example/:_authToken=npm_abc\n", "# (a credential was here; vak removed it: the sandbox never sees it)\n"],
     ["an npm token under a key split by an empty variable", "//r.example/:_a${X?}u${Y?}th${X?}To${Y?}ken=npm_abc\n", "# (a credential was here; vak removed it: the sandbox never sees it)\n"],
+    // The whole password, though it holds an @: the client takes userinfo to the last @ of the authority.
+    ["a password with an @ in an index URL", "index-url = https://u:p@ss@pypi.example/simple\n", "index-url = https://pypi.example/simple\n"],
+    ["npm's client key, top-level and for a registry", 'key="-----BEGIN PRIVATE KEY-----\\nMII\\n-----END PRIVATE KEY-----"\n//r/:key=MII\ncafile=/etc/ca.pem\n', "# (a credential was here; vak removed it: the sandbox never sees it)\n# (a credential was here; vak removed it: the sandbox never sees it)\ncafile=/etc/ca.pem\n"],
+    ["a TOML inline table's keys (a provider's headers, an MCP server's env)", 'model = "m"\nhttp_headers = { "Authorization" = "Bearer abcdefgh" }\nenv = { GITHUB_TOKEN = "x" }\nenv_key = "CORP_API_KEY"\n', 'model = "m"\n# (a credential was here; vak removed it: the sandbox never sees it)\n# (a credential was here; vak removed it: the sandbox never sees it)\nenv_key = "CORP_API_KEY"\n'],
+    ["an env variable named _KEY or _PAT, a token's shape, a proxy's user", 'OPENAI_KEY = "x"\nGH_PAT = "y"\nargs = ["ghp_0123456789abcdefABCDEF"]\nproxy = "u:pw@proxy:3128"\njobs = 2\n', "# (a credential was here; vak removed it: the sandbox never sees it)\n# (a credential was here; vak removed it: the sandbox never sees it)\n# (a credential was here; vak removed it: the sandbox never sees it)\n# (a credential was here; vak removed it: the sandbox never sees it)\njobs = 2\n"],
   ];
   for (const [title, input, want] of cases) it(title, () => expect(stripCredentials(input).text).toBe(want));
   it("keeps lines numbered as on the host", () => expect(stripCredentials("a=1\n_authToken=x\nb=2").removed).toEqual(["line 2"]));
@@ -203,6 +208,10 @@ describe("credentials are stripped from the files a profile shows that way", () 
     const s = stripCredentials(JSON.stringify({ numStartups: 3, primaryApiKey: "sk-ant-x", oauthAccount: { accessToken: "t", email: "e" }, mcp: [{ url: "https://u:p@h/x" }] }));
     expect(JSON.parse(s.text)).toEqual({ numStartups: 3, mcp: [{ url: "https://h/x" }] });
     expect(s.removed).toEqual(["key primaryApiKey", "key oauthAccount", "key mcp[0].url"]);
+  });
+  it("a JSON file loses a key named like an env variable's credential (GH_PAT) and a token-shaped string in a list, and keeps the rest", () => {
+    const s = stripCredentials(JSON.stringify({ mcpServers: { gh: { args: ["--token", "ghp_0123456789abcdefABCDEF"], env: { GH_PAT: "p", LOG_LEVEL: "debug" }, headers: { "X-Trace": "Bearer abcdefgh" } } } }));
+    expect(JSON.parse(s.text)).toEqual({ mcpServers: { gh: { args: ["--token", "(vak removed a credential here: the sandbox never sees it)"], env: { LOG_LEVEL: "debug" }, headers: {} } } });
   });
 });
 
