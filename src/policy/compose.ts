@@ -1,3 +1,4 @@
+import { envHoldsCredential } from "./strip-credentials.js";
 import { realpathSync } from "node:fs";
 import { isAbsolute, resolve } from "node:path";
 import { VakError } from "./errors.js";
@@ -137,12 +138,6 @@ function emptyLists(): Record<ListKey, Granted[]> {
   return Object.fromEntries(LIST_KEYS.map((k) => [k, [] as Granted[]])) as unknown as Record<ListKey, Granted[]>;
 }
 
-// Words anywhere, and the short names as whole words (DB_PASS, MYSQL_PWD, STRIPE_KEY, AWS_ACCESS_KEY_ID, GH_PAT;
-// npm_config_key is npm's client key, in PEM).
-const CREDENTIAL_NAME = /(TOKEN|AUTH|PASSW|SECRET|API_?KEY|CREDENTIAL|PRIVATE_?KEY|COOKIE|SESSION|PASSPHRASE|(^|_)(PASS|PWD|PW|KEY|PAT)(_|$))/i;
-/** Userinfo in a URL, or a query that names a credential (`https://pkgs.example/simple?token=…`). A proxy's `user:pw@host:port` needs no scheme (cargo, pip). */
-const URL_USERINFO = /[a-z][a-z0-9+.-]*:\/\/[^\s/@]+@|[a-z][a-z0-9+.-]*:\/\/[^\s]*[?&][^=&#\s]*(token|key|secret|auth|passw|sig)[^=&#\s]*=/i;
-
 const rank = (m: Mode): number => (m === "read-only" ? 0 : 1);
 
 export function compose(input: ComposeInput): Composition {
@@ -224,21 +219,21 @@ export function compose(input: ComposeInput): Composition {
 
   // An untrusted repository config: only what narrows. A trusted one's [exec] narrows an agent session as much.
   if (project && !project.trusted) narrowBy(c, project, input);
-  else if (trustedProject && !input.execDefaults) sessionNarrowing(c, trustedProject, input);
+  else if (trustedProject?.file.exec && !input.execDefaults) narrowWith(c, trustedProject.file.exec, trustedProject.root, input);
   return c;
 }
 
 /**
- * A trusted repository's [exec] is vak exec's, but its deny rules and a read-only mode hold in an agent session
- * too, as they do while it is untrusted (narrowBy): trusting a file never lifts a narrowing it asks for.
+ * An [exec]'s deny rules and read-only mode, applied: while its file is untrusted (narrowBy, via "untrusted"),
+ * and, trusted, in an agent session, where the rest of a trusted [exec] is vak exec's alone: trusting a file
+ * never lifts a narrowing it asks for.
  */
-function sessionNarrowing(c: Composition, project: ProjectConfig, input: ComposeInput): void {
-  const exec = project.file.exec;
-  if (!exec) return;
-  for (const key of NARROWING) for (const v of exec.body.lists[key]) add(c, key, { value: v, source: { kind: "profile", profile: exec, key } }, input, project.root);
+function narrowWith(c: Composition, exec: Profile, root: string, input: ComposeInput, via?: "untrusted"): void {
+  const source = (key: string): Source => ({ kind: "profile", profile: exec, key, ...(via ? { via } : {}) });
+  for (const key of NARROWING) for (const v of exec.body.lists[key]) add(c, key, { value: v, source: source(key) }, input, root);
   if (exec.body.mode === "read-only" && c.mode !== "read-only") {
     c.mode = "read-only";
-    c.modeSource = { kind: "profile", profile: exec, key: "mode" };
+    c.modeSource = source("mode");
   }
 }
 
@@ -254,16 +249,10 @@ function narrowBy(c: Composition, project: ProjectConfig, input: ComposeInput): 
   const ignored: { line: number | undefined; what: string }[] = [];
   const skip = (line: number | undefined, what: string) => ignored.push({ line, what });
   if (exec) {
-    for (const key of LIST_KEYS) {
-      const values = exec.body.lists[key];
-      if (values.length === 0) continue;
-      if (NARROWING.includes(key)) for (const v of values) add(c, key, { value: v, source: { kind: "profile", profile: exec, key, via: "untrusted" } }, input, project.root);
-      else skip(exec.line(key), key);
-    }
-    if (exec.body.mode === "read-only" && c.mode !== "read-only") {
-      c.mode = "read-only";
-      c.modeSource = { kind: "profile", profile: exec, key: "mode", via: "untrusted" };
-    } else if (exec.body.mode === "workspace-write" && c.mode === "read-only") skip(exec.line("mode"), "mode");
+    for (const key of LIST_KEYS) if (exec.body.lists[key].length && !NARROWING.includes(key)) skip(exec.line(key), key);
+    // Asked for while the run is read-only already (a flag, a layer before): a widening, ignored.
+    if (exec.body.mode === "workspace-write" && c.mode === "read-only") skip(exec.line("mode"), "mode");
+    narrowWith(c, exec, project.root, input, "untrusted");
     // Limits are vak exec's (an agent session refuses any, and has its own per command), as a trusted [exec] is.
     for (const k of input.execDefaults ? LIMIT_KEYS : []) {
       const v = exec.body.limits[k];
@@ -339,7 +328,7 @@ function add(c: Composition, key: ListKey, g: Granted, input: ComposeInput, proj
     for (const name of Object.keys(input.env).sort()) {
       const v = input.env[name];
       if (!name.startsWith(prefix) || v === undefined || reservedEnv(name)) continue;
-      if (CREDENTIAL_NAME.test(name) || URL_USERINFO.test(v) || (/PROXY/i.test(name) && v.includes("@"))) c.skipped.push({ ...g, value: name, written: g.value, why: `looks like a credential; pass it by name (allow_env = ["${name}"]) or as a secret` });
+      if (envHoldsCredential(name, v)) c.skipped.push({ ...g, value: name, written: g.value, why: `looks like a credential; pass it by name (allow_env = ["${name}"]) or as a secret` });
       else push(c, key, { ...g, value: name, written: g.value });
     }
     return;

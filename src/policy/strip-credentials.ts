@@ -24,12 +24,30 @@ const namesKey = (k: string): boolean => CREDENTIAL_KEY.test(k) || ENV_CREDENTIA
 const URL_USERINFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#'"]+@/gi;
 /** Tokens by their shape (GitHub, GitLab, Slack, OpenAI and Anthropic, AWS key ids, npm, JWTs), wherever they are. */
 export const TOKEN_SHAPES = /\bgh[pousr]_[A-Za-z0-9]{16,}|\bgithub_pat_|\bglpat-|\bxox[abprs]-|\bsk-[A-Za-z0-9_-]{16,}|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|\bnpm_[A-Za-z0-9]{20,}|\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\./;
+/** A URL's query naming a credential (`?token=…`, `&api_key=…`). */
+const QUERY_CREDENTIAL = String.raw`[?&][^=&#\s]*(token|key|secret|auth|passw|sig)[^=&#\s]*=`;
 /**
  * A value that carries one by its form: an Authorization header's scheme and token, a URL's query naming one
  * (`?token=…`), conda's token in a channel's path (`https://conda.example/t/TOKEN/main`).
  */
-const CREDENTIAL_VALUE = /\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}|[?&][^=&#\s]*(token|key|secret|auth|passw|sig)[^=&#\s]*=|:\/\/[^\s/]+\/t\/[^\s/]{6,}\//i;
+const CREDENTIAL_VALUE = new RegExp(String.raw`\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}|${QUERY_CREDENTIAL}|:\/\/[^\s/]+\/t\/[^\s/]{6,}\/`, "i");
 const valueHolds = (v: string): boolean => TOKEN_SHAPES.test(v) || CREDENTIAL_VALUE.test(v);
+/** A proxy setting with a user in it (`user:pw@host:port`, which cargo and pip take without a scheme). */
+const proxyWithUser = (name: string, value: string): boolean => /proxy/i.test(name) && value.includes("@");
+
+// Words anywhere, and the short names as whole words (DB_PASS, MYSQL_PWD, STRIPE_KEY, AWS_ACCESS_KEY_ID, GH_PAT;
+// npm_config_key is npm's client key, in PEM).
+const ENV_CREDENTIAL_NAME = /(TOKEN|AUTH|PASSW|SECRET|API_?KEY|CREDENTIAL|PRIVATE_?KEY|COOKIE|SESSION|PASSPHRASE|(^|_)(PASS|PWD|PW|KEY|PAT)(_|$))/i;
+/** Userinfo in a URL, or a query that names a credential (`https://pkgs.example/simple?token=…`). */
+const ENV_CREDENTIAL_URL = new RegExp(String.raw`[a-z][a-z0-9+.-]*:\/\/[^\s/@]+@|[a-z][a-z0-9+.-]*:\/\/[^\s]*${QUERY_CREDENTIAL}`, "i");
+
+/**
+ * A host variable an allow_env pattern must not pass (compose.ts): by its name, a URL with a user or a
+ * credential query in its value, a proxy with a user. Named on its own (`allow_env = ["NAME"]`), it is passed.
+ */
+export function envHoldsCredential(name: string, value: string): boolean {
+  return ENV_CREDENTIAL_NAME.test(name) || ENV_CREDENTIAL_URL.test(value) || proxyWithUser(name, value);
+}
 
 export interface Stripped {
   text: string;
@@ -102,7 +120,7 @@ const INNER_KEY = /(?:^|[{,\s"'[])(["']?)([A-Za-z0-9_.\-/:]+)\1\s*[=:]/g;
 const namesCredential = (line: string): boolean =>
   valueHolds(line) ||
   [...line.matchAll(INNER_KEY)].some((m) => namesKey(m[2]!)) ||
-  line.split("\r").some((seg) => keyForms(seg).some((k) => namesKey(k) || NPM_KEY.test(k) || (/proxy/i.test(k) && seg.slice(seg.search(/[=:]/) + 1).includes("@"))));
+  line.split("\r").some((seg) => keyForms(seg).some((k) => namesKey(k) || NPM_KEY.test(k) || proxyWithUser(k, seg.slice(seg.search(/[=:]/) + 1))));
 
 const REMOVED_VALUE = "(vak removed a credential here: the sandbox never sees it)";
 
