@@ -8,6 +8,7 @@ import { hasHidden } from "../text/visible.js";
 import { capped, type EgressEvent } from "./egress-log.js";
 import { decideDestination, hasPathRule, type NetGrants } from "../policy/net-grants.js";
 import { canonicalPath } from "../policy/url-path.js";
+import { queryWrite, readOnlyReason } from "./request-intent.js";
 
 /**
  * The host's own fetches (the web_fetch tool): the egress gate's rules, applied
@@ -126,8 +127,16 @@ export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebF
       emit({ method, asked: current, canonical, decision: "denied", code: "read-only", reason });
       throw new WebFetchError(`refused ${method} ${current}: ${reason}`, hops);
     }
+    // A `_method` in the query asks many frameworks for a write, as the gate decides it (request-intent.ts).
+    const queryWrites = queryWrite(t.path);
+    if (d.rule.methods === "read" && queryWrites) {
+      const reason = readOnlyReason(queryWrites, d.rule.text);
+      emit({ method, asked: current, canonical, decision: "denied", code: "read-only", reason });
+      throw new WebFetchError(`refused ${method} ${current}: ${reason}`, hops);
+    }
     // The lookup too ends at the fetch's deadline, however many hops came before it.
-    const r = await resolveDestination(t.host, t.port, opts.grants, withDeadline(resolver, Math.max(1, until - Date.now())), own, method, { writes: body !== undefined, ...(checkedPath === undefined ? {} : { path: checkedPath }) });
+    const writes = body !== undefined || queryWrites !== undefined;
+    const r = await resolveDestination(t.host, t.port, opts.grants, withDeadline(resolver, Math.max(1, until - Date.now())), own, method, { writes, ...(checkedPath === undefined ? {} : { path: checkedPath }) });
     if (!r.ok) {
       emit({ method, asked: current, canonical, resolved: r.resolved, decision: "denied", reason: r.reason });
       throw new WebFetchError(`refused ${method} ${current}: ${r.reason}`, hops);

@@ -6,9 +6,9 @@ import { isUpgrade } from "./upgrade.js";
  * What a request asks of its server beyond its request line, for the gate's one decision (egress-gate.ts,
  * check): a write its method does not show, and a path taken from a header instead of the request line.
  * Many servers and frameworks honour a method-override header on any request (a GET with
- * X-HTTP-Method-Override: DELETE deletes), and some route by X-Original-URL or X-Rewrite-URL instead of
- * the path they were sent. Header names are matched as a lenient server matches them: any case, and `_`
- * for `-` (CGI-style gateways fold both to one name).
+ * X-HTTP-Method-Override: DELETE deletes), or a `_method` query parameter (queryWrite), and some route by
+ * X-Original-URL or X-Rewrite-URL instead of the path they were sent. Header names are matched as a lenient
+ * server matches them: any case, and `_` for `-` (CGI-style gateways fold both to one name).
  */
 export interface Intent {
   /** What makes the request a write whatever its method: a read-only grant refuses it, saying this. */
@@ -29,8 +29,49 @@ export function intentOf(head: RequestHead, framing: Framing): Intent {
     if (PATH_HEADERS.has(folded)) intent.pathHeader ??= `${name}: ${value}`;
     if (!METHOD_HEADERS.has(folded) || intent.write) continue;
     // Every method a list names, as any server might pick one of them; an empty one is not a read either.
-    const write = value.split(",").map((m) => m.trim()).find((m) => !isReadMethod(m));
+    const write = writeIn(value);
     if (write !== undefined) intent.write = `${name}: ${value} asks the server for ${write || "(no method)"}, a write`;
   }
+  intent.write ??= queryWrite(head.target);
   return intent;
+}
+
+/** The first method of a list (an override's value) that is not a read; "" for an empty one, which is not a read either. */
+function writeIn(list: string): string | undefined {
+  return list.split(",").map((m) => m.trim()).find((m) => !isReadMethod(m));
+}
+
+/** Decodes %XX until nothing changes (a server behind another may decode twice); a malformed escape stays as it is. */
+function decoded(text: string): string {
+  let s = text.replace(/\+/g, " ");
+  for (let i = 0; i < 8 && /%[0-9a-f]{2}/i.test(s); i++) s = s.replace(/%([0-9a-f]{2})/gi, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
+  return s;
+}
+
+/**
+ * A `_method` parameter in a request target's query that names a write: why the request is one, or undefined.
+ * Rails (Rack::MethodOverride), Laravel, Symfony and Express's method-override take the method from it, on POST
+ * by default and on any method in some middleware and configurations. The query is read as a lenient server
+ * reads it: split at `&` and `;`, each name and value percent-decoded (`+` a space), the name in any case and
+ * with PHP's folding of a leading space, `.` and ` ` to `_`; every `_method` counts, as any one may be the one
+ * a server takes, and a list names every method in it.
+ */
+export function queryWrite(target: string): string | undefined {
+  const q = target.indexOf("?");
+  if (q < 0) return undefined;
+  const hash = target.indexOf("#", q);
+  for (const part of target.slice(q + 1, hash < 0 ? undefined : hash).split(/[&;]/)) {
+    const eq = part.indexOf("=");
+    const name = decoded(eq < 0 ? part : part.slice(0, eq)).trimStart().replace(/[. ]/g, "_").toLowerCase();
+    if (name !== "_method") continue;
+    const value = decoded(eq < 0 ? "" : part.slice(eq + 1));
+    const write = writeIn(value);
+    if (write !== undefined) return `the query parameter ${part.length > 100 ? `${part.slice(0, 100)}…` : part} asks the server for ${write || "(no method)"}, a write`;
+  }
+  return undefined;
+}
+
+/** The refusal of a request a read-only grant does not cover because of what it asks beyond its method. */
+export function readOnlyReason(write: string, grant: string): string {
+  return `${write}; the grant ${grant} allows only GET, HEAD and OPTIONS (writes need --allow-net ${grant.replace(/^read:/, "")})`;
 }

@@ -54,13 +54,13 @@ describe("the egress gate's decision on each request", () => {
   });
 
   /** One plain request through the gate (g unless another is given): its answer, and the targets the upstream saw for it. */
-  const plain = async (host: string, target: string, extra: string, gate = g, body = "") => {
+  const plain = async (host: string, target: string, extra: string, gate = g, body = "", method = "GET") => {
     const before = plainUp.requests.length;
-    const answer = await rawGate(gate.gate.socketPath, gate.token, `GET http://${host}:${P}${target} HTTP/1.1\r\nHost: ${host}:${P}\r\n${extra}Connection: close\r\n\r\n${body}`, { waitMs: 3000 });
+    const answer = await rawGate(gate.gate.socketPath, gate.token, `${method} http://${host}:${P}${target} HTTP/1.1\r\nHost: ${host}:${P}\r\n${extra}Connection: close\r\n\r\n${body}`, { waitMs: 3000 });
     return { answer, seen: plainUp.requests.slice(before).map((r) => r.line.split(" ")[1]) };
   };
   /** One request inside a tunnel the gate terminates. */
-  const inside = async (host: string, target: string, extra: string, gate = g, body = "") => {
+  const inside = async (host: string, target: string, extra: string, gate = g, body = "", method = "GET") => {
     const before = tlsSeen.length;
     const t = await tlsThrough(gate.gate.socketPath, gate.token, `${host}:${T}`, { ca: runPem });
     expect(t.error).toBeUndefined();
@@ -70,7 +70,7 @@ describe("the egress gate's decision on each request", () => {
       t.tls!.on("data", (d: Buffer) => (out += d.toString("latin1")));
       t.tls!.on("error", () => {});
       t.tls!.once("close", () => (clearTimeout(timer), resolve(out)));
-      t.tls!.write(`GET ${target} HTTP/1.1\r\nHost: ${host}:${T}\r\n${extra}Connection: close\r\n\r\n${body}`);
+      t.tls!.write(`${method} ${target} HTTP/1.1\r\nHost: ${host}:${T}\r\n${extra}Connection: close\r\n\r\n${body}`);
     });
     return { answer, seen: tlsSeen.slice(before).map((r) => r.line.split(" ")[1]) };
   };
@@ -96,12 +96,52 @@ describe("the egress gate's decision on each request", () => {
       }
     const refused = g.events.filter((e) => e.decision === "denied" && e.code === "read-only" && /\/w0$/.test(e.asked));
     expect(refused).toHaveLength(2);
-    expect(refused[0]!.reason).toMatch(/^X-HTTP-Method-Override: DELETE asks the server for DELETE, a write; the grant read:api\.test:\d+ allows only GET, HEAD and OPTIONS$/);
+    expect(refused[0]!.reason).toMatch(/^X-HTTP-Method-Override: DELETE asks the server for DELETE, a write; the grant read:api\.test:\d+ allows only GET, HEAD and OPTIONS \(writes need --allow-net api\.test:\d+\)$/);
     for (const send of [plain, inside]) {
       const r = await send("api.test", "/r", "X-HTTP-Method-Override: HEAD\r\n");
       expect(status(r.answer)).toBe(200);
       expect(r.seen).toEqual(["/r"]);
     }
+  });
+
+  it("a GET or HEAD under read: whose query names a write method through _method is refused, plain and inside TLS, in any spelling; one naming a read passes", async () => {
+    // Rails, Laravel, Symfony and Express's method-override take the method from a `_method` parameter: on POST
+    // by default, on any method in some middleware and configurations. Decided on the query as a server decodes
+    // it: percent-encoding (once or more), `+` for a space, any case, `;` as a separator, PHP's `.` for `_`.
+    const writes = [
+      "?_method=DELETE",
+      "?_method=PUT",
+      "?_method=patch",
+      "?_METHOD=Delete",
+      "?a=1&%5Fmethod=DELETE",
+      "?%5f%6d%65%74%68%6f%64=POST",
+      "?_method=%44ELETE",
+      "?_method=%2544ELETE",
+      "?_method=+DELETE+",
+      "?_method=GET&_method=DELETE",
+      "?_method=GET,DELETE",
+      "?a=1;_method=PUT",
+      "?.method=DELETE",
+      "?_method",
+    ];
+    for (const [i, q] of writes.entries())
+      for (const method of ["GET", "HEAD"])
+        for (const send of [plain, inside]) {
+          const r = await send("api.test", `/q${i}${q}`, "", g, "", method);
+          expect(status(r.answer), `${send === plain ? "plain" : "inside"} ${method} ${q}`).toBe(403);
+          if (method === "GET") expect(r.answer).toContain("the grant read:api.test:");
+          expect(r.seen).toEqual([]);
+        }
+    const refused = g.events.filter((e) => e.decision === "denied" && e.code === "read-only" && /\/q0\?/.test(e.asked));
+    expect(refused).toHaveLength(4);
+    expect(refused[0]!.reason).toMatch(/^the query parameter _method=DELETE asks the server for DELETE, a write; the grant read:api\.test:\d+ allows only GET, HEAD and OPTIONS \(writes need --allow-net api\.test:\d+\)$/);
+    // A read named, a name that only looks like it, or _method inside another parameter's value: passed on as sent.
+    for (const q of ["?_method=GET", "?_method=head", "?my_method=DELETE", "?_methods=DELETE", "?x=_method%3DDELETE"])
+      for (const send of [plain, inside]) {
+        const r = await send("api.test", `/r${q}`, "");
+        expect(status(r.answer), `${send === plain ? "plain" : "inside"} ${q}`).toBe(200);
+        expect(r.seen).toEqual([`/r${q}`]);
+      }
   });
 
   it("a path grant refuses a header some servers take the path from instead of the request line (X-Original-URL, X-Rewrite-URL), plain and inside TLS", async () => {
@@ -146,7 +186,7 @@ describe("the egress gate's decision on each request", () => {
     }
   });
 
-  it("a read-only grant of an address lets no GET that writes reach it through a name granted for every method: a body, a WebSocket, a method override, plain and inside TLS", async () => {
+  it("a read-only grant of an address lets no GET that writes reach it through a name granted for every method: a body, a WebSocket, a method override (a header or _method), plain and inside TLS", async () => {
     // loop.test resolves to loopback, which only read:127.0.0.1 makes reachable (the path rule makes its tunnel terminated).
     const x = await testGate([`loop.test:${P}`, `read:127.0.0.1:${P}`, `loop.test:${T}/x/*`, `read:127.0.0.1:${T}`], {
       names: { "loop.test": ["127.0.0.1"] },
@@ -166,8 +206,14 @@ describe("the egress gate's decision on each request", () => {
           expect(r.answer).toContain("127.0.0.1");
           expect(r.seen).toEqual([]);
         }
+      for (const send of [plain, inside]) {
+        const r = await send("loop.test", "/x/w?_method=DELETE", "", x);
+        expect(status(r.answer), `${send === plain ? "plain" : "inside"} ?_method=DELETE`).toBe(403);
+        expect(r.seen).toEqual([]);
+      }
       const reasons = x.events.filter((e) => e.code === "not-reachable").map((e) => e.reason);
-      expect(reasons).toHaveLength(8);
+      expect(reasons).toHaveLength(10);
+      expect(reasons).toContain(`127.0.0.1 (loopback) is reachable only by a grant for every method naming that exact address: the query parameter _method=DELETE asks the server for DELETE, a write`);
       expect(reasons).toContain(`127.0.0.1 (loopback) is reachable only by a grant for every method naming that exact address: X-HTTP-Method-Override: DELETE asks the server for DELETE, a write`);
       // A GET that only reads is what the read grant allows, through the name too.
       for (const send of [plain, inside]) expect(status((await send("loop.test", "/x/r", "", x)).answer)).toBe(200);

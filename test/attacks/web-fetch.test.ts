@@ -159,6 +159,30 @@ describe("web_fetch against a hostile server", () => {
     expect(bodies).toEqual([]);
   });
 
+  it("a read: grant refuses a URL whose query names a write through _method, asked for or redirected to, in any spelling, before anything connects", async () => {
+    const seen: string[] = [];
+    routes["/m"] = (req, res) => (seen.push(req.url!), res.writeHead(200, { "content-type": "text/plain" }).end("read"));
+    const { hook, o } = opts({ grants: parseNetGrants([`read:127.0.0.1:${port}`]) });
+    const events: EgressEvent[] = [];
+    o.onEvent = (e) => events.push(e);
+    for (const q of ["?_method=DELETE", "?_METHOD=put", "?a=1&%5Fmethod=PATCH", "?_method=%2544ELETE", "?_method=GET;_method=POST"]) {
+      const e = await refusal(`http://127.0.0.1:${port}/m${q}`, o);
+      expect(e.message, q).toMatch(/^refused GET http:\/\/127\.0\.0\.1:\d+\/m\?.* asks the server for \S+, a write; the grant read:127\.0\.0\.1:\d+ allows only GET, HEAD and OPTIONS \(writes need --allow-net 127\.0\.0\.1:\d+\)$/);
+    }
+    expect(hook.calls).toEqual([]);
+    // A redirect to one: the first hop is read, the second refused.
+    const e = await refusal(redirect("/to-delete", `/m?_method=DELETE`), o);
+    expect(e.hops).toEqual([`http://127.0.0.1:${port}/to-delete`, `http://127.0.0.1:${port}/m?_method=DELETE`]);
+    expect(seen).toEqual([]);
+    expect(events.filter((x) => x.code === "read-only")).toHaveLength(6);
+    // The tool the model calls gives the refusal back, and a query that names a read is fetched.
+    const cap: WebFetchCapability = { grants: o.grants, component: "test", generation: 1, onEvent: () => {}, net: { resolver: nx, ownAddresses: new Set(), connect: loopbackOnly().fn } };
+    const tool = await runWebFetch({ url: `http://127.0.0.1:${port}/m?_method=DELETE` }, cap);
+    expect(tool.ok).toBe(false);
+    expect((await runWebFetch({ url: `http://127.0.0.1:${port}/m?_method=GET` }, cap)).ok).toBe(true);
+    expect(seen).toEqual(["/m?_method=GET"]);
+  });
+
   it("a grant that names a path decides every hop on its canonical path, and the server is asked for what was checked", async () => {
     const seen: string[] = [];
     routes["/docs/ok"] = (req, res) => (seen.push(req.url!), res.writeHead(200).end("docs"));

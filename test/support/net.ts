@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import { connect, createServer as createNetServer, type Server as NetServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
@@ -79,6 +79,8 @@ export interface RawUpstream {
   received(): string;
   connections: number;
   open: number;
+  /** The client port of each connection it accepted (the other end is 127.0.0.1:port). */
+  peers: number[];
   close(): Promise<void>;
 }
 
@@ -86,9 +88,11 @@ export async function rawUpstream(opts: { answer?: (soFar: string, s: Socket) =>
   let all = "";
   const sockets = new Set<Socket>();
   const state = { connections: 0, open: 0 };
+  const peers: number[] = [];
   const server = createNetServer({ pauseOnConnect: opts.read === false, allowHalfOpen: true }, (s) => {
     state.connections += 1;
     state.open += 1;
+    peers.push(s.remotePort!);
     sockets.add(s);
     s.on("close", () => ((state.open -= 1), sockets.delete(s)));
     s.on("error", () => {});
@@ -110,11 +114,29 @@ export async function rawUpstream(opts: { answer?: (soFar: string, s: Socket) =>
     get open() {
       return state.open;
     },
+    peers,
     close: () => {
       for (const s of sockets) s.destroy();
       return new Promise((r) => server.close(() => r()));
     },
   };
+}
+
+/**
+ * How many ends of the connections a raw upstream accepted the kernel still has (/proc/net/tcp, any state:
+ * ESTABLISHED, half-closed, TIME_WAIT). None once every one was reset: a reset leaves no state on either end,
+ * while a clean close (a FIN) leaves FIN_WAIT2 on the closer's end and CLOSE_WAIT on this upstream's, which
+ * keeps its half-open connections. Each connection is matched by its two ports, not by the upstream's port
+ * alone: a listener's port may be one that an earlier, unrelated connection still holds in TIME_WAIT.
+ *
+ * Why not wait for the upstream's Node socket to close: a reset that lands while the upstream still has
+ * unread bytes queued reaches Node as a clean end ('end', no error: libuv takes the hang-up after a short
+ * read for the end of the stream), and a half-open upstream then stays open.
+ */
+export function kernelEnds(up: RawUpstream): number {
+  const hex = (port: number) => `0100007F:${port.toString(16).toUpperCase().padStart(4, "0")}`;
+  const pairs = new Set(up.peers.flatMap((p) => [`${hex(p)} ${hex(up.port)}`, `${hex(up.port)} ${hex(p)}`]));
+  return readFileSync("/proc/net/tcp", "utf8").split("\n").slice(1).map((l) => l.trim().split(/\s+/)).filter((f) => f.length > 3 && pairs.has(`${f[1]} ${f[2]}`)).length;
 }
 
 /** Waits for a condition the system under test must reach; fails, naming it, if it never does. */
