@@ -78,6 +78,13 @@ export class AgentSession {
   private tasks = 0;
   /** The session's MCP servers, started before the first run and again after a mode change. */
   private hub: Promise<McpHub> | undefined;
+  /** The mode switch under way, if any: the next waits for it. */
+  private switching: Promise<unknown> = Promise.resolve();
+  /**
+   * Resolves once the agent's broker has walked the host tool's state it may write (Broker.ready); rejects with
+   * the refusal. Whoever starts a session awaits it: a session whose state holds links does not start.
+   */
+  readonly ready: Promise<void>;
 
   constructor(private readonly opts: AgentSessionOptions) {
     this.redactor = opts.journal?.redactor ?? new Redactor();
@@ -86,10 +93,13 @@ export class AgentSession {
     this.journalSession = opts.journal?.startSession({ kind: "agent", title: opts.title ?? "agent session", workspace: opts.workspace });
     this.approvals = new ApprovalGate({ journal: this.journalSession, timeoutMs: opts.approvalTimeoutMs, onRequest: opts.onApproval, onSettle: opts.onApprovalSettled });
     this.broker = this.makeBroker("agent", opts.mode, opts.poolSize ?? 1, opts.inject);
-    void this.journalSession?.append("policy.generation", { component: "host" }, 1, {
-      generation: 1, mode: opts.mode, grants: opts.grants ?? {}, net: opts.net ? opts.net.allow.map((r) => r.text) : [], model: `${opts.model.provider}:${opts.model.model}`,
-      approvals: opts.approvalRules ?? DEFAULT_APPROVAL_RULES,
-    }).catch(() => {});
+    this.ready = this.broker.ready.then(() => {
+      void this.journalSession?.append("policy.generation", { component: "host" }, 1, {
+        generation: 1, mode: opts.mode, grants: opts.grants ?? {}, net: opts.net ? opts.net.allow.map((r) => r.text) : [], model: `${opts.model.provider}:${opts.model.model}`,
+        approvals: opts.approvalRules ?? DEFAULT_APPROVAL_RULES,
+      }).catch(() => {});
+    });
+    this.ready.catch(() => {});
   }
 
   get generation(): number {
@@ -161,6 +171,7 @@ export class AgentSession {
 
   /** Runs the agent on one instruction from the user, to its end. */
   async run(prompt: string, signal?: AbortSignal): Promise<RunResult> {
+    await this.ready;
     const hub = this.opts.mcp && this.opts.journal ? await this.mcpHub() : undefined;
     const ac = new AbortController();
     const stop = () => ac.abort(signal?.reason);
@@ -189,6 +200,12 @@ export class AgentSession {
     const mode: SessionMode = this.mode === "read-only" || args.mode === "read-only" ? "read-only" : "workspace-write";
     const broker = this.makeBroker(component, mode, 0);
     this.taskBrokers.add(broker);
+    try {
+      await broker.ready;
+    } catch (e) {
+      this.taskBrokers.delete(broker);
+      throw e;
+    }
     const ac = new AbortController();
     const stop = () => ac.abort(parent.reason);
     if (parent.aborted) stop();
@@ -219,9 +236,18 @@ export class AgentSession {
    * old generation is stopped, the runs have ended; only then is the new
    * generation recorded and reported. The journal's sequence proves it.
    */
-  async setMode(mode: SessionMode, reason = "the user changed the mode"): Promise<void> {
-    // Refused before anything changes when the new mode's plan would write a host tool's state that holds links.
-    for (const b of [this.broker, ...this.taskBrokers]) b.assertMode(b === this.broker || mode === "read-only" ? mode : b.ceiling.mode);
+  setMode(mode: SessionMode, reason = "the user changed the mode"): Promise<void> {
+    // One at a time, in the order asked: a later switch does not overtake one whose state is still being walked.
+    const done = this.switching.then(() => this.switchMode(mode, reason));
+    this.switching = done.catch(() => {});
+    return done;
+  }
+
+  private async switchMode(mode: SessionMode, reason: string): Promise<void> {
+    await this.ready;
+    // Refused before anything changes when the new mode's plan would write a host tool's state that holds links
+    // (walked in slices: what runs meanwhile runs under the current mode, and is stopped below if the switch is made).
+    for (const b of [this.broker, ...this.taskBrokers]) await b.assertMode(b === this.broker || mode === "read-only" ? mode : b.ceiling.mode);
     const previous = this.mode;
     const generation = ++this.generationNow;
     const actor = { component: "host" };
@@ -251,6 +277,8 @@ export class AgentSession {
   }
 
   async close(outcome = "ended"): Promise<void> {
+    // The start's record is written, or its refusal made, before the end's.
+    await this.ready.catch(() => {});
     for (const ac of this.runs.keys()) ac.abort(new Error("the session ended"));
     this.approvals.setGeneration(this.generationNow + 1);
     await Promise.allSettled([...this.runs.values()]);

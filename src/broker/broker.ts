@@ -136,6 +136,16 @@ export class Broker {
   private closed = false;
   /** Reduced mode has no private mounts: TMPDIR and HOME are a host directory of the broker's, removed on close. */
   private readonly scratch: { tmp: string; home: string } | undefined;
+  /** The walk of this component's state, started by the constructor: its refusal, or undefined once it passed. */
+  private readonly stateChecked: Promise<string | undefined>;
+  /** Set when that walk refused: every op is refused with it (the broker is closed). */
+  private unsafe: string | undefined;
+  /**
+   * Resolves once the walk of this component's state (a host tool's state it may write: state-entries.ts) has
+   * passed, in slices (a process hosting many components serves the others meanwhile); rejects with the refusal,
+   * the broker closed. Nothing of the component runs before: its ops, terminals and warm workers wait for it.
+   */
+  readonly ready: Promise<void>;
 
   constructor(private readonly opts: BrokerOptions) {
     this.generationNow = opts.generation ?? 1;
@@ -161,34 +171,45 @@ export class Broker {
     }
     const write = this.plan("write");
     this.grants = { ...write.grants, stateDirs: this.host.stateDirs, held: write.held };
-    // A host tool's state that already holds what its tool would follow: the component does not start (state-entries.ts).
-    const unsafe = stateRefusal(write.grants.noLinks, write.grants.write);
-    if (unsafe) throw new VakError("unsafe-state", unsafe);
     // A component whose commands would get a provider key in their environment does not start.
     const leak = withheldIn(this.plan("write", ["/bin/true"]).env, this.opts.secrets ?? [], this.opts.withheld ?? [], this.actor.component);
     if (leak) throw new VakError("bad-input", leak);
+    // A host tool's state that already holds what its tool would follow: the component does not start (state-entries.ts).
+    const checked = stateRefusal(write.grants.noLinks, write.grants.write).catch((e: Error) => `a host tool's state (state_dirs, state_files) could not be checked: ${e.message}`);
+    this.stateChecked = checked.then(async (unsafe) => {
+      if (unsafe) (this.unsafe = unsafe), await this.close();
+      return unsafe;
+    });
+    this.ready = this.stateChecked.then((unsafe) => {
+      if (unsafe) throw new VakError("unsafe-state", unsafe);
+    });
+    // Awaited by whoever starts the component; until then a refusal must not count as unhandled and kill the host.
+    this.ready.catch(() => {});
   }
 
   /**
    * Refuses a switch to mode when this component's write plan in it would open a host tool's state that already
-   * holds links (state-entries.ts): a component started read-only scanned nothing there. Plans in the current
-   * mode are left as they were; nothing here awaits, so no op sees the other mode's plan.
+   * holds links (state-entries.ts): a component started read-only scanned nothing there. The plan is made in the
+   * other mode and the current one's put back before the walk's first slice, so no op sees the other mode's plan:
+   * what starts during the walk runs under the current mode, and the switch itself (setGeneration, after this
+   * resolves) stops it.
    */
-  assertMode(mode: Exclude<Mode, "full-access">): void {
+  async assertMode(mode: Exclude<Mode, "full-access">): Promise<void> {
     if (mode === "read-only" || mode === this.mode) return;
     const [mode0, plans0] = [this.mode, [...this.plans]];
-    let unsafe: string | undefined;
+    let write: LaunchPlan;
     try {
       this.mode = mode;
       this.plans.clear();
-      const write = this.plan("write");
-      unsafe = stateRefusal(write.grants.noLinks, write.grants.write);
+      write = this.plan("write");
     } finally {
       this.mode = mode0;
       this.plans.clear();
       for (const [k, v] of plans0) this.plans.set(k, v);
     }
+    const unsafe = await stateRefusal(write.grants.noLinks, write.grants.write);
     if (unsafe) throw new VakError("unsafe-state", `the mode stays ${mode0}: ${unsafe}`);
+    if (this.closed) throw new Error("the broker closed while its state was checked");
   }
 
   get generation(): number {
@@ -242,9 +263,9 @@ export class Broker {
     return plan;
   }
 
-  /** Starts workers ahead of time, so that the next ops need not wait for one. */
+  /** Starts workers ahead of time, so that the next ops need not wait for one (once the component's state passed). */
   prewarm(): void {
-    this.pool.prewarm();
+    void this.stateChecked.then((unsafe) => unsafe === undefined && this.pool.prewarm());
   }
 
   private async slot(): Promise<void> {
@@ -288,6 +309,8 @@ export class Broker {
     if (inadmissible) return outcome(inadmissible);
     const op = (parsed as { data: Op }).data;
     const generation = this.generationNow;
+    // Nothing runs before the walk of the component's state passed (an op asked meanwhile waits; after a refusal, admit refuses).
+    if (await this.stateChecked) return outcome({ ok: false, code: "unsafe-state", message: `refused: ${this.unsafe}` });
     const records: Promise<unknown>[] = [this.record("op.requested", { op: op.kind, args: summarize(op) })];
     /** Refuses an op the path rules allowed: its result is the refusal, on the record. */
     const refuse = async (r: Refusal, target: string | undefined): Promise<OpOutcome> => {
@@ -336,6 +359,7 @@ export class Broker {
 
   /** Why an op cannot even be considered (nothing is recorded for it), or undefined. */
   private admit(parsed: ReturnType<typeof OpSchema.safeParse>): Refusal | undefined {
+    if (this.unsafe) return { ok: false, code: "unsafe-state", message: `refused: ${this.unsafe}` };
     if (this.closed) return { ok: false, code: "closed", message: "the broker is closed" };
     if (this.journalFailure) return { ok: false, code: "journal", message: `refused: the journal cannot be written (${this.journalFailure.message})` };
     if (!parsed.success) {
@@ -529,6 +553,7 @@ export class Broker {
    * worker that starts and exits.
    */
   async interactive(argv: string[], stop: () => Promise<void>): Promise<InteractiveSandbox> {
+    if (this.unsafe) throw new VakError("unsafe-state", this.unsafe);
     if (this.closed) throw new Error("the broker is closed");
     const generation = this.generationNow;
     // Registered before the first await, so that a policy change or a close while it starts reaches it.
@@ -537,6 +562,7 @@ export class Broker {
     let gate: { link: GateLink; release(): void } | undefined;
     let plan: LaunchPlan;
     try {
+      if (await this.stateChecked) throw new VakError("unsafe-state", this.unsafe!);
       const records: Promise<unknown>[] = [];
       plan = this.plan("write", argv);
       const { headers, envUses } = injectSecrets(plan.env, this.opts.secrets ?? [], this.actor.component);

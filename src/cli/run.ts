@@ -56,6 +56,7 @@ export async function runCommand(prompt: string, flags: AgentFlags & { json?: bo
   }
   session = new AgentSession({ ...options, title: prompt.slice(0, 200), onEvent: transcriptPrinter(io.out), onApproval: approver?.request });
   const s = session;
+  await s.ready;
   try {
     return await runToEnd((signal) => s.run(prompt, signal), io, s.journalSession?.id, flags.json ? {} : undefined);
   } finally {
@@ -111,6 +112,7 @@ export async function interactiveCommand(flags: AgentFlags & { serve?: boolean; 
     session = new AgentSession({ ...options, title: "interactive session", onEvent: printer, onApproval: approver.request, onPolicy });
   }
   const s = session!;
+  await s.ready;
   const modeLine = () => fmt`vak · ${own(s.mode)} · generation ${own(String(s.generation))} · ${options.model.provider}:${options.model.model} · ${options.workspace}`;
   const rl = createInterface({ input: process.stdin, output: out.stream as NodeJS.WritableStream, terminal: Boolean(process.stdin.isTTY) });
   let running: { ac: AbortController; done: Promise<void> } | undefined;
@@ -216,14 +218,16 @@ async function runSpec(file: string, prompt: string, flags: AgentFlags & { json?
   const rl = approver ? createInterface({ input: process.stdin, terminal: false }) : undefined;
   rl?.on("line", (l) => approver!.answer(l));
   try {
-    session = new WorkloadSession(plan, {
+    const started = new WorkloadSession(plan, {
       model: model.client, journal, mode, secrets: [...new Set([...(model.key ? [model.key] : []), ...keys.values])], secretCommands: config.secret_commands, caFiles: config.egress.ca_files,
       sandbox: flags.sandbox === "reduced" || flags.sandbox === "container" ? flags.sandbox : "namespaces",
       onEvent: transcriptPrinter(io.out), onApproval: approver?.request,
       // An MCP server's stderr, a line at a time, prefixed with its name (src/mcp/stderr.ts): hostile text, shown through the output.
       onLog: (line) => io.err.relayed(line),
     });
-    const ws = session;
+    // Refused (a component's state holds links): its record is ended, nothing to close.
+    await started.ready;
+    const ws = (session = started);
     return await runToEnd((signal) => ws.send(prompt, signal), io, ws.journalSession?.id, flags.json ? { workload: plan.name } : undefined);
   } finally {
     rl?.close();

@@ -171,10 +171,10 @@ export const STATE_SLICE_MS = 10;
 export async function scanStateSliced(roots: readonly string[], writable: readonly string[], budget: StateBudget = { entries: MAX_STATE_ENTRIES, ms: MAX_STATE_MS }, sliceMs = STATE_SLICE_MS): Promise<StateScan> {
   const w = new Walk(writable, budget);
   let slice = Date.now();
-  let n = 0;
   for (const _ of walks(w, roots)) {
-    // Date.now() every 64 entries: a turn of the loop within a slice's time, at a negligible cost per entry.
-    if ((++n & 63) !== 0 || Date.now() - slice < sliceMs) continue;
+    // The clock at every entry (tens of nanoseconds, against an lstat's microseconds): one entry may cost a
+    // millisecond or more (a link resolved through its whole chain), and 64 of them held the loop for a second.
+    if (Date.now() - slice < sliceMs) continue;
     await new Promise<void>((resolve) => setImmediate(resolve));
     slice = Date.now();
   }
@@ -189,11 +189,12 @@ export const shellQuote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
 /**
  * The refusal, as one message, for a plan whose state roots hold what scanState finds (undefined when they hold
  * nothing): for a broker's component (a workload, an agent session), which has no lines of its own to print;
- * `vak exec` names each on a line (src/cli/exec-state.ts).
+ * `vak exec` names each on a line (src/cli/exec-state.ts). Walked in slices (scanStateSliced): `vak serve` hosts
+ * many sessions in one process, and one component's state must not stall the others.
  */
-export function stateRefusal(roots: readonly string[], writable: readonly string[]): string | undefined {
+export async function stateRefusal(roots: readonly string[], writable: readonly string[]): Promise<string | undefined> {
   if (roots.length === 0) return undefined;
-  const scan = scanState(roots, writable);
+  const scan = await scanStateSliced(roots, writable);
   if (scan.found === 0 && !scan.stopped) return undefined;
   const first = scan.entries.slice(0, 3).map((e) => `${e.path}${e.kind === "symbolic link" ? ` -> ${e.target}` : ""} (${e.kind})`).join(", ");
   const what = scan.stopped

@@ -70,7 +70,7 @@ export function api(d: ApiDeps): Hono<Env> {
   app.get("/sessions", async (c) => c.json({ sessions: await d.sessions.list() }));
   app.post("/sessions", async (c) => {
     const b = await body(c, CreateSessionBody);
-    const l = d.sessions.create(b);
+    const l = await d.sessions.create(b);
     return c.json({ id: l.id, state: l.state() }, 201);
   });
   app.get("/sessions/:id", async (c) => {

@@ -32,6 +32,8 @@ export interface HostedSession {
   readonly approvals: ApprovalGate;
   readonly generation: number;
   readonly mode: SessionMode | null;
+  /** Resolves once it started (each component's state walked, Broker.ready); rejects with why it did not. */
+  readonly ready: Promise<void>;
   send(text: string, signal: AbortSignal): Promise<RunResult>;
   /** The most a mode switch may give. */
   readonly ceiling?: SessionMode | undefined;
@@ -55,7 +57,7 @@ export function hostAgent(s: AgentSession, title: string, workspace: string, cei
   if (!s.journalSession) throw new Error("a hosted session needs a journal");
   const id = s.journalSession.id;
   return {
-    kind: "agent", id, title, workspace, approvals: s.approvals,
+    kind: "agent", id, title, workspace, approvals: s.approvals, ready: s.ready,
     get generation() { return s.generation; },
     get mode() { return s.mode; },
     send: (text, signal) => s.run(text, signal),
@@ -85,7 +87,7 @@ export function hostWorkload(s: WorkloadSession): HostedSession {
   if (!s.journalSession) throw new Error("a hosted session needs a journal");
   const plan = s.spec;
   return {
-    kind: `workload:${plan.id}`, id: s.journalSession.id, title: `workload ${plan.name}`, workspace: plan.workspace, approvals: s.approvals,
+    kind: `workload:${plan.id}`, id: s.journalSession.id, title: `workload ${plan.name}`, workspace: plan.workspace, approvals: s.approvals, ready: s.ready,
     get generation() { return s.generation; },
     mode: null,
     send: (text, signal) => s.send(text, signal),

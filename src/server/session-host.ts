@@ -33,18 +33,26 @@ export class SessionHost {
     this.deps.publish(m);
   }
 
-  /** A new session from the browser; its first instruction, if any, starts at once. */
-  create(body: CreateSession): LiveSession {
+  /**
+   * A new session from the browser, hosted once it started (its components' state walked, in slices: the other
+   * sessions are served meanwhile); its first instruction, if any, starts at once.
+   */
+  async create(body: CreateSession): Promise<LiveSession> {
     const factory = this.deps.factory;
     if (!factory) throw new ServerError("unsupported", "this server hosts one session and starts no others (it was started with `vak --serve`)");
-    const l = this.adopt((hooks) => factory(body, hooks));
+    const l = new LiveSession((hooks) => factory(body, hooks), this.deps);
+    await l.hosted.ready;
+    this.host(l);
     if (body.prompt) void l.send(body.prompt, "web").catch(() => {});
     return l;
   }
 
   /** Hosts a session made elsewhere (`vak --serve` hosts the terminal's own). */
   adopt(make: (hooks: SessionHooks) => HostedSession): LiveSession {
-    const l = new LiveSession(make, this.deps);
+    return this.host(new LiveSession(make, this.deps));
+  }
+
+  private host(l: LiveSession): LiveSession {
     this.live.set(l.id, l);
     this.publish({ type: "sessions" });
     return l;

@@ -94,6 +94,12 @@ export class WorkloadSession {
   private readonly refusedSpecs = new Set<string>();
   /** Which spec this running workload was started from, for `vak audit` (running.ts). */
   private running: RunningRecord | undefined;
+  /**
+   * Resolves once every component's broker has walked the host tool's state it may write (Broker.ready); rejects
+   * with the first refusal, everything stopped and the session's record ended as refused. Whoever starts a
+   * session awaits it; send() does.
+   */
+  readonly ready: Promise<void>;
 
   constructor(plan: WorkloadPlan, private readonly opts: WorkloadSessionOptions) {
     this.plan = plan;
@@ -103,17 +109,27 @@ export class WorkloadSession {
     this.journalSession = opts.journal?.startSession({ kind: `workload:${plan.id}`, title: `workload ${plan.name}`, workspace: plan.workspace, payload: { spec: plan.source, sha256: plan.hash } });
     this.approvals = new ApprovalGate({ journal: this.journalSession, timeoutMs: opts.approvalTimeoutMs, onRequest: opts.onApproval, onSettle: opts.onApprovalSettled });
     this.stores = new KvStores(plan.id, opts.storesDir);
-    try {
-      this.live = this.start(plan);
-    } catch (e) {
+    const refused = (e: unknown) => {
       this.stores.close();
       void this.journalSession?.end(`refused: ${(e as Error).message}`).catch(() => undefined);
       throw e;
+    };
+    try {
+      this.live = this.start(plan);
+    } catch (e) {
+      refused(e);
     }
-    void this.journalSession?.append("policy.generation", { component: "host" }, 1, { generation: 1, spec: plan.source, hash: plan.hash, components: describe(plan) }).catch(() => {});
-    if (opts.journal && plan.source !== "(library)")
-      // Beside a journal file; for a journal that is not a file (PostgreSQL), in Vak's state directory.
-      this.running = RunningRecord.start(opts.journal.location.startsWith("/") ? dirname(opts.journal.location) : vakDirs(opts.env ?? process.env).state, { session: this.journalSession?.id ?? null, name: plan.name, spec: plan.source, sha256: plan.hash, generation: 1 });
+    this.ready = this.checked(this.live).then(() => {
+      void this.journalSession?.append("policy.generation", { component: "host" }, 1, { generation: 1, spec: plan.source, hash: plan.hash, components: describe(plan) }).catch(() => {});
+      if (opts.journal && plan.source !== "(library)")
+        // Beside a journal file; for a journal that is not a file (PostgreSQL), in Vak's state directory.
+        this.running = RunningRecord.start(opts.journal.location.startsWith("/") ? dirname(opts.journal.location) : vakDirs(opts.env ?? process.env).state, { session: this.journalSession?.id ?? null, name: plan.name, spec: plan.source, sha256: plan.hash, generation: 1 });
+    }, (e: unknown) => {
+      this.live = [];
+      refused(e);
+    });
+    // Awaited by whoever starts the session; until then a refusal must not count as unhandled and kill the host.
+    this.ready.catch(() => {});
   }
 
   get generation(): number {
@@ -138,6 +154,16 @@ export class WorkloadSession {
       throw e;
     }
     return live;
+  }
+
+  /** Waits for the walk of each component's state (Broker.ready); on a refusal, stops them all and throws it. */
+  private async checked(live: Live[]): Promise<void> {
+    try {
+      await Promise.all(live.map((l) => l.broker.ready));
+    } catch (e) {
+      await this.stop(live);
+      throw e;
+    }
   }
 
   private startOne(c: ComponentPlan, secrets: InjectedSecret[], base: string): Live {
@@ -346,8 +372,10 @@ export class WorkloadSession {
     this.live = [];
     await this.stop(old);
     this.plan = next;
-    // The new brokers are born in the new generation; the old ones are gone.
-    this.live = this.start(next);
+    // The new brokers are born in the new generation; the old ones are gone. None is live before its state passed.
+    const live = this.start(next);
+    await this.checked(live);
+    this.live = live;
     this.running?.update(generation, next.hash);
     await this.journalSession?.append("policy.generation", { component: "host" }, generation, { generation, spec: next.source, hash: next.hash, components: describe(next), reason: "the user approved the edited spec" });
     return "applied";
@@ -355,6 +383,7 @@ export class WorkloadSession {
 
   /** Sends the user's message to the harness and runs it to its end. */
   async send(message: string, signal?: AbortSignal): Promise<RunResult> {
+    await this.ready;
     await this.reviewSpec();
     for (const l of this.live) if (l.plan.mcp) l.hub = await this.mcpOf(l.plan.name);
     const h = this.plan.harness;
@@ -377,6 +406,8 @@ export class WorkloadSession {
   }
 
   async close(outcome = "ended"): Promise<void> {
+    // A session refused at its start was stopped and its record ended then.
+    if (await this.ready.then(() => false, () => true)) return;
     this.approvals.setGeneration(this.generationNow + 1);
     await this.stop(this.live);
     this.live = [];

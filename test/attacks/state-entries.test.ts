@@ -1,13 +1,15 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, linkSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
 import { VAK_BIN } from "../support/paths.js";
 import { AgentSession } from "../../src/agent/agent-session.js";
-import { Broker } from "../../src/broker/broker.js";
+import { Broker, type InteractiveSandbox } from "../../src/broker/broker.js";
 import { ScriptedClient } from "../../src/model/scripted.js";
+import { head, rawRequest, type RawResponse } from "../support/raw-http.js";
 import { client, residentHosts } from "../support/resident.js";
+import { serve } from "../support/serve.js";
 import { baseEnv, runVak } from "../support/vak.js";
 
 /**
@@ -177,7 +179,7 @@ describe("a broker's component (a workload's, an agent session's) whose state ho
     const start = () => new Broker({ workspace: s.ws, mode: "workspace-write", grants: { write: [S], noLinks: [S] } });
     await start().close();
     symlinkSync(s.outside, join(S, "2026", "08"));
-    expect(start).toThrow(`holds 1 entry the tool on the host would follow or share, which no sandbox may make there: ${join(S, "2026", "08")} -> ${s.outside} (symbolic link)`);
+    await expect(start().ready).rejects.toThrow(`holds 1 entry the tool on the host would follow or share, which no sandbox may make there: ${join(S, "2026", "08")} -> ${s.outside} (symbolic link)`);
   });
 
   it("an agent session started read-only (nothing of its state writable, so nothing scanned) cannot be switched to workspace-write over one", async () => {
@@ -199,6 +201,172 @@ describe("a broker's component (a workload's, an agent session's) whose state ho
       expect(clean.mode).toBe("workspace-write");
     } finally {
       await clean.close();
+    }
+  });
+});
+
+/**
+ * A state that takes the walk seconds: n symbolic links that loop (each resolved through its whole chain, 40 links
+ * deep, for the reason it is given), in dir/loops. Links, not a million files: the held-path walk of the writable
+ * grants (held.ts, synchronous, known debt) reads a link as cheaply as any entry, but would take as long as this
+ * walk over as many files, and the test would measure it instead.
+ */
+function loops(dir: string, n: number): void {
+  mkdirSync(join(dir, "loops"));
+  py(`import os\nfor i in range(${n}):\n  p = os.path.join(${JSON.stringify(join(dir, "loops"))}, "l%d" % i)\n  os.symlink(p, p)`);
+}
+
+/** Runs start() with a timer of the same process ticking beside it: how long it took, and the longest the timer waited. */
+async function servedWhile<T>(start: () => Promise<T>): Promise<{ value: T; ms: number; maxGap: number }> {
+  const t0 = Date.now();
+  let last = t0;
+  let maxGap = 0;
+  const tick = setInterval(() => {
+    maxGap = Math.max(maxGap, Date.now() - last);
+    last = Date.now();
+  }, 5);
+  try {
+    const value = await start();
+    return { value, ms: Date.now() - t0, maxGap: Math.max(maxGap, Date.now() - last) };
+  } finally {
+    clearInterval(tick);
+  }
+}
+
+/** Links enough that the walk takes a second or more here (about a millisecond each on a 2-core machine, more when busy). */
+const MANY = 2500;
+/** The walk's refusal: of what it found or, on a machine so busy that it ran out of time, of its budget. */
+const REFUSED = new RegExp(`a host tool's state \\(state_dirs, state_files\\) holds (${MANY} entries the tool on the host would follow or share|more than Vak checks before a run)`);
+/**
+ * What the walk may add to the longest wait of the process, over the same start on a clean state (which has its
+ * own synchronous parts: a plan takes 100-500 ms on a busy machine, and two runs of it differ by as much): at most
+ * this, where a walk in one piece adds all of itself, over WALK_MS.
+ */
+const ADDED_MS = 500;
+const WALK_MS = 1500;
+
+describe("a broker's walk of a host tool's state gives the process turns (vak serve hosts many sessions in one process)", () => {
+  it("a component whose state holds 2,500 looping links: the process is served while it walks; an op asked meanwhile waits, and is refused with the walk", async () => {
+    const start = () => new Broker({ workspace: s.ws, mode: "workspace-write", grants: { write: [S], noLinks: [S] } });
+    let clean: Broker | undefined;
+    const base = await servedWhile(() => (clean = start()).ready);
+    await clean!.close();
+    loops(S, MANY);
+    let broker: Broker | undefined;
+    let op: Promise<{ ok: boolean; code?: string }> | undefined;
+    const r = await servedWhile(() => {
+      broker = start();
+      op = broker.run({ kind: "exec", command: `echo ran > ${join(s.ws, "ran")}; echo ran > ${join(S, "ran")}` });
+      return broker.ready.then(() => "started", (e: Error) => e.message);
+    });
+    expect(r.value).toMatch(REFUSED);
+    expect(r.ms, "the walk is long enough to matter").toBeGreaterThan(WALK_MS);
+    expect(r.maxGap, `the longest the process waited during a ${r.ms} ms walk (${base.maxGap} ms over a clean state)`).toBeLessThan(base.maxGap + ADDED_MS);
+    expect(await op).toMatchObject({ ok: false, code: "unsafe-state" });
+    expect(existsSync(join(s.ws, "ran")) || existsSync(join(S, "ran"))).toBe(false);
+    await broker!.close();
+  });
+
+  it("vak serve: other requests are answered while a new session's state is walked; the session is refused and not listed", async () => {
+    const model = join(s.root, "model.json");
+    writeFileSync(model, JSON.stringify({ turns: [{ text: "ok" }] }));
+    const srv = await serve({ workspace: s.ws, config: readFileSync(join(home, ".config", "vak", "config.toml"), "utf8"), args: ["--profile", "tool"], env: { HOME: home } });
+    try {
+      const req = (method: string, path: string, body?: string) => {
+        const hs: [string, string][] = [["Host", `127.0.0.1:${srv.port}`], ["Authorization", `Bearer ${srv.token}`]];
+        if (body !== undefined) hs.push(["Content-Type", "application/json"], ["Content-Length", String(Buffer.byteLength(body))]);
+        return rawRequest(head(method, path, hs), { port: srv.port, body, timeoutMs: 30_000 });
+      };
+      /** Creates a session; meanwhile lists the sessions, one request after another: the slowest answer, and how many. */
+      const create = async () => {
+        const t0 = Date.now();
+        let done = false;
+        const creating = req("POST", "/api/sessions", JSON.stringify({ kind: "agent", mode: "workspace-write", model: `scripted:${model}` })).finally(() => (done = true));
+        let slowest = 0;
+        let asked = 0;
+        while (!done) {
+          const t = Date.now();
+          expect((await req("GET", "/api/sessions")).status).toBe(200);
+          slowest = Math.max(slowest, Date.now() - t);
+          asked += 1;
+          await new Promise((res) => setTimeout(res, 20));
+        }
+        return { answer: await creating, ms: Date.now() - t0, slowest, asked };
+      };
+      const live = () => req("GET", "/api/sessions").then((x) => (JSON.parse(x.body) as { sessions: { live: boolean }[] }).sessions.filter((y) => y.live).length);
+      const clean = await create();
+      expect(clean.answer.status, clean.answer.body).toBe(201);
+      expect(await live()).toBe(1);
+      loops(S, MANY);
+      const refused = await create();
+      expect(refused.answer.status, refused.answer.body).toBeGreaterThanOrEqual(400);
+      expect(refused.answer.body).toMatch(REFUSED);
+      expect(refused.ms, "the walk is long enough to matter").toBeGreaterThan(WALK_MS);
+      expect(refused.asked).toBeGreaterThan(2);
+      expect(refused.slowest, `the slowest answer during a ${refused.ms} ms walk (${clean.slowest} ms over a clean state)`).toBeLessThan(clean.slowest + ADDED_MS);
+      expect(await live()).toBe(1);
+    } finally {
+      await srv.close();
+    }
+  });
+
+  /** An agent session over S, read-only, whose model runs one command that writes into S; a switch to workspace-write, a run and a terminal, asked at once. */
+  async function switchWithRunAndTerminal(during: string) {
+    const order: string[] = [];
+    const session = new AgentSession({
+      workspace: s.ws, mode: "read-only", grants: { write: [S], noLinks: [S] }, poolSize: 0, approvalRules: { write: "allow", exec: "allow" },
+      model: new ScriptedClient({ turns: [{ tool_calls: [{ name: "exec", args: { command: `echo x > ${during}` } }] }, { text: "done" }] }),
+      onEvent: (e) => void (e.type === "tool-result" && order.push("command ended")),
+    });
+    await session.ready;
+    let stopped = 0;
+    let run: Promise<unknown> | undefined;
+    let terminal: Promise<InteractiveSandbox | Error> | undefined;
+    const r = await servedWhile(() => {
+      const switching = session.setMode("workspace-write").then(() => "switched", (e: Error) => e.message).finally(() => order.push("switch ended"));
+      run = session.run("write into the state");
+      terminal = session.interactive(["/bin/sh"], async () => void (stopped += 1)).catch((e: Error) => e).finally(() => order.push("terminal set up"));
+      return switching;
+    });
+    await run!.catch(() => undefined);
+    return { session, r, order, terminal: await terminal!, stopped };
+  }
+
+  it("a switch to workspace-write over 2,500 looping links: the process is served while it walks; a command and a terminal started meanwhile run under read-only, and the mode stays read-only", async () => {
+    const base = await switchWithRunAndTerminal(join(S, "clean"));
+    await base.session.close();
+    loops(S, MANY);
+    const { session, r, order, terminal, stopped } = await switchWithRunAndTerminal(join(S, "during"));
+    try {
+      expect(r.value).toMatch(/^the mode stays read-only: /);
+      expect(r.value).toMatch(REFUSED);
+      expect(r.ms, "the walk is long enough to matter").toBeGreaterThan(WALK_MS);
+      expect(r.maxGap, `the longest the process waited during a ${r.ms} ms walk (${base.r.maxGap} ms for a clean state's)`).toBeLessThan(base.r.maxGap + ADDED_MS);
+      // Both were set up, and the command ended, while the state was walked: under the mode in force.
+      expect(order.slice(0, 2).sort()).toEqual(["command ended", "terminal set up"]);
+      expect((terminal as InteractiveSandbox).plan.mode).toBe("read-only");
+      expect((terminal as InteractiveSandbox).plan.grants.write).not.toContain(S);
+      expect(existsSync(join(S, "during"))).toBe(false);
+      expect(session.mode).toBe("read-only");
+      expect(session.generation).toBe(1);
+      expect(stopped).toBe(0);
+    } finally {
+      await session.close();
+    }
+  });
+
+  it("a switch to workspace-write that passes: a terminal set up while it was under way, under read-only, is stopped by it", async () => {
+    const { session, r, terminal, stopped } = await switchWithRunAndTerminal(join(S, "during"));
+    try {
+      expect(r.value).toBe("switched");
+      expect(session.mode).toBe("workspace-write");
+      expect(session.generation).toBe(2);
+      // Set up under the old generation (read-only), or refused as its setup was overtaken; stopped either way.
+      if (terminal instanceof Error) expect(terminal.message).toMatch(/the session's policy changed while the terminal was starting/);
+      else expect(terminal.plan.mode).toBe("read-only");
+      expect(stopped).toBe(1);
+    } finally {
+      await session.close();
     }
   });
 });
