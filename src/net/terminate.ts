@@ -3,6 +3,7 @@ import { type SecureContext, TLSSocket } from "node:tls";
 import { setFlagsFromString } from "node:v8";
 import { canonicalHost, type Host, hostText } from "../policy/address.js";
 import type { SocketReader } from "./reader.js";
+import { looksLikeTls } from "./client-hello.js";
 
 /**
  * TLS terminated at the gate, for a CONNECT whose grant must see inside (a
@@ -58,13 +59,8 @@ export function sweepBuffersInScavenges(): void {
   setFlagsFromString("--no-concurrent-array-buffer-sweeping");
 }
 
-/** The first bytes of a TLS ClientHello record: handshake (22), version 3.x. */
-function looksLikeTls(b: Buffer): boolean {
-  return b[0] === 0x16 && b[1] === 0x03 && (b[2] ?? 0) <= 0x04;
-}
-
 /** Whether an SNI names the target: the same canonical host. */
-function sniMatches(servername: string, target: Host): boolean {
+export function sniMatches(servername: string, target: Host): boolean {
   try {
     return hostText(canonicalHost(servername)) === hostText(target);
   } catch {

@@ -379,4 +379,65 @@ describe("TLS termination, red team", () => {
       await g.close();
     }
   });
+
+  it("an opaque tunnel to a name granted in full whose ClientHello asks for another name at the same address (granted read: only) is refused, whole or sent in pieces; its own name and no name pass", async () => {
+    const g = await testGate([`read:api.test:${T}`, `other.test:${T}`, `127.0.0.1:${T}`], { names, tls: tlsOpts, limits: { headerMs: 1500 } });
+    const before = upstreamBytes.length;
+    try {
+      /** CONNECT other.test (opaque), TLS with the upstream itself asking for servername, then a POST naming it. */
+      const through = async (servername: string | undefined, pace?: [number, number, number]) => {
+        const { socket, answer } = await connectThrough(g.gate.socketPath, g.token, `other.test:${T}`);
+        expect(answer).toMatch(/^HTTP\/1\.1 200/);
+        const t = tlsConnect({ socket: pace ? paced(socket, ...pace) : socket, ca: ca.certPem, servername, ALPNProtocols: ["http/1.1"], checkServerIdentity: () => undefined });
+        return new Promise<string>((resolve) => {
+          let out = "";
+          t.once("secureConnect", () => t.write(`POST /front-${servername ?? "none"} HTTP/1.1\r\nHost: ${servername ?? "other.test"}:${T}\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx`));
+          // The upstream keeps its connection: an answer ends the exchange.
+          t.on("data", (b: Buffer) => ((out += b.toString("latin1")), out.includes("seen /front") && t.destroy()));
+          t.on("error", (e) => (out += ` [${e.message}]`));
+          t.once("close", () => resolve(out));
+        });
+      };
+      expect(await through("api.test")).toMatch(/unrecognized name/i);
+      expect(await through("api.test", [0, 40, 10])).toMatch(/unrecognized name/i);
+      // Its first bytes in time, the rest after the deadline: refused, never spliced unchecked.
+      expect(await through("api.test", [200, 4, 600])).toMatch(/unrecognized name|socket|ECONNRESET/i);
+      expect(await through("other.test")).toContain("seen /front-other.test");
+      expect(await through(undefined)).toContain("seen /front-none");
+      const sent = upstreamBytes.slice(before);
+      expect(sent).not.toContain("/front-api.test");
+      const refused = g.events.filter((e) => e.code === "sni-mismatch");
+      expect(refused.map((e) => e.tls)).toEqual(["spliced", "spliced", "spliced"]);
+      expect(refused[0]!.reason).toContain("asked for api.test, not the CONNECT target other.test");
+      expect(refused[2]!.reason).toContain("not complete within 1500 ms");
+    } finally {
+      await g.close();
+    }
+  });
+
+  it("an opaque tunnel whose server speaks first (an SSH or SMTP banner) is spliced at once: the gate waits for no ClientHello there", async () => {
+    const { createServer } = await import("node:net");
+    const banner = createServer((c) => {
+      c.on("error", () => {});
+      c.write("SSH-2.0-test\r\n");
+      c.on("data", (d: Buffer) => c.write(`echo ${d.toString("latin1")}`));
+    });
+    const B = await listenLoopback(banner);
+    const g = await testGate([`other.test:${B}`, `127.0.0.1:${B}`], { names, tls: tlsOpts });
+    try {
+      const { socket } = await connectThrough(g.gate.socketPath, g.token, `other.test:${B}`);
+      let got = "";
+      socket.on("data", (d: Buffer) => (got += d.toString("latin1")));
+      socket.resume();
+      await new Promise((r) => setTimeout(r, 300));
+      expect(got).toBe("SSH-2.0-test\r\n");
+      socket.write("SSH-2.0-client\r\n");
+      await new Promise((r) => setTimeout(r, 300));
+      expect(got).toContain("echo SSH-2.0-client");
+      socket.destroy();
+    } finally {
+      await g.close();
+      banner.close();
+    }
+  });
 });
