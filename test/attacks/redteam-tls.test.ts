@@ -11,6 +11,7 @@ import { createRunCa, type RunCa } from "../../src/net/tls-ca.js";
 import { upstreamTrust } from "../../src/net/tls-trust.js";
 import { type LenientRequest, listenLoopback, readLeniently, testGate } from "../support/net.js";
 import { connectThrough } from "../support/tls-client.js";
+import { testInternet } from "../support/netns.js";
 import { testCa, type TestCa } from "../support/tls.js";
 
 // Red team of the gate's TLS termination, by class: what the TLS layer could let a client skip (the SNI check on a
@@ -440,4 +441,34 @@ describe("TLS termination, red team", () => {
       banner.close();
     }
   });
+});
+
+// For real: curl inside `vak exec`, in a network namespace the test made (11.0.0.2 plays both names, no other route).
+describe("domain fronting through an opaque tunnel, from curl inside vak exec", () => {
+  it("curl --connect-to sends CONNECT other.test (granted in full) with the SNI of api.test (granted read: only): refused, and the POST never reaches api.test", async () => {
+    const ca = await testCa();
+    const good = await ca.issue(["api.test", "other.test"]);
+    const net = await testInternet({ "api.test": "11.0.0.2", "other.test": "11.0.0.2" }, [80], [], [{ port: 443, ...good }]);
+    try {
+      const { mkdirSync } = await import("node:fs");
+      mkdirSync(join(net.dir, "ws"));
+      const curl = (args: string) => `curl -sS --max-time 10 -w ' status=%{http_code}\\n' ${args}`;
+      const r = await net.vak(["exec", "--json", "--ca-file", ca.file, "--allow-net", "read:api.test,other.test", "--", "/bin/sh", "-c", [
+        curl("-X POST -d x --connect-to api.test:443:other.test:443 https://api.test/echo/fronted"),
+        curl("-X POST -d x https://other.test/echo/own-name"),
+        curl("-X POST -d x https://api.test/echo/read-only"),
+      ].join("; ")]);
+      const log = net.log().join("\n");
+      expect(log).not.toContain("/echo/fronted");
+      expect(log).toContain("POST /echo/own-name host=other.test sni=other.test");
+      expect(log).not.toContain("/echo/read-only");
+      expect(r.stdout.match(/status=000/g)?.length).toBe(1);
+      expect(r.stdout).toContain("status=403");
+      expect(r.stderr).toMatch(/unrecognized name/i);
+      const summary = JSON.parse(r.stderr.split("\n").reverse().find((l) => l.startsWith('{"exit"'))!) as { egress: Record<string, unknown>[] };
+      expect(summary.egress.find((e) => e.code === "sni-mismatch")?.reason).toContain("asked for api.test, not the CONNECT target other.test");
+    } finally {
+      net.close();
+    }
+  }, 60_000);
 });
