@@ -7,7 +7,8 @@ import { forHost } from "./placeholders.js";
 import type { Checked, Connection } from "./proxy-context.js";
 import { hostHeaderProblem } from "./proxy-head.js";
 import { ClosedError, SocketReader } from "./reader.js";
-import { terminate, TerminateError } from "./terminate.js";
+import { sniMatches, terminate, TerminateError } from "./terminate.js";
+import { looksLikeTls, readHello } from "./client-hello.js";
 import { type EarlyUpstream, preconnect } from "./tls-early.js";
 import { upstreamTls } from "./node-forward.js";
 
@@ -108,10 +109,11 @@ export async function connect(conn: Connection, head: RequestHead): Promise<void
       throw conn.socket.destroyed ? new ClosedError() : new UpstreamError(e.message === "the upstream closed before it connected" ? "closed before connecting" : e.message);
     });
     if (conn.socket.destroyed) throw new ClosedError();
-    // From here the bytes are the engine's: what either side sent early goes first, then the kernel splices.
-    const early = { up: conn.reader.takeBuffered(), down: new SocketReader(s, (n) => conn.ctx.take(n)).takeBuffered() };
-    const ended = conn.ctx.splice(conn.socket, s, early.up, Buffer.concat([ESTABLISHED, early.down]));
+    conn.socket.write(ESTABLISHED);
     status = 200;
+    const early = await firstBytes(conn, s, target.host);
+    // From here the bytes are the engine's: what either side sent early goes first, then the kernel splices.
+    const ended = conn.ctx.splice(conn.socket, s, early.up, early.down);
     conn.socket.off("close", abort);
     conn.socket.destroy();
     s.destroy();
@@ -120,7 +122,8 @@ export async function connect(conn: Connection, head: RequestHead): Promise<void
     bytes.down = early.down.length + end.down;
     outcome = tunnelOutcome(end.outcome, conn.ctx.limits);
   } catch (e) {
-    outcome = outcomeOf(e);
+    outcome = e instanceof TerminateError ? `refused: ${e.message}` : outcomeOf(e);
+    if (e instanceof TerminateError) conn.ctx.record({ method: "CONNECT", asked, canonical: c.canonical, decision: "denied", code: e.code, reason: e.message, tls: "spliced" });
     if (status !== undefined || e instanceof ClosedError || e instanceof RecordError || (e instanceof LimitError && !e.status)) conn.socket.destroy();
     else {
       status = e instanceof LimitError ? (e.status ?? 502) : 502;
@@ -134,3 +137,80 @@ export async function connect(conn: Connection, head: RequestHead): Promise<void
 }
 
 const ESTABLISHED = Buffer.from("HTTP/1.1 200 Connection Established\r\n\r\n");
+
+/** A fatal TLS alert, unrecognized_name: what a client that asked for another name is told. */
+const UNRECOGNIZED_NAME = Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70]);
+
+/**
+ * The first bytes of an opaque tunnel, once it is answered: the client's, and the server's if it speaks first.
+ * A server that hosts several names picks one by the SNI, so a ClientHello must ask for the CONNECT target (or
+ * for no name): a tunnel opened to a name granted in full must not reach, at the same address, a name whose grant
+ * is narrower (read:, paths, a secret's host), or one not granted. The whole ClientHello is read (within the head
+ * deadline); one the gate cannot read, a name that is not the target, a hello not complete in time, is refused
+ * (a TLS alert, unrecognized_name) and nothing is spliced. Bytes that are not TLS (SSH, a server that speaks
+ * first) go on as they came. Nothing is taken from either socket that does not go into the splice.
+ */
+async function firstBytes(conn: Connection, upstream: Socket, target: Host): Promise<{ up: Buffer; down: Buffer }> {
+  const client = conn.socket;
+  const upReader = new SocketReader(upstream, (n) => conn.ctx.take(n), "upstream");
+  const ms = conn.ctx.limits.headerMs;
+  const deadline = Date.now() + ms;
+  let up = Buffer.alloc(0);
+  let down = Buffer.alloc(0);
+  // What ends the wait from outside is said as the engine would say it of a spliced tunnel.
+  let idle = false;
+  const onIdle = () => (idle = true);
+  const stopped = (): Error => {
+    const ended = conn.ctx.ended();
+    if (idle) return new LimitError(`no data either way for ${conn.ctx.limits.idleMs} ms`);
+    if (ended) return new LimitError(ended === "revoked" ? "the worker's grant was revoked" : "the command that opened it has ended");
+    if (conn.ctx.closing()) return new LimitError("the gate closed");
+    return client.destroyed ? new ClosedError() : new UpstreamError("its connection failed before the tunnel began");
+  };
+  const refuse = (why: string) => {
+    client.write(UNRECOGNIZED_NAME);
+    return new TerminateError("sni-mismatch", `${why}; an opaque tunnel reaches only the host it names: CONNECT to the name the client asks for (it needs a grant of its own)`);
+  };
+  client.once("timeout", onIdle);
+  upstream.once("timeout", onIdle);
+  try {
+    for (;;) {
+      up = Buffer.concat([up, conn.reader.takeBuffered()]);
+      down = Buffer.concat([down, upReader.takeBuffered()]);
+      const over = client.destroyed || client.readableEnded || upstream.destroyed || upstream.readableEnded;
+      if (up.length && looksLikeTls(up)) {
+        const h = readHello(up);
+        if (h.kind === "malformed") throw refuse(`the client's TLS handshake cannot be read (${h.why})`);
+        if (h.kind === "hello") {
+          const other = h.names.find((n) => !sniMatches(n, target));
+          if (other !== undefined) throw refuse(`the TLS handshake asked for ${other.slice(0, 200)}, not the CONNECT target ${hostText(target)}`);
+          break;
+        }
+        // Part of a ClientHello: more is awaited, unless a side has ended (what was sent cannot become a whole one).
+        if (over) break;
+      } else if (up.length || down.length || over) break; // not TLS, or a server that speaks first: nothing to check
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        if (up.length) throw refuse(`the client's TLS handshake was not complete within ${ms} ms`);
+        break;
+      }
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          for (const x of [client, upstream]) for (const ev of ["readable", "end", "close"]) x.off(ev, done);
+          resolve();
+        };
+        const timer = setTimeout(done, left);
+        for (const x of [client, upstream]) for (const ev of ["readable", "end", "close"]) x.on(ev, done);
+      });
+    }
+    // The answer must have left before the engine takes the socket (it is written here, not by the engine).
+    if (!client.destroyed && client.writableLength > 0) await new Promise<void>((resolve) => (client.once("drain", resolve), client.once("close", resolve)));
+    if (client.destroyed || upstream.destroyed) throw stopped();
+  } finally {
+    client.off("timeout", onIdle);
+    upstream.off("timeout", onIdle);
+  }
+  // What came meanwhile goes too; the caller splices at once, with no turn of the event loop between.
+  return { up: Buffer.concat([up, conn.reader.takeBuffered()]), down: Buffer.concat([down, upReader.takeBuffered()]) };
+}

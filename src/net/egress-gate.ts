@@ -6,7 +6,7 @@ import { classify, type Host, hostText } from "../policy/address.js";
 import { hostAddresses, resolveDestination, systemResolver } from "./destination.js";
 import { LOOKUP_MS, type Resolver, withDeadline } from "./dns.js";
 import { DEFAULT_EGRESS_LOG, EgressLog, type EgressEvent, type EgressLogOptions } from "./egress-log.js";
-import { ByteBudget, GateEngine } from "./engine.js";
+import { ByteBudget, GateEngine, resetSocket } from "./engine.js";
 import { sandboxSource } from "./loopback-source.js";
 import { type Checked, type EgressFields, LimitError, ProxyConnection, type ProxyContext } from "./proxy.js";
 import { SocketReader } from "./reader.js";
@@ -223,7 +223,8 @@ export class EgressGate {
     const w = this.workers.get(token);
     if (!w) return;
     w.ended = why;
-    for (const s of w.open) s.destroy();
+    // Reset, not ended: a client must not take a cut connection (a tunnel, an answer ended by the close) for a whole one.
+    for (const s of w.open) s instanceof Socket ? resetSocket(s) : s.destroy();
     this.workers.delete(token);
   }
 
@@ -319,6 +320,7 @@ export class EgressGate {
         });
       },
       ended: () => worker.ended,
+      closing: () => this.closing !== undefined,
       record: (e) => this.record(worker, e),
       durable: () => this.durable(),
       check: (method, host, port, intent, path, pinned) => this.check(worker, method, host, port, intent, path, pinned),

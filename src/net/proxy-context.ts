@@ -66,6 +66,8 @@ export interface ProxyContext {
   transfer(from: Socket, to: Socket, prefix: Buffer, length: number, chunked?: ChunkedOut): { done: Promise<TunnelEnd>; cancel(): void };
   /** Why this worker's connections are being closed, once they are: its grant revoked, or its command ended. */
   ended(): "revoked" | "released" | undefined;
+  /** Whether the gate is closing (every connection is being ended). */
+  closing(): boolean;
 }
 
 /** Inside a terminated tunnel: the destination its CONNECT named, and the address checked for it then. */

@@ -3,6 +3,7 @@ import { type SecureContext, TLSSocket } from "node:tls";
 import { setFlagsFromString } from "node:v8";
 import { canonicalHost, type Host, hostText } from "../policy/address.js";
 import type { SocketReader } from "./reader.js";
+import { looksLikeTls } from "./client-hello.js";
 
 /**
  * TLS terminated at the gate, for a CONNECT whose grant must see inside (a
@@ -58,13 +59,8 @@ export function sweepBuffersInScavenges(): void {
   setFlagsFromString("--no-concurrent-array-buffer-sweeping");
 }
 
-/** The first bytes of a TLS ClientHello record: handshake (22), version 3.x. */
-function looksLikeTls(b: Buffer): boolean {
-  return b[0] === 0x16 && b[1] === 0x03 && (b[2] ?? 0) <= 0x04;
-}
-
 /** Whether an SNI names the target: the same canonical host. */
-function sniMatches(servername: string, target: Host): boolean {
+export function sniMatches(servername: string, target: Host): boolean {
   try {
     return hostText(canonicalHost(servername)) === hostText(target);
   } catch {
@@ -72,13 +68,14 @@ function sniMatches(servername: string, target: Host): boolean {
   }
 }
 
-function withDeadline<T>(p: Promise<T>, ms: number, onTimeout: () => void, what: string): Promise<T> {
+/** p, or a TerminateError once `at` (a Date.now() time) passes: one deadline, however many steps wait for it. */
+function withDeadline<T>(p: Promise<T>, at: number, ms: number, onTimeout: () => void, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
       onTimeout();
       reject(new TerminateError("handshake", `${what} took longer than ${ms} ms`));
-    }, ms);
+    }, Math.max(0, at - Date.now()));
   });
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
@@ -96,6 +93,9 @@ export async function terminate(client: Socket, reader: SocketReader, target: Ho
   const leaf = context(target);
   leaf.catch(() => undefined);
   client.write(ESTABLISHED);
+  // One deadline from the answer to the end of the handshake: its first bytes just in time, the rest
+  // held as long again, kept a tunnel open twice as long.
+  const deadline = Date.now() + headerMs;
   let first = Buffer.alloc(0);
   const peek = async () => {
     while (first.length < 3) {
@@ -104,7 +104,7 @@ export async function terminate(client: Socket, reader: SocketReader, target: Ho
       first = Buffer.concat([first, b]);
     }
   };
-  await withDeadline(peek(), headerMs, () => client.destroy(), "the client's TLS handshake");
+  await withDeadline(peek(), deadline, headerMs, () => client.destroy(), "the client's TLS handshake");
   if (!looksLikeTls(first)) {
     const body = "vak egress gate: refused: this tunnel's grant is checked on each request, so the gate terminates TLS in it; the client sent plain bytes, not a TLS handshake\n";
     client.end(`HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
@@ -145,6 +145,7 @@ export async function terminate(client: Socket, reader: SocketReader, target: Ho
       );
       secure.once("close", () => reject(new TerminateError("handshake", "the client closed the tunnel during the TLS handshake")));
     }),
+    deadline,
     headerMs,
     () => secure.destroy(),
     "the client's TLS handshake",

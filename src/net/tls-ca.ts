@@ -1,4 +1,4 @@
-import { randomBytes, webcrypto } from "node:crypto";
+import { constants, randomBytes, webcrypto } from "node:crypto";
 import { createSecureContext, DEFAULT_CIPHERS, type SecureContext } from "node:tls";
 import { type Host, hostText } from "../policy/address.js";
 import * as der from "./x509-der.js";
@@ -79,7 +79,10 @@ export async function createRunCa(name = "Vak run CA"): Promise<RunCa> {
       },
       caKeys.privateKey,
     );
-    const ctx = createSecureContext({ key: leafKeyPem, cert: `${der.pem("CERTIFICATE", leaf)}${certPem}`, minVersion: "TLSv1.2", ciphers: FAST_FIRST, honorCipherOrder: true });
+    // No session tickets: a resumed handshake skips the certificate callback, and with it the check that the SNI
+    // names the CONNECT target (terminate.ts); a TLS 1.2 ticket for this host was resumed with any SNI. Without
+    // tickets (and with Node's session cache off) every handshake is a full one, checked.
+    const ctx = createSecureContext({ key: leafKeyPem, cert: `${der.pem("CERTIFICATE", leaf)}${certPem}`, minVersion: "TLSv1.2", ciphers: FAST_FIRST, honorCipherOrder: true, secureOptions: constants.SSL_OP_NO_TICKET });
     return { ctx, notAfter };
   };
 
