@@ -260,10 +260,14 @@ function filesAt(path: string, out: string[]): void {
 export function refuseCommittedDenied(denied: readonly string[], visible: (path: string) => boolean, label: (path: string) => string = (d) => `--deny-read ${d}`): void {
   const stores = new Map<string, ObjectStore>();
   const budget = { left: MAX_HASH_BYTES };
+  // Denied paths share directories (the home directory's stores): each is looked up once.
+  const repos = new Map<string, Repository | undefined>();
   for (const d of denied) {
     let remedy = "deny a path outside the repository, or mend it";
     try {
-      const repo = repositoryOf(d);
+      const dir = dirname(d);
+      const repo = repos.has(dir) ? repos.get(dir) : repositoryOf(d);
+      repos.set(dir, repo);
       if (!repo) continue;
       remedy = `deny the objects too (--deny-read ${repo.objects}) or deny a path outside the repository`;
       const seen = storesOf(repo.objects).filter((o) => visible(o) && !isWithin(o, d));

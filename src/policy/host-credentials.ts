@@ -2,7 +2,6 @@ import { lstatSync, readdirSync, realpathSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import type { HeldPath } from "./chain.js";
 import { VakError } from "./errors.js";
-import { expandValue } from "./expand.js";
 import { isWithin } from "./paths.js";
 
 /**
@@ -13,10 +12,11 @@ import { isWithin } from "./paths.js";
  * kubectl runs, a planted `~/.aws/credentials` an account the host's aws then uses). A grant of that very file
  * or directory (`--allow-read ~/.aws`, a profile line naming it) shows it: the user asked for it by name.
  *
- * Paths are spelled as a profile's are (`~`, `${NAME}`, `${NAME:-fallback}`: expand.ts); an entry whose
- * variable is unset applies nowhere. Both the default place and the one a variable moves it to are hidden:
+ * Paths are spelled as a profile's are (`~`, `${NAME}`, `${NAME:-fallback}`, a variable only at the start); an
+ * entry whose variable is unset applies nowhere. Both the default place and the one a variable moves it to are hidden:
  * what is left at the default is a credential too. `lists` are variables holding a `:`-separated list of
- * files (KUBECONFIG). Deny by default: a directory that holds keys among other things is hidden whole.
+ * files (KUBECONFIG). Deny by default: a directory that holds keys among other things is hidden whole, unless
+ * it also holds logs and caches by the thousand (gcloud, Azure, kube, docker), where the credentials are named.
  */
 export interface CredentialStore {
   readonly name: string;
@@ -27,6 +27,10 @@ export interface CredentialStore {
 
 const store = (name: string, why: string, paths: string[], lists?: string[]): CredentialStore => ({ name, why, paths, ...(lists ? { lists } : {}) });
 const XDG = "${XDG_CONFIG_HOME:-~/.config}";
+// Where a tool keeps logs and caches of thousands of files beside its credentials, the credentials are named one by
+// one: a hidden file's other hard links are searched for under every grant (deny-read.ts), which walks what is hidden.
+const GCLOUD = ["credentials.db", "access_tokens.db", "legacy_credentials", "application_default_credentials.json"];
+const AZURE = ["msal_token_cache.json", "msal_token_cache.bin", "msal_http_cache.bin", "service_principal_entries.json", "service_principal_entries.bin", "accessTokens.json"];
 
 export const HOST_CREDENTIALS: readonly CredentialStore[] = [
   // Keys and password stores.
@@ -36,15 +40,14 @@ export const HOST_CREDENTIALS: readonly CredentialStore[] = [
   store("age and SOPS", "age private keys", ["${SOPS_AGE_KEY_FILE}", `${XDG}/sops/age`, "~/.config/sops/age"]),
   store("desktop keyrings", "GNOME Keyring's and KWallet's stored passwords", ["${XDG_DATA_HOME:-~/.local/share}/keyrings", "~/.local/share/keyrings", "~/.local/share/kwalletd"]),
   store("1Password CLI", "its session and account keys", [`${XDG}/op`, "~/.config/op", "~/.op"]),
-  store("browsers", "saved passwords and session cookies", ["~/.mozilla", `${XDG}/google-chrome`, "~/.config/google-chrome", `${XDG}/chromium`, "~/.config/chromium", `${XDG}/BraveSoftware`, "~/.config/BraveSoftware"]),
 
   // Clouds and clusters.
   store("AWS", "access keys, SSO and CLI token caches, credential_process commands", ["~/.aws", "${AWS_SHARED_CREDENTIALS_FILE}", "${AWS_CONFIG_FILE}", "${AWS_WEB_IDENTITY_TOKEN_FILE}"]),
-  store("Google Cloud SDK", "credentials.db, access_tokens.db, legacy_credentials, application default credentials, a service account key", ["${CLOUDSDK_CONFIG}", `${XDG}/gcloud`, "~/.config/gcloud", "${GOOGLE_APPLICATION_CREDENTIALS}", "~/.boto"]),
-  store("Azure CLI", "its token cache and service principal secrets", ["${AZURE_CONFIG_DIR}", "~/.azure"]),
+  store("Google Cloud SDK", "OAuth tokens, refresh tokens and service account keys", GCLOUD.flatMap((f) => ["${CLOUDSDK_CONFIG}", `${XDG}/gcloud`, "~/.config/gcloud"].map((d) => `${d}/${f}`)).concat(["${GOOGLE_APPLICATION_CREDENTIALS}", "~/.boto"])),
+  store("Azure CLI", "its token cache and service principal secrets", AZURE.flatMap((f) => [`\${AZURE_CONFIG_DIR}/${f}`, `~/.azure/${f}`])),
   store("Oracle Cloud CLI", "API signing keys", ["~/.oci"]),
-  store("Kubernetes", "kubeconfig tokens, client keys and the exec plugins kubectl runs", ["~/.kube"], ["KUBECONFIG"]),
-  store("Docker", "registry auths (config.json) and TLS client keys (key.pem, contexts/tls)", ["${DOCKER_CONFIG}", "~/.docker", "${DOCKER_CERT_PATH}"]),
+  store("Kubernetes", "kubeconfig tokens, client keys and the exec plugins kubectl runs", ["~/.kube/config"], ["KUBECONFIG"]),
+  store("Docker", "registry auths (config.json) and TLS client keys (key.pem, contexts/tls)", ["${DOCKER_CONFIG}/config.json", "${DOCKER_CONFIG}/contexts/tls", "~/.docker/config.json", "~/.docker/contexts/tls", "~/.docker/key.pem", "${DOCKER_CERT_PATH}/key.pem"]),
   store("Podman, Buildah, Skopeo", "registry auths", ["${REGISTRY_AUTH_FILE}", `${XDG}/containers/auth.json`, "~/.config/containers/auth.json", "${XDG_RUNTIME_DIR}/containers/auth.json"]),
   store("Terraform", "Terraform Cloud tokens", ["${TF_CLI_CONFIG_FILE}", "~/.terraformrc", "~/.terraform.d/credentials.tfrc.json"]),
   store("Pulumi", "its access token", ["${PULUMI_HOME}/credentials.json", "~/.pulumi/credentials.json"]),
@@ -82,24 +85,52 @@ export interface StorePath {
   readonly store: CredentialStore;
 }
 
+/**
+ * One spelling of a store's path, taken apart once: `~/tail`, or `${NAME}tail` / `${NAME:-fallback}tail` (a
+ * variable only at the start). An unset or empty variable without a fallback makes the spelling apply nowhere.
+ */
+interface Spelling {
+  readonly store: CredentialStore;
+  readonly name: string | undefined;
+  readonly fallback: string | undefined;
+  readonly tail: string;
+}
+const SPELLING = /^(?:\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\})?([^$]*)$/;
+function spell(stores: readonly CredentialStore[]): Spelling[] {
+  return stores.flatMap((store) =>
+    store.paths.map((raw) => {
+      const m = SPELLING.exec(raw);
+      if (!m || (m[1] === undefined && !raw.startsWith("~/") && !raw.startsWith("/")))
+        throw new VakError("internal", `host-credentials: ${raw}: spell a store as ~/path, /path, \${NAME}path or \${NAME:-fallback}path`);
+      return { store, name: m[1], fallback: m[2], tail: m[3]! };
+    }),
+  );
+}
+const SPELLINGS = spell(HOST_CREDENTIALS);
+
 /** Every place the host keeps a credential store: the defaults, and where a variable moves them. Reads nothing. */
-export function credentialPaths(home: string, env: NodeJS.ProcessEnv, stores: readonly CredentialStore[] = HOST_CREDENTIALS): StorePath[] {
+export function credentialPaths(home: string, env: NodeJS.ProcessEnv, stores?: readonly CredentialStore[]): StorePath[] {
   const out: StorePath[] = [];
   const seen = new Set<string>();
-  const add = (p: string, s: CredentialStore) => {
-    // A variable's relative path is the tool's, from wherever it runs: taken from HOME, never dropped.
-    const abs = resolve(home, p);
+  const h = home.length > 1 && home.endsWith("/") ? home.slice(0, -1) : home;
+  const tilde = (p: string) => (p === "~" ? h : p.startsWith("~/") ? h + p.slice(1) : p);
+  const add = (p: string, s: CredentialStore, written: boolean) => {
+    // A variable's value is the host's to spell: made absolute (from HOME: a relative one is the tool's, from
+    // wherever it runs) and normal. The defaults are HOME and a plain tail, and need neither.
+    const abs = written ? resolve(h, p) : p;
     if (abs === "/" || seen.has(abs)) return;
     seen.add(abs);
     out.push({ path: abs, store: s });
   };
-  for (const s of stores) {
-    for (const raw of s.paths) {
-      const e = expandValue(raw, env, home);
-      if (e.ok && e.value !== "") add(e.value, s);
+  for (const sp of stores ? spell(stores) : SPELLINGS) {
+    if (sp.name === undefined) add(tilde(sp.tail), sp.store, false);
+    else {
+      const v = env[sp.name];
+      if (v) add(v + sp.tail, sp.store, true);
+      else if (sp.fallback !== undefined) add(tilde(sp.fallback) + sp.tail, sp.store, false);
     }
-    for (const v of s.lists ?? []) for (const p of (env[v] ?? "").split(":")) if (p !== "") add(p, s);
   }
+  for (const s of stores ?? HOST_CREDENTIALS) for (const v of s.lists ?? []) for (const p of (env[v] ?? "").split(":")) if (p !== "") add(p, s, true);
   return out;
 }
 
@@ -126,8 +157,11 @@ export function hiddenStores(paths: readonly StorePath[], roots: ReadonlyMap<str
   const keys = [...roots.keys()];
   const candidates = paths.filter((s) => keys.some((r) => isWithin(s.path, r)));
   if (candidates.length === 0) return { masked: [], absent: [], opened: [] };
-  const parents = new Map<string, string>();
-  const found = candidates.map((s) => ({ ...s, ...resolved(s.path, parents) }));
+  const look: Look = { canon: new Map(), lists: new Map(), listed: (dir) => keys.some((r) => isWithin(dir, r)) };
+  const found = candidates.map((s) => {
+    const c = resolved(s.path, look);
+    return { path: s.path, store: s.store, real: c.real, exists: c.exists };
+  });
   const storeSet = new Set(found.map((f) => f.real));
   const asked = [...keys, ...named()];
   let masked: HeldPath[] = [];
@@ -135,13 +169,14 @@ export function hiddenStores(paths: readonly StorePath[], roots: ReadonlyMap<str
   const opened: Hidden["opened"] = [];
   // Outer stores first, so that one inside a store already hidden or opened is left to it.
   found.sort((a, b) => a.real.length - b.real.length);
-  const handled: string[] = [];
+  const handled = new Set<string>();
+  const askedStores = new Set(asked.filter((r) => storeSet.has(r)));
   for (const f of found) {
-    const shownBy = keys.filter((r) => isWithin(f.real, r) && r !== f.real);
-    if (shownBy.length === 0 || handled.some((h) => isWithin(f.real, h))) continue; // out of the view, its own grant's, or in a store already hidden
+    const shownBy = keys.filter((r) => r !== f.real && isWithin(f.real, r));
+    if (shownBy.length === 0 || atOrUnder(f.real, handled)) continue; // out of the view, its own grant's, or in a store already hidden
     // Asked for by name: the store itself, or a store that holds it.
-    if (asked.some((r) => isWithin(f.real, r) && storeSet.has(r))) continue;
-    handled.push(f.real);
+    if (atOrUnder(f.real, askedStores)) continue;
+    handled.add(f.real);
     if (!f.exists) {
       if (shownBy.some((r) => roots.get(r) === "rw")) absent.push({ path: f.real, why: hiddenWhy(f.store, f.real, "made") });
       continue;
@@ -201,48 +236,86 @@ function hiddenWhy(s: CredentialStore, path: string, what: "read" | "made" | "pa
   return `${it}, shown only in the part granted by name and never written: --allow-write ${path} grants it`;
 }
 
+/** Is p in set, or below a path in it? Walks p's parents: a few Set lookups, whatever the set's size. */
+function atOrUnder(p: string, set: ReadonlySet<string>): boolean {
+  if (set.size === 0) return false;
+  for (let d = p; ; ) {
+    if (set.has(d)) return true;
+    const cut = d.lastIndexOf("/");
+    if (cut <= 0) return set.has("/");
+    d = d.slice(0, cut);
+  }
+}
+
 /** Each path once, and none inside another. */
 function dedupe(xs: HeldPath[]): HeldPath[] {
+  const all = new Set(xs.map((x) => x.path));
   const seen = new Set<string>();
-  return xs.filter((x) => (seen.has(x.path) ? false : (seen.add(x.path), true))).filter((x, _, all) => !all.some((y) => y.path !== x.path && isWithin(x.path, y.path)));
+  return xs.filter((x) => !seen.has(x.path) && (seen.add(x.path), true) && !atOrUnder(dirname(x.path), all));
 }
 
-/** The canonical path: realpath of what exists (a link is followed), else of its nearest existing parent with the rest appended. */
-function resolved(p: string, parents: Map<string, string>): { real: string; exists: boolean } {
+interface Canon {
+  real: string;
+  exists: boolean;
+}
+
+/** One plan's look at the file system: canonical paths found, directories listed (each name: is it a link?), and which directories to list. */
+interface Look {
+  canon: Map<string, Canon>;
+  lists: Map<string, Map<string, boolean> | undefined>;
+  /** Below a grant, a directory is listed once (its stores are many names in few directories); above, each name is looked at. */
+  listed: (dir: string) => boolean;
+}
+
+/**
+ * The canonical path, a component at a time from the root, each directory once per plan: a component that is
+ * no link adds its name to its parent's canonical path (found in the parent's listing, or by one lstat, and none
+ * below a parent that is not there); a link is resolved (realpath). What does not exist is its nearest existing
+ * parent's canonical path with the rest appended.
+ */
+function resolved(p: string, look: Look): Canon {
+  const hit = look.canon.get(p);
+  if (hit) return hit;
+  let c: Canon;
+  if (p === "/" || !isAbsolute(p)) c = { real: p, exists: true };
+  else {
+    const parent = resolved(dirname(p), look);
+    const name = basename(p);
+    const under = parent.real === "/" ? `/${name}` : `${parent.real}/${name}`;
+    c = { real: under, exists: false };
+    if (parent.exists) {
+      const kind = entryKind(parent.real, name, look);
+      if (kind === "link") {
+        try {
+          c = { real: realpathSync.native(p), exists: true };
+        } catch {
+          // a link that leads nowhere: where it is written
+        }
+      } else if (kind === "other") c = { real: under, exists: true };
+    }
+  }
+  look.canon.set(p, c);
+  return c;
+}
+
+function entryKind(dir: string, name: string, look: Look): "link" | "other" | undefined {
+  if (look.listed(dir)) {
+    let list = look.lists.get(dir);
+    if (!look.lists.has(dir)) {
+      try {
+        list = new Map(readdirSync(dir, { withFileTypes: true }).map((e) => [e.name, e.isSymbolicLink()]));
+      } catch {
+        list = undefined; // not a directory, or not ours to list: a name at a time
+      }
+      look.lists.set(dir, list);
+    }
+    if (list) return list.has(name) ? (list.get(name) ? "link" : "other") : undefined;
+  }
   let st;
   try {
-    st = lstatSync(p, { throwIfNoEntry: false });
+    st = lstatSync(`${dir === "/" ? "" : dir}/${name}`, { throwIfNoEntry: false });
   } catch {
-    st = undefined;
+    return undefined;
   }
-  if (st) {
-    try {
-      return { real: realpathSync.native(p), exists: true };
-    } catch {
-      // a link that leads nowhere: where it is written, made canonical like an absent path
-    }
-  }
-  return { real: join(canonicalParent(dirname(p), parents), basename(p)), exists: false };
-}
-
-function canonicalParent(dir: string, cache: Map<string, string>): string {
-  const hit = cache.get(dir);
-  if (hit !== undefined) return hit;
-  let real: string;
-  if (!isAbsolute(dir) || dir === "/") real = dir;
-  else {
-    let st;
-    try {
-      st = lstatSync(dir, { throwIfNoEntry: false });
-    } catch {
-      st = undefined;
-    }
-    try {
-      real = st ? realpathSync.native(dir) : join(canonicalParent(dirname(dir), cache), basename(dir));
-    } catch {
-      real = join(canonicalParent(dirname(dir), cache), basename(dir));
-    }
-  }
-  cache.set(dir, real);
-  return real;
+  return st ? (st.isSymbolicLink() ? "link" : "other") : undefined;
 }

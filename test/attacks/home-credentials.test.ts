@@ -22,13 +22,13 @@ afterEach(() => s.cleanup());
 
 /** [a file the tool writes, the store Vak's line names (the file itself, or the directory holding it)]. */
 const STORES: [string, string][] = [
-  [".docker/config.json", ".docker"],
+  [".docker/config.json", ".docker/config.json"],
   [".config/gh/hosts.yml", ".config/gh/hosts.yml"],
-  [".config/gcloud/credentials.db", ".config/gcloud"],
-  [".config/gcloud/application_default_credentials.json", ".config/gcloud"],
+  [".config/gcloud/credentials.db", ".config/gcloud/credentials.db"],
+  [".config/gcloud/application_default_credentials.json", ".config/gcloud/application_default_credentials.json"],
   [".aws/credentials", ".aws"],
-  [".azure/msal_token_cache.json", ".azure"],
-  [".kube/config", ".kube"],
+  [".azure/msal_token_cache.json", ".azure/msal_token_cache.json"],
+  [".kube/config", ".kube/config"],
   [".git-credentials", ".git-credentials"],
   [".netrc", ".netrc"],
   [".pypirc", ".pypirc"],
@@ -143,9 +143,10 @@ describe("run from the home directory, the host's credential stores are hidden",
     expect(leaked(r.stdout)).toEqual([]);
   });
 
-  it("where a variable moves a store (DOCKER_CONFIG, AWS_SHARED_CREDENTIALS_FILE, KUBECONFIG, CLOUDSDK_CONFIG, GNUPGHOME, PASSWORD_STORE_DIR, CARGO_HOME, XDG_CONFIG_HOME, NETRC), it is hidden there", async () => {
+  it("where a variable moves a store (DOCKER_CONFIG, AZURE_CONFIG_DIR, AWS_SHARED_CREDENTIALS_FILE, KUBECONFIG, CLOUDSDK_CONFIG, GNUPGHOME, PASSWORD_STORE_DIR, CARGO_HOME, XDG_CONFIG_HOME, NETRC), it is hidden there", async () => {
     const moved: [string, string, string][] = [
       ["DOCKER_CONFIG", "tools/docker", "tools/docker/config.json"],
+      ["AZURE_CONFIG_DIR", "tools/azure", "tools/azure/msal_token_cache.json"],
       ["AWS_SHARED_CREDENTIALS_FILE", "tools/aws-creds", "tools/aws-creds"],
       ["KUBECONFIG", `tools/kube-a:${home}/tools/kube-b`, "tools/kube-b"],
       ["CLOUDSDK_CONFIG", "tools/gcloud", "tools/gcloud/credentials.db"],
