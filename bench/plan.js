@@ -25,7 +25,7 @@ export async function planBench(ROOT) {
         }
     execFileSync("git", ["init", "-q"], { cwd: ws });
     const host = hostFacts();
-    const grants = { read: [], write: [], denyRead: [], denyWrite: [], env: [] };
+    const grants = { read: [], write: [], denyRead: [], denyWrite: [], noLinks: [], env: [] };
     const plan = (mode) => () => {
       const t = process.hrtime.bigint();
       decide({ mode, sandbox: "namespaces", workspace: ws, grants, limits: {}, command: ["/bin/true"] }, host);

@@ -37,7 +37,7 @@ const ws = mkdtempSync(join(tmpdir(), "vak-bench-"));
 try {
   // 1. The launcher against a bare spawn of the same program, from Node.
   const plan = decide(
-    { mode: "workspace-write", sandbox: "namespaces", workspace: ws, grants: { read: [], write: [], denyRead: [], denyWrite: [], env: [] }, limits: {}, command: ["/bin/true"] },
+    { mode: "workspace-write", sandbox: "namespaces", workspace: ws, grants: { read: [], write: [], denyRead: [], denyWrite: [], noLinks: [], env: [] }, limits: {}, command: ["/bin/true"] },
     hostFacts(env),
   );
   const args = launcherArgs(plan, 3);

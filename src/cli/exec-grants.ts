@@ -50,6 +50,8 @@ export interface ResolvedGrants {
   files: { path: string; content: string; why: string }[];
   /** Credential-stripped copies: the file and the lines removed (never their content); includedBy for a file a git config includes. */
   redacted: { path: string; removed: string[]; source: Granted; includedBy?: string | undefined }[];
+  /** Redacted files shown as they are (inside a bound path, nothing to strip): named by a profile, so a credential store among them is shown. */
+  named: string[];
   user?: ProfilesFile | undefined;
   project?: LoadedProject | undefined;
   /** Lines for stderr before the run: what a repository config asked for and did not get, and the like. */
@@ -128,6 +130,7 @@ export function resolveGrantsWith(loaded: ConfigFiles | undefined, opts: GrantOp
   // Credential-stripped copies of the files a profile shows that way, and of what the git config among them include.
   const viewFiles: ResolvedGrants["files"] = [];
   const redacted: ResolvedGrants["redacted"] = [];
+  const named: string[] = [];
   if (L.allow_read_redacted.length > 0) {
     const canon = (p: string) => {
       try {
@@ -153,6 +156,7 @@ export function resolveGrantsWith(loaded: ConfigFiles | undefined, opts: GrantOp
     for (const g of L.allow_read_redacted) {
       if (!inside(g.value)) toCopy.push(g);
       else if (redactedCopies([g.value], ctx).some((c) => c.removed.length > 0)) L.deny_read.push({ ...g });
+      else named.push(g.value);
     }
     const copies = redactedCopies(values(toCopy), ctx);
     for (const c of copies) {
@@ -180,7 +184,7 @@ export function resolveGrantsWith(loaded: ConfigFiles | undefined, opts: GrantOp
     },
     limits, allowNet: values(L.allow_net), denyNet: values(L.deny_net), secrets: values(L.secrets),
     setEnv: Object.fromEntries([...composition.setEnv].map(([k, g]) => [k, g.value])),
-    files: viewFiles, redacted, user, project, notes,
+    files: viewFiles, redacted, named, user, project, notes,
   };
 }
 

@@ -37,6 +37,8 @@ export interface PlanView {
   skipped: { entry: string; written: string; why: string; from: string }[];
   create: string[];
   held: { path: string; why: string }[];
+  /** The host's credential stores a grant covers only as a parent: hidden, or never made. */
+  hidden: { path: string; why: string }[];
   project: { path: string; trusted: boolean; sha256: string; notes: string[] } | null;
   runtime: string[];
 }
@@ -100,6 +102,7 @@ export function planView(plan: LaunchPlan, r: ResolvedGrants): PlanView {
     skipped: c.skipped.map((s) => ({ entry: s.value, written: s.written ?? s.value, why: s.why, from: from(s.source) })),
     create: c.create.map((x) => x.path),
     held: plan.held.map((h) => ({ path: h.path, why: h.why })),
+    hidden: plan.hidden.map((h) => ({ path: h.path, why: h.why })),
     project: r.project ? { path: r.project.path, trusted: r.project.config?.trusted ?? false, sha256: r.project.hash, notes: r.composition.ignored } : null,
     runtime: plan.mounts.filter((m) => m.why === "runtime" || m.why.startsWith("the Node.js")).map((m) => m.path),
   };
@@ -126,6 +129,7 @@ export function printPlan(v: PlanView, out: Output): void {
   section("read-only", v.read.map((x) => [shownPath(x.path), x.from]));
   section("shown with credentials removed", v.redacted.map((x) => [shownPath(x.path), `${x.from}; ${x.removed.length ? `removed: ${x.removed.join(", ")}` : "nothing to remove"}`]));
   section("hidden (--deny-read)", v.denyRead.map((x) => [shownPath(x.path), x.from]));
+  section("hidden: the host's credential stores, which a grant covers only as a parent", v.hidden.map((x) => [shownPath(x.path), x.why]));
   section("never writable (--deny-write)", v.denyWrite.map((x) => [shownPath(x.path), x.from]));
   section("a host tool's state: only files and directories made there, no links", v.noLinks.map((x) => [shownPath(x.path), x.from]));
   section("files written into the view (never on the host)", v.files.map((x) => [x.path, x.from]));

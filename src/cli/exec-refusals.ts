@@ -169,7 +169,7 @@ export class Refusals {
       return own(" (git worktree add cannot run inside: its pointers would redirect the host's git. Make a clone on the host instead, `git clone --shared REPO DIR`, and run vak exec --workspace DIR --allow-read REPO/.git/objects)");
     const abs = /^protected path (\/.*)$/.exec(d.reason)?.[1];
     if (abs !== undefined) {
-      const held = plan.held.find((h) => h.path === abs);
+      const held = plan.hidden.find((h) => h.path === abs) ?? plan.held.find((h) => h.path === abs);
       if (held) return fmt` (${held.why})`;
       const from = this.sourceOf(abs);
       if (from) return fmt` (${from})`;

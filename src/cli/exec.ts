@@ -280,7 +280,7 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
         // A dry run creates nothing: what a profile would create is listed, not granted.
         grants: dryRun ? { ...r.grants, write: r.grants.write.filter((p) => !r.composition.create.some((x) => x.path === p)) } : r.grants,
         scratch: scratch ?? (sandbox === "reduced" ? { tmp: "/nonexistent/tmp", home: "/nonexistent/home" } : undefined), net,
-        files: r.files, setEnv: r.setEnv, runtime: netx?.runtime,
+        files: r.files, named: r.named, setEnv: r.setEnv, runtime: netx?.runtime,
       },
       { ...hostFacts(ctx.env), walkCache: ctx.walkCache },
     );

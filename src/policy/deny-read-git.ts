@@ -257,13 +257,17 @@ function filesAt(path: string, out: string[]): void {
  * Refuses a plan in which a denied file's content is in a git object store the view shows. `visible` says
  * whether the sandbox can read a path (inside a grant and not itself denied).
  */
-export function refuseCommittedDenied(denied: readonly string[], visible: (path: string) => boolean): void {
+export function refuseCommittedDenied(denied: readonly string[], visible: (path: string) => boolean, label: (path: string) => string = (d) => `--deny-read ${d}`): void {
   const stores = new Map<string, ObjectStore>();
   const budget = { left: MAX_HASH_BYTES };
+  // Denied paths share directories (the home directory's stores): each is looked up once.
+  const repos = new Map<string, Repository | undefined>();
   for (const d of denied) {
     let remedy = "deny a path outside the repository, or mend it";
     try {
-      const repo = repositoryOf(d);
+      const dir = dirname(d);
+      const repo = repos.has(dir) ? repos.get(dir) : repositoryOf(d);
+      repos.set(dir, repo);
       if (!repo) continue;
       remedy = `deny the objects too (--deny-read ${repo.objects}) or deny a path outside the repository`;
       const seen = storesOf(repo.objects).filter((o) => visible(o) && !isWithin(o, d));
@@ -279,14 +283,14 @@ export function refuseCommittedDenied(denied: readonly string[], visible: (path:
             if (store.has(id))
               throw new VakError(
                 "bad-input",
-                `--deny-read ${d}: the content of ${f} is in the git objects at ${o} (blob ${id.toString("hex").slice(0, 12)}: it is committed or added), which the sandbox can read under another name (git show); deny them too (--deny-read ${o}) or take the file out of git`,
+                `${label(d)}: the content of ${f} is in the git objects at ${o} (blob ${id.toString("hex").slice(0, 12)}: it is committed or added), which the sandbox can read under another name (git show); deny them too (--deny-read ${o}) or take the file out of git`,
               );
           }
     } catch (e) {
       if (!(e instanceof Unchecked)) throw e;
       throw new VakError(
         "unsupported",
-        `--deny-read ${d}: vak cannot tell whether git holds its content, because ${e.message}; ${remedy}`,
+        `${label(d)}: vak cannot tell whether git holds its content, because ${e.message}; ${remedy}`,
       );
     }
   }

@@ -22,12 +22,14 @@ export const MAX_ENTRIES = 2_000_000;
 
 interface Inode {
   path: string;
+  /** What hides it, for the link's line ("--deny-read denies"). */
+  rule: string;
   dev: number;
   ino: number;
 }
 
 /** Multi-linked regular files at or below one denied path. */
-function multiLinked(denied: string, budget: { entries: number }): Inode[] {
+function multiLinked(denied: string, rule: string, budget: { entries: number }): Inode[] {
   let st;
   try {
     st = lstatSync(denied, { throwIfNoEntry: false });
@@ -35,11 +37,11 @@ function multiLinked(denied: string, budget: { entries: number }): Inode[] {
     return [];
   }
   if (!st) return [];
-  if (st.isFile()) return st.nlink > 1 ? [{ path: denied, dev: st.dev, ino: st.ino }] : [];
+  if (st.isFile()) return st.nlink > 1 ? [{ path: denied, rule, dev: st.dev, ino: st.ino }] : [];
   if (!st.isDirectory()) return [];
   const out: Inode[] = [];
   eachFile(denied, [], budget, (path, f) => {
-    if (f.nlink > 1) out.push({ path, dev: f.dev, ino: f.ino });
+    if (f.nlink > 1) out.push({ path, rule, dev: f.dev, ino: f.ino });
   });
   return out;
 }
@@ -78,10 +80,10 @@ function eachFile(root: string, skip: readonly string[], budget: { entries: numb
  * the plan: reads the file system only. `denied` are the --deny-read paths
  * inside the view (canonical); `roots` the workspace and the grants.
  */
-export function deniedLinks(denied: readonly string[], roots: readonly string[]): { held: HeldPath[]; entries: number } {
+export function deniedLinks(denied: readonly string[], roots: readonly string[], ruleOf: (path: string) => string = () => "--deny-read denies"): { held: HeldPath[]; entries: number } {
   const budget = { entries: 0 };
   const want = new Map<string, Inode>();
-  for (const d of denied) for (const f of multiLinked(d, budget)) want.set(`${f.dev}:${f.ino}`, f);
+  for (const d of denied) for (const f of multiLinked(d, ruleOf(d), budget)) want.set(`${f.dev}:${f.ino}`, f);
   if (want.size === 0) return { held: [], entries: budget.entries };
   const held: HeldPath[] = [];
   const seen = new Set<string>();
@@ -91,7 +93,7 @@ export function deniedLinks(denied: readonly string[], roots: readonly string[])
       const w = st.nlink > 1 ? want.get(`${st.dev}:${st.ino}`) : undefined;
       if (!w || seen.has(path)) return;
       seen.add(path);
-      held.push({ path, why: `a hard link to ${w.path}, which --deny-read denies: the same file under another name` });
+      held.push({ path, why: `a hard link to ${w.path}, which ${w.rule}: the same file under another name` });
     });
   return { held, entries: budget.entries };
 }

@@ -7,6 +7,7 @@ import { DEFAULT_MAX_PROCS, type Limits } from "./limits.js";
 import { canonicalDir, canonicalGrant, canonicalMaybe, exists, expandHome, isWithin } from "./paths.js";
 import type { HeldPath } from "./chain.js";
 import { deniedLinks } from "./deny-read.js";
+import { credentialPaths, hiddenStores, type StorePath } from "./host-credentials.js";
 import { refuseCommittedDenied } from "./deny-read-git.js";
 import { scanHeld } from "./held.js";
 import { dedupe, type InstallFacts, installHeld, OWN_INSTALL } from "./install-held.js";
@@ -63,6 +64,8 @@ export interface HostFacts {
   install?: InstallFacts | undefined;
   /** The held-path walk's directories from earlier walks, reused while unchanged (walk-cache.ts). */
   walkCache?: WalkCache | undefined;
+  /** Where the host keeps its credential stores (host-credentials.ts), when already worked out for this home and environment. */
+  credentials?: readonly StorePath[] | undefined;
 }
 
 export interface PlanInput {
@@ -85,6 +88,8 @@ export interface PlanInput {
   files?: readonly { path: string; content: string; why: string }[] | undefined;
   /** Variables set inside (a profile's set_env); Vak's own (PATH, HOME, the proxy) cannot be among them. */
   setEnv?: Readonly<Record<string, string>> | undefined;
+  /** Files a profile named to be read and shown as they are (an allow_read_redacted file with nothing to strip): a credential store named so is shown. */
+  named?: readonly string[] | undefined;
 }
 
 export interface LaunchPlan {
@@ -111,6 +116,11 @@ export interface LaunchPlan {
    * writable grant can reach.
    */
   held: HeldPath[];
+  /**
+   * The host's credential stores a grant covers only as a parent (host-credentials.ts): masked where they
+   * exist, never made where they do not. Each with what it is and the grant that shows it.
+   */
+  hidden: HeldPath[];
 }
 
 /** No network at all, or the egress gate reached through the relay on the sandbox's loopback. */
@@ -153,7 +163,7 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
     return {
       mode: input.mode, sandbox: "none", workspace, cwd, command: [...input.command], mounts: [], protect: [],
       env: { ...host.env } as Record<string, string>, limits: input.limits, defaultMaxProcs: 0,
-      grants: { read, write, denyRead, denyWrite, noLinks, env: [...g.env] }, network: { kind: "none" }, held: [], pathDropped: [],
+      grants: { read, write, denyRead, denyWrite, noLinks, env: [...g.env] }, network: { kind: "none" }, held: [], hidden: [], pathDropped: [],
     };
   }
   if (input.sandbox === "none") throw new VakError("internal", "a restricted mode needs a sandbox");
@@ -222,9 +232,36 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
     }
     protect.push({ kind: exists(d) ? "noread" : "abs", pattern: d });
   }
+  // The host's credential stores under a grant of a parent: hidden like a --deny-read, never made (host-credentials.ts).
+  const stores = hiddenStores(host.credentials ?? credentialPaths(host.home, host.env), access, () => (input.named ?? []).flatMap((p) => {
+    try {
+      return [canonicalMaybe(p, workspace, "allow_read_redacted")];
+    } catch {
+      return [];
+    }
+  }));
+  const own = (p: string) => denyRead.some((d) => isWithin(p, d)) || host.stateDirs.some((s) => isWithin(p, s));
+  const hidden = [...stores.masked, ...stores.absent, ...stores.opened.map((o) => ({ path: o.path, why: o.why }))].filter((h) => !own(h.path));
+  const hiddenWhy = new Map(hidden.map((h) => [h.path, h.why]));
+  for (const h of stores.masked) {
+    if (own(h.path)) continue;
+    if (reduced) throw new VakError("unsupported", `${h.path}: ${h.why}; reduced mode cannot hide a path inside a grant; run from a narrower directory, or grant the store by name`);
+    mounts.push({ kind: "mask", path: h.path, why: "a host credential store" });
+    protect.push({ kind: "noread", pattern: h.path });
+    deniedInView.push(h.path);
+  }
+  for (const h of stores.absent) if (!own(h.path)) protect.push({ kind: "abs", pattern: h.path });
+  // A store a grant reaches inside of: read-only, its other entries masked above, the granted part bound on top.
+  for (const o of stores.opened) {
+    if (own(o.path)) continue;
+    if (!reduced) mounts.push({ kind: "ro", path: o.path, why: "a host credential store, shown only where granted by name" });
+    if (!o.writableInside) protect.push({ kind: "abs", pattern: o.path });
+  }
+  const ruleOf = (d: string) => (hiddenWhy.has(d) ? "is a host credential store Vak hides" : "--deny-read denies");
   // The content too: a denied file that git holds is readable as a blob (deny-read-git.ts).
-  if (deniedInView.length > 0) refuseCommittedDenied(deniedInView, (p) => covered(p) && !denyRead.some((r) => isWithin(p, r)));
-  const links = deniedInView.length > 0 ? deniedLinks(deniedInView, [...access.keys()]).held : [];
+  if (deniedInView.length > 0)
+    refuseCommittedDenied(deniedInView, (p) => covered(p) && !denyRead.some((r) => isWithin(p, r)) && !deniedInView.some((r) => isWithin(p, r)), (d) => (hiddenWhy.has(d) ? `${d} (a host credential store Vak hides; --allow-read ${d} shows it)` : `--deny-read ${d}`));
+  const links = deniedInView.length > 0 ? deniedLinks(deniedInView, [...access.keys()], ruleOf).held : [];
   for (const l of links) {
     mounts.push({ kind: "mask", path: l.path, why: l.why });
     protect.push({ kind: "noread", pattern: l.path });
@@ -314,6 +351,7 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
     },
     network,
     held: [...held, ...links],
+    hidden,
     pathDropped: [...new Set(pathDropped)],
   };
 }

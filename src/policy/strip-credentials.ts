@@ -32,6 +32,30 @@ const QUERY_CREDENTIAL = String.raw`[?&][^=&#\s]*(token|key|secret|auth|passw|si
  */
 const CREDENTIAL_VALUE = new RegExp(String.raw`\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{6,}|${QUERY_CREDENTIAL}|:\/\/[^\s/]+\/t\/[^\s/]{6,}\/`, "i");
 const valueHolds = (v: string): boolean => TOKEN_SHAPES.test(v) || CREDENTIAL_VALUE.test(v);
+/**
+ * What a key named like a credential may hold and still be kept, since it is no secret: the name of a variable
+ * that holds one (Codex's `bearer_token_env_var = "GITHUB_TOKEN"`, `env_key`), a kind of login (Gemini CLI's
+ * `security.auth.selectedType = "oauth-personal"`, Codex's `preferred_auth_method = "apikey"`), a switch
+ * (`useExternal: false`). Anything else under such a key goes, an unknown shape included.
+ */
+// Config keys are snake_case or camelCase; an UPPER_CASE key is an environment variable (an MCP server's `env`), whose value is the secret.
+const NAMES_VARIABLE = /(^|_)env_?var$|EnvVar$|(^|_)env_key$|EnvKey$/;
+const NAMES_KIND = /(^|_)(type|kind|method)$|(Type|Kind|Method)$/;
+const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+const KIND_WORD = /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/;
+function harmless(key: string, value: unknown): boolean {
+  if (typeof value === "boolean") return true;
+  if (typeof value !== "string" || valueHolds(value)) return false;
+  return (NAMES_VARIABLE.test(key) && VARIABLE_NAME.test(value)) || (NAMES_KIND.test(key) && KIND_WORD.test(value));
+}
+/** A line's value as harmless() takes it: a quoted string or a bare true/false at the start of the text after `=`. */
+function lineValue(rest: string): string | boolean | undefined {
+  const m = /^\s*(?:"([^"\\]*)"|'([^']*)'|(true|false)\b)\s*(?:$|[,}#\]])/.exec(rest);
+  if (!m) return undefined;
+  return m[3] !== undefined ? m[3] === "true" : (m[1] ?? m[2]);
+}
+const harmlessLine = (key: string, rest: string): boolean => harmless(key, lineValue(rest));
+
 /** A proxy setting with a user in it (`user:pw@host:port`, which cargo and pip take without a scheme). */
 const proxyWithUser = (name: string, value: string): boolean => /proxy/i.test(name) && value.includes("@");
 
@@ -81,9 +105,31 @@ function stripJson(value: unknown, path: string, removed: string[], depth: numbe
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(value)) {
     const at = path ? `${path}.${k}` : k;
-    if (namesKey(k) || (typeof v === "string" && valueHolds(v))) removed.push(`key ${at}`);
-    else out[k] = stripJson(v, at, removed, depth + 1);
+    if (namesKey(k) || (typeof v === "string" && valueHolds(v))) {
+      const kept = onlyHarmless(k, v, at, removed, depth + 1);
+      if (kept === undefined) removed.push(`key ${at}`);
+      else out[k] = kept;
+    } else out[k] = stripJson(v, at, removed, depth + 1);
   }
+  return out;
+}
+
+/**
+ * Under a key named like a credential: what harmless() keeps, and of an object (Gemini CLI's `security.auth`) only
+ * such entries, at any depth; undefined when nothing is kept (the key goes whole).
+ */
+function onlyHarmless(k: string, v: unknown, at: string, removed: string[], depth: number): unknown {
+  if (harmless(k, v)) return v;
+  if (!v || typeof v !== "object" || Array.isArray(v) || depth > 64) return undefined;
+  const out: Record<string, unknown> = {};
+  const dropped: string[] = [];
+  for (const [ck, cv] of Object.entries(v)) {
+    const kept = onlyHarmless(ck, cv, `${at}.${ck}`, dropped, depth + 1);
+    if (kept === undefined) dropped.push(`key ${at}.${ck}`);
+    else out[ck] = kept;
+  }
+  if (Object.keys(out).length === 0) return undefined;
+  removed.push(...dropped);
   return out;
 }
 
@@ -119,8 +165,11 @@ const INNER_KEY = /(?:^|[{,\s"'[])(["']?)([A-Za-z0-9_.\-/:]+)\1\s*[=:]/g;
 
 const namesCredential = (line: string): boolean =>
   valueHolds(line) ||
-  [...line.matchAll(INNER_KEY)].some((m) => namesKey(m[2]!)) ||
-  line.split("\r").some((seg) => keyForms(seg).some((k) => namesKey(k) || NPM_KEY.test(k) || proxyWithUser(k, seg.slice(seg.search(/[=:]/) + 1))));
+  [...line.matchAll(INNER_KEY)].some((m) => namesKey(m[2]!) && !harmlessLine(m[2]!, line.slice(m.index + m[0].length))) ||
+  line.split("\r").some((seg) => {
+    const rest = seg.slice(seg.search(/[=:]/) + 1);
+    return keyForms(seg).some((k) => (namesKey(k) && !harmlessLine(k, rest)) || NPM_KEY.test(k) || proxyWithUser(k, rest));
+  });
 
 const REMOVED_VALUE = "(vak removed a credential here: the sandbox never sees it)";
 

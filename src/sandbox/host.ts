@@ -1,5 +1,6 @@
 import { realpathSync } from "node:fs";
 import { homedir, userInfo } from "node:os";
+import { credentialPaths } from "../policy/host-credentials.js";
 import type { HostFacts } from "../policy/plan.js";
 import { vakStateDirs } from "../policy/state.js";
 import { installation } from "../policy/install.js";
@@ -17,6 +18,7 @@ export function hostFacts(env: NodeJS.ProcessEnv = process.env): HostFacts {
     shell: info.shell && info.shell.startsWith("/") ? info.shell : "/bin/sh",
     env,
     stateDirs: vakStateDirs(env, home),
+    credentials: credentialPaths(home, env),
     nodePrefix: install.nodePrefix,
     preloadDir: install.preloadDir,
     install: { packageRoot: realpathSync.native(install.root), execPath: install.node, script: process.argv[1], nodePrefix: install.nodePrefix },

@@ -99,6 +99,27 @@ describe("what the host holds for a tool does not reach the sandbox through its 
     for (const kept of ['model = "gpt-test"', 'command = "npx"', "Bash(ls)", '"command": "npx"', '"name":"ext"']) expect(r.stdout).toContain(kept);
   });
 
+  it("codex, gemini: the copies keep what names a credential without being one (bearer_token_env_var, security.auth.selectedType), and lose the secret beside it", async () => {
+    put(".codex/config.toml", [
+      'model = "gpt-test"',
+      "[mcp_servers.github]",
+      'url = "https://api.githubcopilot.com/mcp/"',
+      'bearer_token_env_var = "GITHUB_PAT"',
+      "[model_providers.corp]",
+      'base_url = "https://llm.corp.invalid/v1"',
+      'env_key = "CORP_API_KEY"',
+      'experimental_bearer_token = "codex-bearer-tok-1"',
+      "",
+    ].join("\n"));
+    put(".gemini/settings.json", JSON.stringify({ security: { auth: { selectedType: "oauth-personal", apiKey: "gemini-auth-tok-2" } }, general: { vimMode: true } }, null, 2));
+    const r = await vak(["--profile", "codex", "--profile", "gemini", "--", "sh", "-c", "cat ~/.codex/config.toml; echo ===; cat ~/.gemini/settings.json"]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(leaked(r.stdout, ["-tok-1", "-tok-2"])).toEqual([]);
+    const [codex, gemini] = r.stdout.split("===\n");
+    for (const kept of ['bearer_token_env_var = "GITHUB_PAT"', 'env_key = "CORP_API_KEY"', 'url = "https://api.githubcopilot.com/mcp/"']) expect(codex).toContain(kept);
+    expect(JSON.parse(gemini!)).toEqual({ security: { auth: { selectedType: "oauth-personal" } }, general: { vimMode: true } });
+  });
+
   it("claude: ~/.claude.json's MCP servers lose a key under a name without a credential's words (GH_PAT, OPENAI_KEY) and a token-shaped argument", async () => {
     put(".claude.json", JSON.stringify({
       numStartups: 2,

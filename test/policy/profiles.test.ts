@@ -209,6 +209,37 @@ describe("credentials are stripped from the files a profile shows that way", () 
     expect(JSON.parse(s.text)).toEqual({ numStartups: 3, mcp: [{ url: "https://h/x" }] });
     expect(s.removed).toEqual(["key primaryApiKey", "key oauthAccount", "key mcp[0].url"]);
   });
+  it("Codex's config.toml keeps the names of variables and the kind of login, and still loses the secrets beside them", () => {
+    const R = "# (a credential was here; vak removed it: the sandbox never sees it)";
+    const input = [
+      'preferred_auth_method = "apikey"',
+      "[mcp_servers.gh]",
+      'url = "https://api.githubcopilot.com/mcp/"',
+      'bearer_token_env_var = "GITHUB_PAT"',
+      "[mcp_servers.inline]",
+      'linear = { url = "https://mcp.linear.app/mcp", bearer_token_env_var = "LINEAR_TOKEN" }',
+      "[model_providers.corp]",
+      'env_key = "CORP_API_KEY"',
+      'experimental_bearer_token = "corp-secret-1"',
+      'bearer_token_env_var = "ghp_0123456789abcdefABCDEF"',
+      'leaky = { bearer_token_env_var = "X", token = "corp-secret-2" }',
+      "[mcp_servers.env]",
+      'env = { MY_ENV_KEY = "corp-secret-3" }',
+      "",
+    ].join("\n");
+    const out = stripCredentials(input).text.split("\n");
+    expect(out.slice(0, 8)).toEqual(input.split("\n").slice(0, 8));
+    expect(out.slice(8, 11)).toEqual([R, R, R]);
+    expect(out[12]).toBe(R);
+    expect(out.join("\n")).not.toMatch(/corp-secret|ghp_/);
+  });
+  it("Gemini CLI's settings.json keeps security.auth's kind of login and switches, and still loses a secret put there", () => {
+    const settings = { security: { auth: { selectedType: "oauth-personal", enforcedType: "oauth-personal", useExternal: false }, folderTrust: { enabled: true } }, selectedAuthType: "gemini-api-key", mcpServers: { x: { command: "x" } } };
+    expect(JSON.parse(stripCredentials(JSON.stringify(settings)).text)).toEqual(settings);
+    const s = stripCredentials(JSON.stringify({ security: { auth: { selectedType: "oauth-personal", apiKey: "gemini-secret-1", token: { type: "bearer", value: "gemini-secret-2" } } } }));
+    expect(JSON.parse(s.text)).toEqual({ security: { auth: { selectedType: "oauth-personal", token: { type: "bearer" } } } });
+    expect(s.removed).toEqual(["key security.auth.apiKey", "key security.auth.token.value"]);
+  });
   it("a JSON file loses a key named like an env variable's credential (GH_PAT) and a token-shaped string in a list, and keeps the rest", () => {
     const s = stripCredentials(JSON.stringify({ mcpServers: { gh: { args: ["--token", "ghp_0123456789abcdefABCDEF"], env: { GH_PAT: "p", LOG_LEVEL: "debug" }, headers: { "X-Trace": "Bearer abcdefgh" } } } }));
     expect(JSON.parse(s.text)).toEqual({ mcpServers: { gh: { args: ["--token", "(vak removed a credential here: the sandbox never sees it)"], env: { LOG_LEVEL: "debug" }, headers: {} } } });
