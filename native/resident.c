@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -404,6 +405,17 @@ static napi_value cloexec_from(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/**
+ * nonDumpable(): this process's memory is written to no core file, and no other process of the user may ptrace it
+ * or read its /proc/PID/mem: a vak process holds a run CA's private key, gate-held secrets and provider keys. What
+ * it starts is dumpable again from its exec (a new image), as the kernel resets it.
+ */
+static napi_value non_dumpable(napi_env env, napi_callback_info info) {
+  (void)info;
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return throw_errno(env, "nonDumpable: PR_SET_DUMPABLE");
+  return NULL;
+}
+
 /** pipe() -> [read, write]: a pipe, both ends close-on-exec (spawn hands one on by its fds). */
 static napi_value make_pipe(napi_env env, napi_callback_info info) {
   int p[2];
@@ -419,7 +431,7 @@ static napi_value init(napi_env env, napi_value exports) {
   const struct {
     const char *name;
     napi_callback fn;
-  } fns[] = {{"peer", peer}, {"receive", receive}, {"spawn", spawn_child}, {"exited", exited}, {"pipe", make_pipe}, {"cloexecFrom", cloexec_from}};
+  } fns[] = {{"peer", peer}, {"receive", receive}, {"spawn", spawn_child}, {"exited", exited}, {"pipe", make_pipe}, {"cloexecFrom", cloexec_from}, {"nonDumpable", non_dumpable}};
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
     napi_value f;
     if (napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &f) != napi_ok) return NULL;

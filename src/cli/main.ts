@@ -5,7 +5,7 @@ import { decide } from "../policy/plan.js";
 import { resolveGrants } from "./exec-grants.js";
 import { hostFacts } from "../sandbox/host.js";
 import { execCommand, type ExecContext, type ExecOptions } from "./exec.js";
-import { withholdInherited, nativeSpawner } from "../sandbox/native-spawn.js";
+import { keepOutOfDumps, nativeSpawner, withholdInherited } from "../sandbox/native-spawn.js";
 import { Redactor } from "../secrets/redact.js";
 import { EXIT_REFUSED } from "./exit.js";
 import { upgradeError } from "./upgraded.js";
@@ -410,6 +410,7 @@ export async function main(argv: string[]): Promise<number> {
   // Not for --full-access, which runs the command as its caller would, with what it was handed (make's jobserver).
   const end = argv.indexOf("--");
   if (!(argv[0] === "exec" && (end < 0 ? argv : argv.slice(0, end)).includes("--full-access"))) withholdInherited();
+  keepOutOfDumps();
   const escaped: { message?: string[] | undefined } = {};
   const p = program(argv[0] === "exec", escaped);
   try {

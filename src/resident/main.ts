@@ -1,4 +1,4 @@
-import { withholdInherited } from "../sandbox/native-spawn.js";
+import { keepOutOfDumps, withholdInherited } from "../sandbox/native-spawn.js";
 import { startHost } from "./host.js";
 
 /** bin/vak.cjs exits through it, as for the CLI: once what was written to stdout and stderr is flushed. */
@@ -11,6 +11,7 @@ const DEFAULT_IDLE_SECONDS = 300;
 export async function main(argv: string[]): Promise<number> {
   // Started by hand from a shell, as the CLI: what it inherited reaches nothing it starts (the client's start_host closes them).
   withholdInherited();
+  keepOutOfDumps();
   const i = argv.indexOf("--idle-seconds");
   const raw = i >= 0 ? argv[i + 1] : process.env.VAK_HOST_IDLE_SECONDS;
   const idle = raw === undefined ? DEFAULT_IDLE_SECONDS : Number(raw);

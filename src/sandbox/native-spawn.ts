@@ -6,6 +6,8 @@ import type { Spawner } from "./launcher.js";
 interface Addon extends Spawner {
   /** Marks every descriptor from n up close-on-exec (native/resident.c). */
   cloexecFrom?(n: number): void;
+  /** PR_SET_DUMPABLE 0: no core file, no ptrace or /proc/PID/mem by other processes of the user (native/resident.c). */
+  nonDumpable?(): void;
 }
 
 let loaded: Addon | null | undefined;
@@ -40,4 +42,14 @@ export function nativeSpawner(): Spawner | undefined {
  */
 export function withholdInherited(): void {
   addon()?.cloexecFrom?.(3);
+}
+
+/**
+ * This process's memory reaches no core file and no other process of the user (ptrace, /proc/PID/mem): it holds a run
+ * CA's private key, gate-held secrets, provider keys. A crash of `vak exec` would otherwise write them into the
+ * workspace (core_pattern `core`). Called once, as the CLI and the resident host start. What it starts is dumpable
+ * again from its exec.
+ */
+export function keepOutOfDumps(): void {
+  addon()?.nonDumpable?.();
 }

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
@@ -135,5 +135,36 @@ describe("nothing of the host's leaks in", () => {
   it("the hostname and the machine's interfaces are the sandbox's own", async () => {
     const r = await sandboxSh(s.ws, `hostname; cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '`);
     expect(r.stdout.trim().split("\n")).toEqual(["vak", "lo"]);
+  });
+});
+
+// Where the kernel writes a crashed process's memory as a file in its working directory (a pattern that is a plain
+// name, not a pipe to a collector or a path elsewhere), the file's name starts with this; undefined elsewhere.
+const corePrefix = (() => {
+  const pattern = existsSync("/proc/sys/kernel/core_pattern") ? readFileSync("/proc/sys/kernel/core_pattern", "utf8").trim() : "|";
+  const prefix = pattern.split("%")[0]!;
+  return pattern.startsWith("|") || pattern.includes("/") || prefix === "" ? undefined : prefix;
+})();
+
+describe("the vak process's memory", () => {
+  let s: Scratch;
+  beforeEach(() => {
+    s = scratch();
+  });
+  afterEach(() => s.cleanup());
+
+  // The vak process holds the run CA's private key (a read: grant terminates TLS), gate-held secrets and provider
+  // keys. A crash must not write them as a core file into the workspace, where the next command (or the repository)
+  // would have them; nor may another process of the user read them through ptrace or /proc/PID/mem.
+  it.runIf(corePrefix !== undefined)("a vak exec that holds a run CA and crashes (SIGABRT, core dumps allowed) leaves no core file in the workspace", async () => {
+    const child = spawnVak(["exec", "--allow-net", "read:127.0.0.1:9", "--", "/bin/sh", "-c", "echo started; sleep 30"], { cwd: s.ws, wrapper: ["/bin/sh", "-c", 'ulimit -c unlimited && exec "$@"', "sh"] });
+    let out = "";
+    child.stdout?.on("data", (d: Buffer) => (out += d.toString()));
+    const closed = new Promise<NodeJS.Signals | null>((resolve) => child.on("close", (_code, signal) => resolve(signal)));
+    for (let i = 0; i < 1000 && !out.includes("started"); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(out).toContain("started");
+    child.kill("SIGABRT");
+    expect(await closed).toBe("SIGABRT");
+    expect(readdirSync(s.ws).filter((n) => n.startsWith(corePrefix!))).toEqual([]);
   });
 });
