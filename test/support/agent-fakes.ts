@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { closeDestroying } from "./net.js";
 
 /**
  * A loopback server that speaks what the agent CLIs speak to their providers,
@@ -93,7 +94,8 @@ export async function agentFake(opts: { command?: string } = {}): Promise<AgentF
       res.writeHead(404, { "content-type": "application/json" }).end("{}");
     });
   });
+  const close = closeDestroying(server);
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const port = (server.address() as AddressInfo).port;
-  return { port, url: `http://127.0.0.1:${port}`, seen, close: () => new Promise((resolve) => server.close(() => resolve())) };
+  return { port, url: `http://127.0.0.1:${port}`, seen, close };
 }

@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
+import { closeDestroying } from "./net.js";
 
 /**
  * A loopback server that speaks the OpenAI Chat Completions and Anthropic
@@ -113,12 +114,8 @@ export async function wireServer(turns: WireTurn[], opts: { key?: string } = {})
       res.end(anthropic ? anthropicStream(turn, String(body.model)) : openaiStream(turn, String(body.model)));
     });
   });
+  const close = closeDestroying(server);
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const port = (server.address() as { port: number }).port;
-  return {
-    baseURL: `http://127.0.0.1:${port}`,
-    seen,
-    endlessSent,
-    close: () => new Promise((r) => server.close(() => r())),
-  };
+  return { baseURL: `http://127.0.0.1:${port}`, seen, endlessSent, close };
 }

@@ -7,6 +7,24 @@ import { sendClient, socketFd } from "../../src/net/engine.js";
 import { EgressGate, type EgressEvent, type GateLimits, type GateOptions, type GateWorker } from "../../src/net/egress-gate.js";
 import { parseNetGrants } from "../../src/policy/net-grants.js";
 
+/**
+ * Closes a test server at once: every socket it accepted is destroyed first. An HTTP server is half-open by
+ * default, and libuv reports a reset after a short read as an end of stream, so a socket whose peer (the gate)
+ * reset it can stay open on the server's side; `close()` then waits for ever. Register before any connection.
+ */
+export function closeDestroying(server: NetServer | Server): () => Promise<void> {
+  const sockets = new Set<Socket>();
+  server.on("connection", (s: Socket) => {
+    sockets.add(s);
+    s.once("close", () => sockets.delete(s));
+  });
+  return () =>
+    new Promise((r) => {
+      for (const s of sockets) s.destroy();
+      server.close(() => r());
+    });
+}
+
 /** A loopback HTTP server that records what reached it. */
 export interface Upstream {
   port: number;
@@ -26,12 +44,9 @@ export async function upstream(handler?: (req: IncomingMessage) => { status: num
       res.end(custom?.body ?? `ok ${req.method} ${req.url}\n`);
     });
   });
+  const close = closeDestroying(server);
   const port = await listenLoopback(server);
-  return {
-    port,
-    requests,
-    close: () => new Promise((r) => server.close(() => r())),
-  };
+  return { port, requests, close };
 }
 
 /**

@@ -6,7 +6,7 @@ import { createServer as createHttpsServer, type Server } from "node:https";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { listenLoopback } from "./net.js";
+import { closeDestroying, listenLoopback } from "./net.js";
 
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
 const ALG = { name: "ECDSA", namedCurve: "P-256", hash: "SHA-256" } as const;
@@ -86,6 +86,7 @@ export async function httpsUpstream(
     socket.on("data", (d: Buffer) => socket.write(d));
     socket.on("error", () => {});
   });
+  const close = closeDestroying(server);
   const port = await listenLoopback(server);
-  return { port, server, requests, close: () => new Promise((r) => (server.closeAllConnections(), server.close(() => r()))) };
+  return { port, server, requests, close };
 }
