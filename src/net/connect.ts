@@ -9,6 +9,7 @@ import { hostHeaderProblem } from "./proxy-head.js";
 import { ClosedError, SocketReader } from "./reader.js";
 import { sniMatches, terminate, TerminateError } from "./terminate.js";
 import { looksLikeTls, readHello } from "./client-hello.js";
+import { plainStart } from "./plain-start.js";
 import { type EarlyUpstream, preconnect } from "./tls-early.js";
 import { upstreamTls } from "./node-forward.js";
 
@@ -98,6 +99,7 @@ export async function connect(conn: Connection, head: RequestHead): Promise<void
   let outcome = "completed";
   const bytes = { up: 0, down: 0 };
   let upstream: Socket | undefined;
+  let plain = false;
   const abort = () => upstream?.destroy();
   conn.socket.once("close", abort);
   try {
@@ -112,6 +114,19 @@ export async function connect(conn: Connection, head: RequestHead): Promise<void
     conn.socket.write(ESTABLISHED);
     status = 200;
     const early = await firstBytes(conn, s, target.host);
+    if (early.plain) {
+      // Plain HTTP inside: served as requests to this destination, at the address checked now, each one decided.
+      s.destroy();
+      plain = true;
+      conn.reader.unread(early.up);
+      const inner = conn.inside(conn.socket, conn.reader, { ...target, address: c.address, resolved: c.resolved, plain: true }, false);
+      try {
+        await inner.serve();
+      } finally {
+        inner.close();
+      }
+      return;
+    }
     // From here the bytes are the engine's: what either side sent early goes first, then the kernel splices.
     const ended = conn.ctx.splice(conn.socket, s, early.up, early.down);
     conn.socket.off("close", abort);
@@ -132,7 +147,8 @@ export async function connect(conn: Connection, head: RequestHead): Promise<void
   } finally {
     conn.socket.off("close", abort);
     upstream?.destroy();
-    conn.ctx.record({ ...allowed, outcome, ...(status === undefined ? {} : { status }), bytesUp: bytes.up, bytesDown: bytes.down });
+    const inside = plain ? { tls: undefined, reason: `${allowed.reason}; plain HTTP inside, each request decided on its own` } : {};
+    conn.ctx.record({ ...allowed, ...inside, outcome, ...(status === undefined ? {} : { status }), bytesUp: bytes.up, bytesDown: bytes.down });
   }
 }
 
@@ -147,10 +163,12 @@ const UNRECOGNIZED_NAME = Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70]
  * for no name): a tunnel opened to a name granted in full must not reach, at the same address, a name whose grant
  * is narrower (read:, paths, a secret's host), or one not granted. The whole ClientHello is read (within the head
  * deadline); one the gate cannot read, a name that is not the target, a hello not complete in time, is refused
- * (a TLS alert, unrecognized_name) and nothing is spliced. Bytes that are not TLS (SSH, a server that speaks
- * first) go on as they came. Nothing is taken from either socket that does not go into the splice.
+ * (a TLS alert, unrecognized_name) and nothing is spliced. Plain HTTP picks its name by the Host header, so a
+ * client whose first line is an HTTP request (plain-start.ts) is not spliced at all: plain is set, and the caller
+ * serves its requests. Other bytes (SSH, a server that speaks first) go on as they came. Nothing is taken from
+ * either socket that does not go into the splice (or, for plain HTTP, back into the client's reader).
  */
-async function firstBytes(conn: Connection, upstream: Socket, target: Host): Promise<{ up: Buffer; down: Buffer }> {
+async function firstBytes(conn: Connection, upstream: Socket, target: Host): Promise<{ up: Buffer; down: Buffer; plain?: true }> {
   const client = conn.socket;
   const upReader = new SocketReader(upstream, (n) => conn.ctx.take(n), "upstream");
   const ms = conn.ctx.limits.headerMs;
@@ -188,10 +206,17 @@ async function firstBytes(conn: Connection, upstream: Socket, target: Host): Pro
         }
         // Part of a ClientHello: more is awaited, unless a side has ended (what was sent cannot become a whole one).
         if (over) break;
-      } else if (up.length || down.length || over) break; // not TLS, or a server that speaks first: nothing to check
+      } else if (up.length) {
+        const start = plainStart(up);
+        if (start === "http") return { up, down, plain: true };
+        // A first line that may yet be a request is awaited whole, whatever the server sends meanwhile; one the
+        // client ended before its line did is no request (no server acts on a request line cut short).
+        if (start === "other" || client.destroyed || client.readableEnded) break;
+      } else if (down.length || over) break; // a server that speaks first: nothing to check
       const left = deadline - Date.now();
       if (left <= 0) {
-        if (up.length) throw refuse(`the client's TLS handshake was not complete within ${ms} ms`);
+        if (up.length && looksLikeTls(up)) throw refuse(`the client's TLS handshake was not complete within ${ms} ms`);
+        if (up.length) throw new TerminateError("head-timeout", `the client's first line, which may be an HTTP request, was not complete within ${ms} ms; plain HTTP inside a tunnel is decided request by request`);
         break;
       }
       await new Promise<void>((resolve) => {

@@ -70,7 +70,7 @@ export interface ProxyContext {
   closing(): boolean;
 }
 
-/** Inside a terminated tunnel: the destination its CONNECT named, and the address checked for it then. */
+/** Inside a tunnel (terminated, or plain HTTP): the destination its CONNECT named, and the address checked for it then. */
 export interface Origin {
   host: Host;
   port: number;
@@ -78,6 +78,8 @@ export interface Origin {
   resolved: string[];
   /** The upstream connection opened with the tunnel, for its first request. */
   early?: EarlyUpstream;
+  /** Plain HTTP inside an opaque tunnel (connect.ts): sent as plain proxy requests are, to this destination only. */
+  plain?: true;
 }
 
 /** What the parts of a client connection (connect.ts, node-forward.ts) need of it: proxy.ts's ProxyConnection. */

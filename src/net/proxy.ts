@@ -51,13 +51,13 @@ export class ProxyConnection implements Connection {
     readonly socket: Socket,
     readonly reader: SocketReader,
     readonly ctx: ProxyContext,
-    /** Set inside a terminated tunnel: requests are origin-form, to this destination only, sent over verified TLS. */
+    /** Set inside a tunnel: requests are origin-form, to this destination only, sent over verified TLS (terminated) or plain (origin.plain). */
     private readonly origin?: Origin,
     /** Set inside a tunnel to the relay itself: only provider endpoints are served. */
     private readonly endpointsOnly = false,
   ) {
     this.node = new NodeForwarder(this);
-    this.tls = origin ? new TlsForwarder(this, origin) : undefined;
+    this.tls = origin && !origin.plain ? new TlsForwarder(this, origin) : undefined;
     this.upstreams = new UpstreamPool(POOL_SIZE, Math.min(POOL_IDLE_MS, ctx.limits.idleMs));
     socket.once("close", () => this.upstreams.close());
   }
@@ -183,7 +183,7 @@ export class ProxyConnection implements Connection {
   }
 
 
-  /** Absolute-form HTTP (http://host[:port]/path), or origin-form inside a terminated tunnel. */
+  /** Absolute-form HTTP (http://host[:port]/path), or origin-form inside a tunnel. */
   private async forward(head: RequestHead): Promise<boolean> {
     const { method } = head;
     const origin = this.origin;
@@ -202,8 +202,9 @@ export class ProxyConnection implements Connection {
       } else if (origin) {
         target = { host: origin.host, port: origin.port };
         // A target not in origin form is recorded as sent, not glued to the tunnel's origin.
-        if (!head.target.startsWith("/")) return this.refuse(method, head.target, 400, "not-origin-form", "inside an HTTPS tunnel a request names a path on the tunnel's host");
-        asked = `https://${hostText(origin.host)}${origin.port === 443 ? "" : `:${origin.port}`}${head.target}`;
+        if (!head.target.startsWith("/")) return this.refuse(method, head.target, 400, "not-origin-form", "inside a tunnel a request names a path on the tunnel's host");
+        const [scheme, port] = origin.plain ? ["http", 80] : ["https", 443];
+        asked = `${scheme}://${hostText(origin.host)}${origin.port === port ? "" : `:${origin.port}`}${head.target}`;
         path = head.target;
       } else {
         const m = /^http:\/\/([^/?#]*)([^#]*)/i.exec(asked);
@@ -219,7 +220,7 @@ export class ProxyConnection implements Connection {
       if (e instanceof HttpError) return this.refuse(method, asked, e.status, e.code, e.message);
       return this.refuse(method, asked, 400, "bad-destination", `bad destination: ${(e as Error).message}`);
     }
-    const overTls = Boolean(origin) || ep?.endpoint.scheme === "https";
+    const overTls = (origin !== undefined && !origin.plain) || ep?.endpoint.scheme === "https";
     const defaultPort = overTls ? 443 : 80;
     // An endpoint's Host names the relay; the gate sends the endpoint's own.
     const hostProblem = ep ? undefined : hostHeaderProblem(head.headers, target, defaultPort, true);
@@ -271,7 +272,7 @@ export class ProxyConnection implements Connection {
     const refs = [...secrets.map((x) => x.ref), ...sub.used];
     const allowed = {
       method, asked, canonical: c.canonical, resolved: c.resolved, address: c.address, decision: "allowed" as const, reason: `granted by ${c.rule}`,
-      ...(origin ? { tls: "terminated" as const } : {}),
+      ...(origin && !origin.plain ? { tls: "terminated" as const } : {}),
       ...(refs.length ? { secrets: refs } : {}),
       ...(withheld.length ? { withheld } : {}),
       ...(upgrade ? { upgrade: "websocket" } : {}),

@@ -20,7 +20,7 @@ import { looksLikeTls } from "./client-hello.js";
  */
 export class TerminateError extends Error {
   constructor(
-    readonly code: "not-tls" | "sni-mismatch" | "handshake",
+    readonly code: "not-tls" | "sni-mismatch" | "handshake" | "head-timeout",
     message: string,
   ) {
     super(message);

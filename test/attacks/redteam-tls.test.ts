@@ -445,7 +445,7 @@ describe("TLS termination, red team", () => {
 
 // For real: curl inside `vak exec`, in a network namespace the test made (11.0.0.2 plays both names, no other route).
 describe("domain fronting through an opaque tunnel, from curl inside vak exec", () => {
-  it("curl --connect-to sends CONNECT other.test (granted in full) with the SNI of api.test (granted read: only): refused, and the POST never reaches api.test", async () => {
+  it("curl --connect-to sends CONNECT other.test (granted in full) with the SNI, or over plain HTTP the Host, of api.test (granted read: only): refused, and the POST never reaches api.test", async () => {
     const ca = await testCa();
     const good = await ca.issue(["api.test", "other.test"]);
     const net = await testInternet({ "api.test": "11.0.0.2", "other.test": "11.0.0.2" }, [80], [], [{ port: 443, ...good }]);
@@ -457,13 +457,19 @@ describe("domain fronting through an opaque tunnel, from curl inside vak exec", 
         curl("-X POST -d x --connect-to api.test:443:other.test:443 https://api.test/echo/fronted"),
         curl("-X POST -d x https://other.test/echo/own-name"),
         curl("-X POST -d x https://api.test/echo/read-only"),
+        // The same over plain HTTP, tunnelled (-p): CONNECT other.test:80, and Host: api.test inside.
+        curl("-p -X POST -d x --connect-to api.test:80:other.test:80 http://api.test/echo/plain-fronted"),
+        curl("-p -X POST -d x http://other.test/echo/plain-own"),
       ].join("; ")]);
       const log = net.log().join("\n");
       expect(log).not.toContain("/echo/fronted");
       expect(log).toContain("POST /echo/own-name host=other.test sni=other.test");
       expect(log).not.toContain("/echo/read-only");
+      expect(log).not.toContain("/echo/plain-fronted");
+      expect(log).toContain("80 POST /echo/plain-own host=other.test");
       expect(r.stdout.match(/status=000/g)?.length).toBe(1);
       expect(r.stdout).toContain("status=403");
+      expect(r.stdout).toContain("status=400");
       expect(r.stderr).toMatch(/unrecognized name/i);
       const summary = JSON.parse(r.stderr.split("\n").reverse().find((l) => l.startsWith('{"exit"'))!) as { egress: Record<string, unknown>[] };
       expect(summary.egress.find((e) => e.code === "sni-mismatch")?.reason).toContain("asked for api.test, not the CONNECT target other.test");

@@ -141,9 +141,12 @@ describe("egress gate", () => {
     });
 
     it("a granted host is reachable through CONNECT", async () => {
-      const r = await rawGate(gate.socketPath, token, `CONNECT 127.0.0.1:${up.port} HTTP/1.1\r\nHost: 127.0.0.1:${up.port}\r\n\r\nGET /tunnelled HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      const r = await rawGate(gate.socketPath, token, `CONNECT 127.0.0.1:${up.port} HTTP/1.1\r\nHost: 127.0.0.1:${up.port}\r\n\r\nGET /tunnelled HTTP/1.1\r\nHost: 127.0.0.1:${up.port}\r\nConnection: close\r\n\r\n`);
       expect(r).toMatch(/^HTTP\/1\.1 200 Connection Established/);
       expect(r).toContain("ok GET /tunnelled");
+      // Plain HTTP inside is decided request by request: a Host that is not the tunnel's is refused.
+      const other = await rawGate(gate.socketPath, token, `CONNECT 127.0.0.1:${up.port} HTTP/1.1\r\nHost: 127.0.0.1:${up.port}\r\n\r\nGET /tunnelled HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      expect(other).toMatch(/^HTTP\/1\.1 200 Connection Established\r\n\r\nHTTP\/1\.1 400/);
     });
 
     it.each([

@@ -1,0 +1,50 @@
+import { METHODS } from "node:http";
+
+/**
+ * Whether the first bytes a client sends in an opaque tunnel (not TLS) are an
+ * HTTP/1 request. A server behind the CONNECT target's address may host other
+ * names, and picks one by the Host header, so plain HTTP inside a tunnel is not
+ * spliced blind: it is served as requests, each one decided (connect.ts). The
+ * reading is lenient, as lenient as a server that might answer: after any empty
+ * lines, a known method in any case (and HTTP/2's preface, PRI) starts a request;
+ * so does any first line with "HTTP/" in it (a method the gate does not know).
+ * The gate's own parser then refuses what it cannot read (lowercase methods,
+ * bare LFs, h2c). Decided as soon as the bytes allow, so that a client-first
+ * protocol is not held: SSH's banner, Redis, a binary startup message go on at once.
+ * Not caught: a request with a method the gate does not know, whose first bytes
+ * came alone, before a space (the server must also act on such a method).
+ */
+export type PlainStart = "http" | "other" | "partial";
+
+const KNOWN = [...METHODS, "PRI"].map((m) => m.toUpperCase());
+
+/** A first line this long with no end is treated as HTTP, and refused by the parser (a head too large). */
+const MAX_LINE = 8192;
+
+export function plainStart(b: Buffer): PlainStart {
+  let i = 0;
+  // Leading empty lines and blanks, which servers skip before a request.
+  while (i < b.length && (b[i] === 13 || b[i] === 10 || b[i] === 32 || b[i] === 9)) i++;
+  const start = i;
+  // The first word: a known method (or the start of one) is a request.
+  while (i < b.length && b[i] !== 32 && b[i] !== 9 && b[i] !== 10 && b[i] !== 13) i++;
+  const word = b.subarray(start, i).toString("latin1").toUpperCase();
+  const ended = i < b.length;
+  if (!word) return "partial";
+  if (ended ? KNOWN.includes(word) : KNOWN.some((m) => m.startsWith(word))) return ended ? "http" : "partial";
+  // A word no method starts with, and nothing after it yet: not a request the gate knows.
+  if (!ended) return "other";
+  return lineIsHttp(b, start);
+}
+
+/** A first line that is not a known method's: HTTP if "HTTP/" is in it; awaited whole. */
+function lineIsHttp(b: Buffer, start: number): PlainStart {
+  const http = (end: number) => /HTTP\//i.test(b.subarray(start, end).toString("latin1"));
+  for (let i = start; i < b.length; i++) {
+    const c = b[i]!;
+    if (c === 10) return http(i) ? "http" : "other";
+    // A control byte (but a tab or a CR) is in no request line: HTTP only if its version was already there.
+    if ((c < 32 && c !== 9 && c !== 13) || c === 127) return http(i) ? "http" : "other";
+  }
+  return b.length - start > MAX_LINE ? "http" : "partial";
+}
