@@ -9,11 +9,13 @@
  * run's workspace, for a tool's state kept per workspace, never shared
  * between repositories (the rust preset's cargo home).
  */
-export type Expanded = { ok: true; value: string } | { ok: false; why: string };
+export type Expanded = { ok: true; value: string } | { ok: false; why: string; unset?: string };
 
 const VAR = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
 
 export function expandValue(raw: string, env: NodeJS.ProcessEnv, home: string, vak: Readonly<Record<string, string>> = {}): Expanded {
+  // The spelling is checked, not what the variables hold: a value may contain "${" (it is never expanded again).
+  if (raw.replace(VAR, "").includes("${")) return { ok: false, why: "a ${…} that is not ${NAME} or ${NAME:-fallback}" };
   let missing: string | undefined;
   const replaced = raw.replace(VAR, (_m, name: string, fallback: string | undefined) => {
     const v = Object.hasOwn(vak, name) ? vak[name] : env[name];
@@ -22,8 +24,7 @@ export function expandValue(raw: string, env: NodeJS.ProcessEnv, home: string, v
     missing ??= name;
     return "";
   });
-  if (missing) return { ok: false, why: `${missing} is not set` };
-  if (replaced.includes("${")) return { ok: false, why: "a ${…} that is not ${NAME} or ${NAME:-fallback}" };
+  if (missing) return { ok: false, why: `${missing} is not set`, unset: missing };
   return { ok: true, value: tilde(replaced, home) };
 }
 

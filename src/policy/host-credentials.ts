@@ -2,6 +2,7 @@ import { lstatSync, readdirSync, realpathSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import type { HeldPath } from "./chain.js";
 import { VakError } from "./errors.js";
+import { expandValue } from "./expand.js";
 import { isWithin } from "./paths.js";
 
 /**
@@ -85,52 +86,28 @@ export interface StorePath {
   readonly store: CredentialStore;
 }
 
-/**
- * One spelling of a store's path, taken apart once: `~/tail`, or `${NAME}tail` / `${NAME:-fallback}tail` (a
- * variable only at the start). An unset or empty variable without a fallback makes the spelling apply nowhere.
- */
-interface Spelling {
-  readonly store: CredentialStore;
-  readonly name: string | undefined;
-  readonly fallback: string | undefined;
-  readonly tail: string;
-}
-const SPELLING = /^(?:\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\})?([^$]*)$/;
-function spell(stores: readonly CredentialStore[]): Spelling[] {
-  return stores.flatMap((store) =>
-    store.paths.map((raw) => {
-      const m = SPELLING.exec(raw);
-      if (!m || (m[1] === undefined && !raw.startsWith("~/") && !raw.startsWith("/")))
-        throw new VakError("internal", `host-credentials: ${raw}: spell a store as ~/path, /path, \${NAME}path or \${NAME:-fallback}path`);
-      return { store, name: m[1], fallback: m[2], tail: m[3]! };
-    }),
-  );
-}
-const SPELLINGS = spell(HOST_CREDENTIALS);
-
 /** Every place the host keeps a credential store: the defaults, and where a variable moves them. Reads nothing. */
-export function credentialPaths(home: string, env: NodeJS.ProcessEnv, stores?: readonly CredentialStore[]): StorePath[] {
+export function credentialPaths(home: string, env: NodeJS.ProcessEnv, stores: readonly CredentialStore[] = HOST_CREDENTIALS): StorePath[] {
   const out: StorePath[] = [];
   const seen = new Set<string>();
   const h = home.length > 1 && home.endsWith("/") ? home.slice(0, -1) : home;
-  const tilde = (p: string) => (p === "~" ? h : p.startsWith("~/") ? h + p.slice(1) : p);
-  const add = (p: string, s: CredentialStore, written: boolean) => {
-    // A variable's value is the host's to spell: made absolute (from HOME: a relative one is the tool's, from
-    // wherever it runs) and normal. The defaults are HOME and a plain tail, and need neither.
-    const abs = written ? resolve(h, p) : p;
+  // Spelled as a profile's paths are (expand.ts); a variable's value is the host's to spell: made absolute (from
+  // HOME: a relative one is the tool's, from wherever it runs) and normal.
+  const add = (p: string, s: CredentialStore) => {
+    const abs = resolve(h, p);
     if (abs === "/" || seen.has(abs)) return;
     seen.add(abs);
     out.push({ path: abs, store: s });
   };
-  for (const sp of stores ? spell(stores) : SPELLINGS) {
-    if (sp.name === undefined) add(tilde(sp.tail), sp.store, false);
-    else {
-      const v = env[sp.name];
-      if (v) add(v + sp.tail, sp.store, true);
-      else if (sp.fallback !== undefined) add(tilde(sp.fallback) + sp.tail, sp.store, false);
+  for (const s of stores)
+    for (const raw of s.paths) {
+      const e = /^(?:~\/|\/|\$\{)/.test(raw) ? expandValue(raw, env, h) : undefined;
+      if (e?.ok) add(e.value, s);
+      // An unset variable without a fallback: the spelling applies nowhere.
+      else if (e?.unset === undefined) throw new VakError("internal", `host-credentials: ${raw}: spell a store as ~/path, /path, \${NAME}path or \${NAME:-fallback}path`);
     }
-  }
-  for (const s of stores ?? HOST_CREDENTIALS) for (const v of s.lists ?? []) for (const p of (env[v] ?? "").split(":")) if (p !== "") add(p, s, true);
+  // After every store's own paths, so that the first store to name a path keeps its description.
+  for (const s of stores) for (const v of s.lists ?? []) for (const p of (env[v] ?? "").split(":")) if (p !== "") add(p, s);
   return out;
 }
 
