@@ -13,7 +13,7 @@ import { SocketReader } from "./reader.js";
 import type { Endpoint } from "./endpoint.js";
 import type { PlaceholderSecret } from "./placeholders.js";
 import { decideDestination, hasPathRule, isReadMethod, namesLiteral, type NetGrants } from "../policy/net-grants.js";
-import { type Intent, readOnlyReason } from "./request-intent.js";
+import { type Intent, intentRefusal } from "./request-intent.js";
 import type { RunCa } from "./tls-ca.js";
 import { throughProxy, type UpstreamProxy } from "./upstream-proxy.js";
 import type { UpstreamTrust } from "./tls-trust.js";
@@ -367,10 +367,8 @@ export class EgressGate {
     const d = decideDestination(worker.grants, host, port, method, path);
     if (!d.allowed) return { ok: false, status: 403, code: d.code, reason: d.reason, canonical };
     // What the request asks beyond its request line is decided here too, against the grant that allowed it.
-    if (d.rule.methods === "read" && intent.write)
-      return { ok: false, status: 403, code: "read-only", reason: readOnlyReason(intent.write, d.rule.text), canonical };
-    if (d.rule.path !== undefined && intent.pathHeader)
-      return { ok: false, status: 403, code: "path-header", reason: `${intent.pathHeader}: some servers take the path from this header, and the grant ${d.rule.text} decides by the request line's path; leave the header out`, canonical };
+    const refused = intentRefusal(d.rule, intent);
+    if (refused) return { ok: false, status: 403, ...refused, canonical };
     const flags = d.inspect ? { inspect: true } : {};
     // A non-public address is reached only by a grant naming it for this method; a read that writes anyway needs one for every method.
     const readWrites = isReadMethod(method) ? intent.write : undefined;

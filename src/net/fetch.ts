@@ -8,7 +8,7 @@ import { hasHidden } from "../text/visible.js";
 import { capped, type EgressEvent } from "./egress-log.js";
 import { decideDestination, hasPathRule, type NetGrants } from "../policy/net-grants.js";
 import { canonicalPath } from "../policy/url-path.js";
-import { queryWrite, readOnlyReason } from "./request-intent.js";
+import { intentOf, intentRefusal } from "./request-intent.js";
 
 /**
  * The host's own fetches (the web_fetch tool): the egress gate's rules, applied
@@ -122,20 +122,16 @@ export async function webFetch(url: string, opts: WebFetchOptions): Promise<WebF
       emit({ method, asked: current, canonical, decision: "denied", reason: d.reason });
       throw new WebFetchError(`refused ${method} ${current}: ${d.reason}`, hops);
     }
-    if (d.rule.methods === "read" && body !== undefined) {
-      const reason = `the grant ${d.rule.text} is read-only: it allows no request body`;
-      emit({ method, asked: current, canonical, decision: "denied", code: "read-only", reason });
-      throw new WebFetchError(`refused ${method} ${current}: ${reason}`, hops);
-    }
-    // A `_method` in the query asks many frameworks for a write, as the gate decides it (request-intent.ts).
-    const queryWrites = queryWrite(t.path);
-    if (d.rule.methods === "read" && queryWrites) {
-      const reason = readOnlyReason(queryWrites, d.rule.text);
-      emit({ method, asked: current, canonical, decision: "denied", code: "read-only", reason });
-      throw new WebFetchError(`refused ${method} ${current}: ${reason}`, hops);
+    // What the request asks beyond its method (a body, an override header, `_method`), decided as the gate decides it.
+    const head = { method, target: t.path, version: "1.1" as const, headers: Object.entries(headers) };
+    const intent = intentOf(head, body === undefined ? { kind: "none" } : { kind: "length", length: Buffer.byteLength(body) });
+    const refused = intentRefusal(d.rule, intent);
+    if (refused) {
+      emit({ method, asked: current, canonical, decision: "denied", ...refused });
+      throw new WebFetchError(`refused ${method} ${current}: ${refused.reason}`, hops);
     }
     // The lookup too ends at the fetch's deadline, however many hops came before it.
-    const writes = body !== undefined || queryWrites !== undefined;
+    const writes = intent.write !== undefined;
     const r = await resolveDestination(t.host, t.port, opts.grants, withDeadline(resolver, Math.max(1, until - Date.now())), own, method, { writes, ...(checkedPath === undefined ? {} : { path: checkedPath }) });
     if (!r.ok) {
       emit({ method, asked: current, canonical, resolved: r.resolved, decision: "denied", reason: r.reason });

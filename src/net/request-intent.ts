@@ -1,4 +1,4 @@
-import { isReadMethod } from "../policy/net-grants.js";
+import { isReadMethod, type NetRule } from "../policy/net-grants.js";
 import type { Framing, RequestHead } from "./http1.js";
 import { isUpgrade } from "./upgrade.js";
 
@@ -72,6 +72,17 @@ export function queryWrite(target: string): string | undefined {
 }
 
 /** The refusal of a request a read-only grant does not cover because of what it asks beyond its method. */
-export function readOnlyReason(write: string, grant: string): string {
+function readOnlyReason(write: string, grant: string): string {
   return `${write}; the grant ${grant} allows only GET, HEAD and OPTIONS (writes need --allow-net ${grant.replace(/^read:/, "")})`;
+}
+
+/**
+ * What the grant that allowed a request's method and path refuses of it for what else it asks (intentOf): the one
+ * decision the gate (egress-gate.ts, check) and the host's own fetches (fetch.ts) make.
+ */
+export function intentRefusal(rule: NetRule, intent: Intent): { code: "read-only" | "path-header"; reason: string } | undefined {
+  if (rule.methods === "read" && intent.write) return { code: "read-only", reason: readOnlyReason(intent.write, rule.text) };
+  if (rule.path !== undefined && intent.pathHeader)
+    return { code: "path-header", reason: `${intent.pathHeader}: some servers take the path from this header, and the grant ${rule.text} decides by the request line's path; leave the header out` };
+  return undefined;
 }

@@ -154,7 +154,7 @@ describe("web_fetch against a hostile server", () => {
     const { o } = opts({ grants: parseNetGrants([`127.0.0.1:${port}`, `read:evil.test:${port}`, `127.0.0.2:${port}`]), resolver: async () => ["127.0.0.1"] });
     for (const to of [`http://evil.test:${port}/sink`]) {
       const e = await refusal(redirect("/resend", to, 307), { ...o, method: "POST", body: "secret-form" });
-      expect(e.message).toMatch(/POST is a write|allows no request body/);
+      expect(e.message).toMatch(/POST is a write|a request body is a write/);
     }
     expect(bodies).toEqual([]);
   });

@@ -91,7 +91,10 @@ describe("webFetch: the host's own fetches under the gate's rules", () => {
     const err = await webFetch(`http://site.test:${up.port}/w`, { grants: read, resolver, connect: hook.fn, ownAddresses: new Set(), method: "POST", body: "x" }).catch((e: unknown) => e);
     expect(String(err)).toContain("POST is a write");
     const withBody = await webFetch(`http://site.test:${up.port}/g`, { grants: read, resolver, connect: hook.fn, ownAddresses: new Set(), method: "GET", body: "data" }).catch((e: unknown) => e);
-    expect(String(withBody)).toContain("allows no request body");
+    expect(String(withBody)).toContain("a request body is a write, whatever its method; the grant read:site.test");
+    // An override header asks many servers for a write: decided as the gate decides it (intentRefusal).
+    const override = await webFetch(`http://site.test:${up.port}/o`, { grants: read, resolver, connect: hook.fn, ownAddresses: new Set(), headers: { "X_HTTP_Method_Override": "DELETE" } }).catch((e: unknown) => e);
+    expect(String(override)).toContain("X_HTTP_Method_Override: DELETE asks the server for DELETE, a write");
     expect(hook.calls).toHaveLength(1);
   });
 
