@@ -53,7 +53,7 @@ function decoded(text: string): string {
  * Rails (Rack::MethodOverride), Laravel, Symfony and Express's method-override take the method from it, on POST
  * by default and on any method in some middleware and configurations. The query is read as a lenient server
  * reads it: split at `&` and `;`, each name and value percent-decoded (`+` a space), the name in any case and
- * with PHP's folding of a leading space, `.` and ` ` to `_`; every `_method` counts, as any one may be the one
+ * with PHP's folding of a leading space, `.` and ` ` to `_`, a list's brackets dropped (`_method[]`); every `_method` counts, as any one may be the one
  * a server takes, and a list names every method in it.
  */
 export function queryWrite(target: string): string | undefined {
@@ -62,7 +62,8 @@ export function queryWrite(target: string): string | undefined {
   const hash = target.indexOf("#", q);
   for (const part of target.slice(q + 1, hash < 0 ? undefined : hash).split(/[&;]/)) {
     const eq = part.indexOf("=");
-    const name = decoded(eq < 0 ? part : part.slice(0, eq)).trimStart().replace(/[. ]/g, "_").toLowerCase();
+    // PHP and Rack read `_method[]` and `_method[k]` as a list under `_method`: the name before its brackets.
+    const name = decoded(eq < 0 ? part : part.slice(0, eq)).trimStart().replace(/[. ]/g, "_").replace(/\[.*$/s, "").toLowerCase();
     if (name !== "_method") continue;
     const value = decoded(eq < 0 ? "" : part.slice(eq + 1));
     const write = writeIn(value);

@@ -123,6 +123,9 @@ describe("the egress gate's decision on each request", () => {
       "?a=1;_method=PUT",
       "?.method=DELETE",
       "?_method",
+      "?_method[]=DELETE",
+      "?_method%5B0%5D=PUT",
+      "?_method[a][b]=PATCH",
     ];
     for (const [i, q] of writes.entries())
       for (const method of ["GET", "HEAD"])
@@ -136,7 +139,7 @@ describe("the egress gate's decision on each request", () => {
     expect(refused).toHaveLength(4);
     expect(refused[0]!.reason).toMatch(/^the query parameter _method=DELETE asks the server for DELETE, a write; the grant read:api\.test:\d+ allows only GET, HEAD and OPTIONS \(writes need --allow-net api\.test:\d+\)$/);
     // A read named, a name that only looks like it, or _method inside another parameter's value: passed on as sent.
-    for (const q of ["?_method=GET", "?_method=head", "?my_method=DELETE", "?_methods=DELETE", "?x=_method%3DDELETE"])
+    for (const q of ["?_method=GET", "?_method=head", "?my_method=DELETE", "?_methods=DELETE", "?x=_method%3DDELETE", "?_method[]=GET", "?x[_method]=DELETE"])
       for (const send of [plain, inside]) {
         const r = await send("api.test", `/r${q}`, "");
         expect(status(r.answer), `${send === plain ? "plain" : "inside"} ${q}`).toBe(200);
