@@ -4,8 +4,11 @@
  * `+`, html/template writes `&#43;`). Each character may be: its bytes as they went in the header (latin1) or in
  * UTF-8, each byte as it is or percent-encoded (either case of hex); `+` for a space; an HTML character reference
  * (decimal or hexadecimal, either case, up to four leading zeros) or a named one for ASCII punctuation; a JSON or
- * JavaScript escape (`\uXXXX`, surrogate pairs, `\xHH`, `\"`, `\/`, `\n`…). Not followed: the value in another
- * case, base64 or any other re-encoding, a value cut into pieces.
+ * JavaScript escape (`\uXXXX`, surrogate pairs, `\xHH`, `\"`, `\/`, `\n`…). Besides (encodedForms): the value
+ * as it went in another case (a host that upper-cases what it quotes), and in base64, standard or URL-safe, at
+ * each of the three alignments it may have in a longer encoded text. Not followed: escapes in another case than
+ * the value's own (a case-blind pattern of every spelling costs ten times as much: 75-140 ms a search for a value
+ * full of punctuation), other re-encodings (hex, base64 wrapped across lines), a value cut into pieces.
  *
  * A form is a pattern (to find matches) and the same description as segments (to tell whether the end of what
  * has arrived could still become a match: a replacer holds back only that).
@@ -64,6 +67,8 @@ const longestOf = (sp: Spelling) => sp.reduce((n, s) => n + Math.max(...s.map((t
 export interface ValueForms {
   /** Global: finds the value in any spelling, over an answer's bytes read as latin1. */
   find: RegExp;
+  /** Where the forms are fixed texts: searched natively (Buffer.indexOf), each, instead of by find. */
+  literals?: readonly Buffer[];
   /** The bytes a match can start with, looked for natively before the pattern runs. */
   starts: number[];
   /** The longest text a match can be. */
@@ -88,6 +93,51 @@ export function valueForms(value: string): ValueForms {
     longest: chars.reduce((n, c) => n + c.longest, 0),
     couldGrow: (tail) => grows(all, 0, undefined, 0, tail),
   };
+}
+
+/** A base64 text shorter than this is not searched for: it would be found by chance in other base64. */
+const MIN_ENCODED = 12;
+
+/**
+ * The value in another case, as it went; and in base64, as a host that encodes what it quotes writes it (a JSON of the request base64-encoded, a
+ * token echoed in a JWT-like blob): for each alignment the value may have in a longer encoded text (0, 1 or 2
+ * bytes before it, mod 3), the characters that depend on the value's bytes alone, standard and URL-safe. The
+ * few bits that share a character with a neighbour's are not found: at most two bytes' worth at each end.
+ */
+export function encodedForms(value: string): ValueForms[] {
+  const out: ValueForms[] = [];
+  if (/^[\x00-\x7f]+$/.test(value) && value.toLowerCase() !== value.toUpperCase()) {
+    const lower = value.toLowerCase();
+    const starts = [...new Set([lower[0]!, value[0]!.toUpperCase(), value[0]!])].filter((c) => c.length === 1 && c.charCodeAt(0) < 256).map((c) => c.charCodeAt(0));
+    out.push({
+      find: new RegExp([...value].map(escapeByte).join(""), "gi"),
+      starts,
+      longest: value.length,
+      couldGrow: (tail) => tail.length < value.length && lower.startsWith(tail.toLowerCase()),
+    });
+  }
+  const texts = new Set<string>();
+  for (const bytes of new Set([Buffer.from(value, "latin1").toString("latin1"), Buffer.from(value, "utf8").toString("latin1")])) {
+    const b = Buffer.from(bytes, "latin1");
+    for (let k = 0; k < 3; k++) {
+      const full = Buffer.concat([Buffer.alloc(k), b]).toString("base64");
+      const core = full.slice(Math.ceil((8 * k) / 6), Math.floor((8 * (k + b.length)) / 6));
+      if (core.length < MIN_ENCODED) continue;
+      texts.add(core);
+      texts.add(core.replace(/\+/g, "-").replace(/\//g, "_"));
+    }
+  }
+  // One form for them all: each form is a search of the whole answer, and fixed texts are searched natively.
+  const all = [...texts].sort((a, b) => b.length - a.length);
+  if (all.length)
+    out.push({
+      find: new RegExp(all.map((t) => [...t].map(escapeByte).join("")).join("|"), "g"),
+      literals: all.map((t) => Buffer.from(t, "latin1")),
+      starts: [...new Set(all.map((t) => t.charCodeAt(0)))],
+      longest: all[0]!.length,
+      couldGrow: (tail) => all.some((t) => tail.length < t.length && t.startsWith(tail)),
+    });
+  return out;
 }
 
 /**

@@ -18,7 +18,7 @@ import type { Socket } from "node:net";
 import { queued } from "./hold.js";
 import { type ByteSource, bodyPieces, chunk, type Framing, type HeaderList, headerValues, HttpError, type ResponseHead, responseFraming } from "./http1.js";
 import { UpstreamError } from "./outcome.js";
-import { type ValueForms, valueForms } from "./reflected-forms.js";
+import { encodedForms, type ValueForms, valueForms } from "./reflected-forms.js";
 
 /** A secret put into a request: its value, and what the command knows it by. */
 export interface Injected {
@@ -35,25 +35,25 @@ interface Form extends ValueForms {
  * request carrying the secret has its answer searched): dropped after a minute unused, so that a resident host
  * does not keep the values of runs long ended; 64 at most.
  */
-const cache = new Map<string, { forms: ValueForms; used: number }>();
+const cache = new Map<string, { forms: ValueForms[]; used: number }>();
 const CACHE_MS = 60_000;
 
-function cachedForms(value: string): ValueForms {
+function cachedForms(value: string): ValueForms[] {
   const now = Date.now();
   for (const [v, e] of cache) if (now - e.used > CACHE_MS) cache.delete(v);
   const hit = cache.get(value);
   if (hit) return (hit.used = now), hit.forms;
   if (cache.size >= 64) cache.delete(cache.keys().next().value!);
-  const forms = valueForms(value);
+  const forms = [valueForms(value), ...encodedForms(value)];
   cache.set(value, { forms, used: now });
   return forms;
 }
 
 /** The distinct values' forms, each with its placeholder. */
 export function formsOf(secrets: readonly Injected[]): Form[] {
-  const out = new Map<string, Form>();
-  for (const s of secrets) if (s.value && !out.has(s.value)) out.set(s.value, { ...cachedForms(s.value), put: Buffer.from(s.placeholder, "latin1") });
-  return [...out.values()];
+  const out = new Map<string, Form[]>();
+  for (const s of secrets) if (s.value && !out.has(s.value)) out.set(s.value, cachedForms(s.value).map((f) => ({ ...f, put: Buffer.from(s.placeholder, "latin1") })));
+  return [...out.values()].flat();
 }
 
 /** A streaming replacer for one answer. */
@@ -107,6 +107,14 @@ export class Reflected {
     // A form's first match at or after from that starts before limit (undefined: none): its pattern runs from the
     // first of its start bytes, found by indexOf (native), so that data with none of them is not matched at all.
     const find = (f: Form, from: number) => {
+      if (f.literals) {
+        let hit: { at: number; length: number } | undefined;
+        for (const l of f.literals) {
+          const x = data.indexOf(l, from);
+          if (x >= 0 && x < limit && (!hit || x < hit.at || (x === hit.at && l.length > hit.length))) hit = { at: x, length: l.length };
+        }
+        return hit;
+      }
       let p = -1;
       for (const b of f.starts) {
         const x = data.indexOf(b, from);

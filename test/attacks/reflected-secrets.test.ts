@@ -126,6 +126,22 @@ describe.each(["plain HTTP", "terminated TLS"] as const)("a gate-held secret ref
     expect(JSON.stringify(x.events)).not.toContain(VALUE);
   });
 
+  it("a host that echoes the request base64-encoded (standard and URL-safe), or the token upper-cased, hands back no part of the value longer than two bytes at each end", async () => {
+    for (const enc of ["base64", "base64url"] as const) {
+      const x = await through((r) => {
+        const echo = JSON.stringify({ headers: { authorization: r.headers.authorization, host: r.headers.host } });
+        const body = `{"echo":"${Buffer.from(echo).toString(enc)}","shout":"${String(r.headers.authorization).toUpperCase()}"}`;
+        return [cl("HTTP/1.1 200 OK\r\n", body)];
+      });
+      expect(x.seen[0]!.headers.authorization).toBe(`Bearer ${VALUE}`);
+      const blob = /"echo":"([^"]*)"/.exec(x.res.body)![1]!;
+      const decoded = blob.split(PLACEHOLDER).flatMap((p) => [0, 1, 2, 3].map((o) => Buffer.from(p.slice(o), "base64").toString("latin1"))).join(" ");
+      for (const text of [decoded, x.res.body.replaceAll(PLACEHOLDER, " ")])
+        for (let k = 0; k + 5 <= VALUE.length; k++) expect(text.toLowerCase(), `${enc} ${text}`).not.toContain(VALUE.slice(k, k + 5).toLowerCase());
+      expect(x.end?.reflected).toBe(2);
+    }
+  });
+
   it("a chunked answer whose chunks cut the value, a byte at a time around it, comes back with the placeholder", async () => {
     const at = `token=${VALUE};`;
     const x = await through(() => {

@@ -95,6 +95,29 @@ describe("the reflected-secret replacer", () => {
     expect(through([B], Buffer.from(json), []).out.toString()).toBe(JSON.stringify({ h: B.placeholder }));
   });
 
+  it("the value in another case, and in base64 (standard and URL-safe) at every alignment in a longer encoded text, is replaced, at every cut; what is left decodes to no more than two bytes of it at each end", () => {
+    const texts = [A.value.toUpperCase(), `x${A.value.toLowerCase().replace("live", "LIVE")}y`];
+    for (const before of ["", "a", "ab", '{"headers":{"Authorization":"Bearer '])
+      for (const url of [false, true]) {
+        const b64 = Buffer.from(`${before}${A.value}", "more": 1}`).toString(url ? "base64url" : "base64");
+        texts.push(`{"blob":"${b64}"}`);
+      }
+    for (const text of texts) {
+      const input = Buffer.from(text);
+      const whole = through([A], input, []);
+      expect(whole.count, text).toBe(1);
+      for (let i = 0; i <= input.length; i++) expect(through([A], input, [i]).out.toString(), `${text} cut at ${i}`).toBe(whole.out.toString());
+      // The replaced text, decoded where it is base64, holds no run of the value longer than 4 bytes... of its 24.
+      const left = whole.out.toString().replace(A.placeholder, " ");
+      // Each piece around the placeholder decoded from each of its first four characters: however it is aligned.
+      const pieces = /"blob":"([^"]*)"/.exec(left)?.[1]?.split(" ");
+      const decoded = pieces ? pieces.flatMap((p) => [0, 1, 2, 3].map((o) => Buffer.from(p.slice(o), "base64").toString("latin1"))).join(" ") : left;
+      for (let k = 0; k + 5 <= A.value.length; k++) expect(decoded.toLowerCase(), text).not.toContain(A.value.slice(k, k + 5).toLowerCase());
+    }
+    // A short value in base64 is not searched (it would be found by chance).
+    expect(formsOf([{ value: "abcdefgh", placeholder: "p" }])).toHaveLength(2);
+  });
+
   it("any encoder's choice of escaped characters, and a mix of them, is followed character by character, at every cut", () => {
     const K: Injected = { value: "AKIA/x+y=z!'()*~ é€😀&<>\"\\", placeholder: "vak-placeholder-kkkkkkkkkkkkkkkkkkkkkkkk" };
     const pct = (s: string) => [...Buffer.from(s, "utf8")].map((b) => `%${b.toString(16).padStart(2, "0")}`).join("");
