@@ -9,10 +9,15 @@ import { METHODS } from "node:http";
  * lines, a known method in any case (and HTTP/2's preface, PRI) starts a request;
  * so does any first line with "HTTP/" in it (a method the gate does not know).
  * The gate's own parser then refuses what it cannot read (lowercase methods,
- * bare LFs, h2c). Decided as soon as the bytes allow, so that a client-first
- * protocol is not held: SSH's banner, Redis, a binary startup message go on at once.
- * Not caught: a request with a method the gate does not know, whose first bytes
- * came alone, before a space (the server must also act on such a method).
+ * bare LFs, h2c). Whitespace is what the most lenient server splits a request
+ * line on: Python's http.server (and wsgiref) uses str.split(), which also
+ * splits on \v, \f, \x1c-\x1f, \x85 and \xa0, and drops them before the method.
+ * Decided as soon as the bytes allow, so that a client-first protocol is not
+ * held: SSH's banner, Redis, a binary startup message go on at once.
+ * Not caught: a request with a method the gate does not know, whose first
+ * bytes came alone, before a space (the server must also act on such a method):
+ * a word alone is what client-first protocols send too (STREAM, go), and is
+ * not held.
  */
 export type PlainStart = "http" | "other" | "partial";
 
@@ -21,13 +26,17 @@ const KNOWN = [...METHODS, "PRI"].map((m) => m.toUpperCase());
 /** A first line this long with no end is treated as HTTP, and refused by the parser (a head too large). */
 const MAX_LINE = 8192;
 
+/** The bytes some server splits a request line on, or skips before one (str.split()'s whitespace, in latin-1). */
+const SPACE = new Uint8Array(256);
+for (const c of [9, 10, 11, 12, 13, 0x1c, 0x1d, 0x1e, 0x1f, 32, 0x85, 0xa0]) SPACE[c] = 1;
+
 export function plainStart(b: Buffer): PlainStart {
   let i = 0;
   // Leading empty lines and blanks, which servers skip before a request.
-  while (i < b.length && (b[i] === 13 || b[i] === 10 || b[i] === 32 || b[i] === 9)) i++;
+  while (i < b.length && SPACE[b[i]!]) i++;
   const start = i;
   // The first word: a known method (or the start of one) is a request.
-  while (i < b.length && b[i] !== 32 && b[i] !== 9 && b[i] !== 10 && b[i] !== 13) i++;
+  while (i < b.length && !SPACE[b[i]!]) i++;
   const word = b.subarray(start, i).toString("latin1").toUpperCase();
   const ended = i < b.length;
   if (!word) return "partial";
@@ -43,8 +52,8 @@ function lineIsHttp(b: Buffer, start: number): PlainStart {
   for (let i = start; i < b.length; i++) {
     const c = b[i]!;
     if (c === 10) return http(i) ? "http" : "other";
-    // A control byte (but a tab or a CR) is in no request line: HTTP only if its version was already there.
-    if ((c < 32 && c !== 9 && c !== 13) || c === 127) return http(i) ? "http" : "other";
+    // A control byte (but whitespace) is in no request line: HTTP only if its version was already there.
+    if ((c < 32 && !SPACE[c]) || c === 127) return http(i) ? "http" : "other";
   }
   return b.length - start > MAX_LINE ? "http" : "partial";
 }
