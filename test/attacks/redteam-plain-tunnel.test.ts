@@ -1,6 +1,7 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { connect as tlsConnect } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { lenientUpstream, testGate, upstream, type Upstream } from "../support/net.js";
+import { lenientUpstream, rawUpstream, testGate, upstream, type Upstream } from "../support/net.js";
 import { connectThrough } from "../support/tls-client.js";
 import { plainStart } from "../../src/net/plain-start.js";
 
@@ -124,6 +125,58 @@ describe("red team: plain HTTP inside an opaque tunnel", () => {
     expect(plainStart(b("SSH-2.0-OpenSSH_9.2p1"))).toBe("other");
     expect(plainStart(b("\0\0\0\x08\x04\xd2\x16\x2f"))).toBe("other");
     expect(plainStart(b("\0\0\0\x0b"))).toBe("other");
+  });
+
+  it("a client silent past the head deadline, then a request naming api.test: not spliced, decided as any other", async () => {
+    const g = await gateFor(up.port, 600);
+    const P = up.port;
+    const before = up.requests.length;
+    try {
+      // Nothing for longer than the head deadline (the server speaks not first either), then plain HTTP for api.test.
+      const got = await through(g, P, ["", `POST /late HTTP/1.1\r\nHost: api.test:${P}\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx`], 1000, 1500);
+      expect(got).not.toContain("ok POST /late");
+      expect(up.requests.slice(before).filter((r) => r.host?.startsWith("api.test"))).toEqual([]);
+      expect(g.events.some((e) => e.code === "host-header" && e.asked === `http://other.test:${P}/late`)).toBe(true);
+      // Its own host, as late: served.
+      const own = await through(g, P, ["", `GET /late-own HTTP/1.1\r\nHost: other.test:${P}\r\nConnection: close\r\n\r\n`], 1000, 1500);
+      expect(own).toContain("ok GET /late-own");
+    } finally {
+      await g.close();
+    }
+  });
+
+  it("a client silent past the head deadline, then a TLS ClientHello asking for api.test: refused, nothing of it reaches the server", async () => {
+    const raw = await rawUpstream();
+    const g = await gateFor(raw.port, 600);
+    try {
+      const { socket, answer } = await connectThrough(g.gate.socketPath, g.token, `other.test:${raw.port}`);
+      expect(answer).toMatch(/^HTTP\/1\.1 200/);
+      socket.on("error", () => {});
+      await new Promise((r) => setTimeout(r, 1000));
+      const t = tlsConnect({ socket, servername: "api.test", rejectUnauthorized: false });
+      t.on("error", () => {});
+      await new Promise((r) => setTimeout(r, 800));
+      t.destroy();
+      socket.destroy();
+      expect(raw.received()).not.toContain("api.test");
+      expect(g.events.some((e) => e.code === "sni-mismatch")).toBe(true);
+    } finally {
+      await g.close();
+      await raw.close();
+    }
+  });
+
+  it("a first byte, then the rest of the head spread over nearly two head deadlines: the head is cut at one", async () => {
+    const g = await gateFor(up.port, 800);
+    const P = up.port;
+    const before = up.requests.length;
+    try {
+      const got = await through(g, P, ["P", `OST /slow2 HTTP/1.1\r\nHost: other.test:${P}\r\nContent-Length: 0\r\n`, "Connection: close\r\n\r\n"], 650, 1500);
+      expect(got).not.toContain("ok POST /slow2");
+      expect(up.requests.slice(before)).toEqual([]);
+    } finally {
+      await g.close();
+    }
   });
 
   it("request smuggling inside the tunnel (CL+TE, two lengths, TE obfuscated, chunk extensions, underscores): no request naming api.test reaches a lenient server", async () => {
