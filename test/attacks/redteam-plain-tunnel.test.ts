@@ -282,4 +282,24 @@ describe("red team: plain HTTP inside an opaque tunnel", () => {
       await lenient.close();
     }
   });
+
+  it("the bytes of requests inside a plain tunnel count against the connection's budget, the first ones once; each request is on the record", async () => {
+    const lenient = await lenientUpstream();
+    const P = lenient.port;
+    const g = await gateFor(P, 1500, { limits: { headerMs: 1500, bytesPerConnection: 64 * 1024 } });
+    try {
+      const body = "b".repeat(200 * 1024);
+      await through(g, P, [`POST /big HTTP/1.1\r\nHost: other.test:${P}\r\nContent-Length: ${body.length}\r\n\r\n`, body], 50, 1500);
+      expect(lenient.requests.filter((r) => r.body.length === body.length)).toEqual([]);
+      const big = g.events.find((e) => e.asked === `http://other.test:${P}/big` && e.outcome !== undefined);
+      expect(big?.outcome).toMatch(/limit of 65536 bytes/);
+      // Within the budget: three requests on one tunnel, three decisions, each with its outcome.
+      const three = await through(g, P, [[1, 2, 3].map((n) => `GET /n${n} HTTP/1.1\r\nHost: other.test:${P}\r\n\r\n`).join("")], 0, 1000);
+      expect(three.match(/seen \/n\d/g)).toEqual(["seen /n1", "seen /n2", "seen /n3"]);
+      for (const n of [1, 2, 3]) expect(g.events.filter((e) => e.asked === `http://other.test:${P}/n${n}` && e.decision === "allowed").length, `n${n}`).toBe(2);
+    } finally {
+      await g.close();
+      await lenient.close();
+    }
+  });
 });
