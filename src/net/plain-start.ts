@@ -43,17 +43,24 @@ export function plainStart(b: Buffer): PlainStart {
   if (ended ? KNOWN.includes(word) : KNOWN.some((m) => m.startsWith(word))) return ended ? "http" : "partial";
   // A word no method starts with, and nothing after it yet: not a request the gate knows.
   if (!ended) return "other";
-  return lineIsHttp(b, start);
+  return lineIsHttp(b, start, METHOD_LIKE.test(word) && word === b.subarray(start, i).toString("latin1"));
 }
 
-/** A first line that is not a known method's: HTTP if "HTTP/" is in it; awaited whole. */
-function lineIsHttp(b: Buffer, start: number): PlainStart {
+/** A first word in nginx's alphabet for methods, capitals and "_" ("-" for M-SEARCH's kind): it may be a method the gate does not know. */
+const METHOD_LIKE = /^[A-Z_-]+$/;
+
+/**
+ * A first line that is not a known method's: HTTP if "HTTP/" is in it; awaited whole. After a method-like word
+ * the whole line is read, whatever bytes it holds (Python's http.server takes "FOO /x\x01 HTTP/1.1" for FOO);
+ * after another, a control byte ends the wait, so that a binary protocol is not held for a line end.
+ */
+function lineIsHttp(b: Buffer, start: number, methodLike: boolean): PlainStart {
   const http = (end: number) => /HTTP\//i.test(b.subarray(start, end).toString("latin1"));
   for (let i = start; i < b.length; i++) {
     const c = b[i]!;
     if (c === 10) return http(i) ? "http" : "other";
     // A control byte (but whitespace) is in no request line: HTTP only if its version was already there.
-    if ((c < 32 && !SPACE[c]) || c === 127) return http(i) ? "http" : "other";
+    if (!methodLike && ((c < 32 && !SPACE[c]) || c === 127)) return http(i) ? "http" : "other";
   }
   return b.length - start > MAX_LINE ? "http" : "partial";
 }

@@ -49,7 +49,7 @@ class H(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-    do_GET = do_POST = answer
+    do_GET = do_POST = do_FOO = answer
     def log_message(self, *a): pass
 s = HTTPServer(("127.0.0.1", 0), H)
 sys.stdout.write("port %d\n" % s.server_address[1]); sys.stdout.flush()
@@ -110,6 +110,21 @@ describe("red team: plain HTTP inside an opaque tunnel", () => {
     }
   });
 
+  it.skipIf(!hasPython())("a method the gate does not know, with a control byte in its target before HTTP/, is not spliced to a server that serves the method", async () => {
+    const g = await gateFor(pyPort);
+    const P = pyPort;
+    const seenBefore = pySeen.length;
+    try {
+      for (const c of ["\x01", "\x00", "\x7f", "\x1b"]) {
+        const got = await through(g, P, [`FOO /front${c} HTTP/1.1\r\nHost: api.test:${P}\r\n\r\n`], 0, 1000);
+        expect(got, `0x${c.charCodeAt(0).toString(16)}`).not.toContain("py FOO");
+      }
+      expect(pySeen.slice(seenBefore)).toBe("");
+    } finally {
+      await g.close();
+    }
+  });
+
   it("plainStart: a lenient server's whitespace is whitespace", () => {
     const b = (s: string) => Buffer.from(s, "latin1");
     for (const c of ["\x1c", "\x1f", "\v", "\f", "\x85", "\xa0"]) {
@@ -125,6 +140,10 @@ describe("red team: plain HTTP inside an opaque tunnel", () => {
     expect(plainStart(b("SSH-2.0-OpenSSH_9.2p1"))).toBe("other");
     expect(plainStart(b("\0\0\0\x08\x04\xd2\x16\x2f"))).toBe("other");
     expect(plainStart(b("\0\0\0\x0b"))).toBe("other");
+    // A method-like first word: its line is read to its end, whatever bytes it holds.
+    expect(plainStart(b("FOO /x\x01 HTTP/1.1\r\n"))).toBe("http");
+    expect(plainStart(b("FOO /x\x01"))).toBe("partial");
+    expect(plainStart(b("AMQP\0\0\x09\x01"))).toBe("other");
   });
 
   it("a client silent past the head deadline, then a request naming api.test: not spliced, decided as any other", async () => {
