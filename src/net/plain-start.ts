@@ -6,7 +6,7 @@ import { METHODS } from "node:http";
  * names, and picks one by the Host header, so plain HTTP inside a tunnel is not
  * spliced blind: it is served as requests, each one decided (connect.ts). The
  * reading is lenient, as lenient as a server that might answer: after any empty
- * lines, a known method in any case (and HTTP/2's preface, PRI) starts a request;
+ * lines, a known method in any case (Node's, IANA's registry, and HTTP/2's preface, PRI) starts a request;
  * so does any first line with "HTTP/" in it (a method the gate does not know).
  * The gate's own parser then refuses what it cannot read (lowercase methods,
  * bare LFs, h2c). Whitespace is what the most lenient server splits a request
@@ -21,7 +21,16 @@ import { METHODS } from "node:http";
  */
 export type PlainStart = "http" | "other" | "partial";
 
-const KNOWN = [...METHODS, "PRI"].map((m) => m.toUpperCase());
+/**
+ * Node's methods, and those a server may serve that Node does not know: the rest of IANA's HTTP method registry
+ * (WebDAV's versioning among them) and caches' BAN. A request with one of these is caught in any pieces (the
+ * gate's parser then reads it, or refuses a name with "-" in it).
+ */
+const REGISTERED = [
+  "PRI", "BAN", "BASELINE-CONTROL", "CHECKIN", "LABEL", "MKREDIRECTREF", "MKWORKSPACE", "ORDERPATCH", "UNCHECKOUT", "UPDATE",
+  "UPDATEREDIRECTREF", "VERSION-CONTROL",
+];
+const KNOWN = [...new Set([...METHODS, ...REGISTERED].map((m) => m.toUpperCase()))];
 
 /** A first line this long with no end is treated as HTTP, and refused by the parser (a head too large). */
 const MAX_LINE = 8192;

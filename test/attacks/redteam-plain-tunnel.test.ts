@@ -49,7 +49,7 @@ class H(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-    do_GET = do_POST = do_FOO = answer
+    do_GET = do_POST = do_FOO = do_BAN = do_UPDATE = do_LABEL = answer
     def log_message(self, *a): pass
 s = HTTPServer(("127.0.0.1", 0), H)
 sys.stdout.write("port %d\n" % s.server_address[1]); sys.stdout.flush()
@@ -118,6 +118,21 @@ describe("red team: plain HTTP inside an opaque tunnel", () => {
       for (const c of ["\x01", "\x00", "\x7f", "\x1b"]) {
         const got = await through(g, P, [`FOO /front${c} HTTP/1.1\r\nHost: api.test:${P}\r\n\r\n`], 0, 1000);
         expect(got, `0x${c.charCodeAt(0).toString(16)}`).not.toContain("py FOO");
+      }
+      expect(pySeen.slice(seenBefore)).toBe("");
+    } finally {
+      await g.close();
+    }
+  });
+
+  it.skipIf(!hasPython())("a registered or common method the gate's parser does not know (BAN, UPDATE, LABEL), its first letters sent alone, is not spliced to a server that serves it", async () => {
+    const g = await gateFor(pyPort, 800);
+    const P = pyPort;
+    const seenBefore = pySeen.length;
+    try {
+      for (const [first, rest] of [["BA", "N"], ["UPD", "ATE"], ["L", "ABEL"]] as const) {
+        const got = await through(g, P, [first, `${rest} /front HTTP/1.1\r\nHost: api.test:${P}\r\n\r\n`], 300, 1200);
+        expect(got, first + rest).not.toContain("py ");
       }
       expect(pySeen.slice(seenBefore)).toBe("");
     } finally {
