@@ -49,7 +49,12 @@ export function plainStart(b: Buffer): PlainStart {
   const word = b.subarray(start, i).toString("latin1").toUpperCase();
   const ended = i < b.length;
   if (!word) return "partial";
-  if (ended ? KNOWN.includes(word) : KNOWN.some((m) => m.startsWith(word))) return ended ? "http" : "partial";
+  if (ended ? KNOWN.includes(word) : KNOWN.some((m) => m.startsWith(word))) {
+    if (!ended) return "partial";
+    // A known method that ends its line has no target: no request line, but STOMP's CONNECT frame. Its line is
+    // read whole as any other's ("GET\r/ HTTP/1.1" is one to a server that splits on the CR).
+    return b[i] === 10 || b[i] === 13 ? lineIsHttp(b, start, true) : "http";
+  }
   // A word no method starts with, and nothing after it yet: not a request the gate knows.
   if (!ended) return "other";
   return lineIsHttp(b, start, METHOD_LIKE.test(word) && word === b.subarray(start, i).toString("latin1"));

@@ -1,7 +1,8 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { createServer as createNetServer } from "node:net";
 import { connect as tlsConnect } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { lenientUpstream, rawUpstream, testGate, upstream, type Upstream } from "../support/net.js";
+import { closeDestroying, lenientUpstream, listenLoopback, rawUpstream, testGate, until, upstream, type Upstream } from "../support/net.js";
 import { connectThrough } from "../support/tls-client.js";
 import { plainStart } from "../../src/net/plain-start.js";
 
@@ -140,6 +141,22 @@ describe("red team: plain HTTP inside an opaque tunnel", () => {
     }
   });
 
+  it("a STOMP client's first frame (CONNECT alone on its line) goes through an opaque tunnel as before, not refused as HTTP", async () => {
+    const echo = createNetServer((c) => (c.on("error", () => {}), c.on("data", (d: Buffer) => c.write(d))));
+    const close = closeDestroying(echo);
+    const E = await listenLoopback(echo);
+    const g = await gateFor(E);
+    try {
+      const frame = "CONNECT\naccept-version:1.2\nhost:other.test\n\n\0";
+      expect(await through(g, E, [frame], 0, 500)).toBe(frame);
+      await until(() => g.events.some((e) => e.method === "CONNECT" && e.outcome !== undefined), "the tunnel's end is recorded");
+      expect(g.events.filter((e) => e.method === "CONNECT" && e.outcome !== undefined).map((e) => e.tls)).toEqual(["spliced"]);
+    } finally {
+      await g.close();
+      await close();
+    }
+  });
+
   it("plainStart: a lenient server's whitespace is whitespace", () => {
     const b = (s: string) => Buffer.from(s, "latin1");
     for (const c of ["\x1c", "\x1f", "\v", "\f", "\x85", "\xa0"]) {
@@ -159,6 +176,11 @@ describe("red team: plain HTTP inside an opaque tunnel", () => {
     expect(plainStart(b("FOO /x\x01 HTTP/1.1\r\n"))).toBe("http");
     expect(plainStart(b("FOO /x\x01"))).toBe("partial");
     expect(plainStart(b("AMQP\0\0\x09\x01"))).toBe("other");
+    // STOMP's first frame: a method name alone on its line is no request line.
+    expect(plainStart(b("CONNECT\naccept-version:1.2\nhost:x\n\n\0"))).toBe("other");
+    expect(plainStart(b("CONNECT\r\naccept-version:1.2\r\n\r\n\0"))).toBe("other");
+    expect(plainStart(b("GET\r/ HTTP/1.1\r\n"))).toBe("http");
+    expect(plainStart(b("GET\r"))).toBe("partial");
   });
 
   it("a client silent past the head deadline, then a request naming api.test: not spliced, decided as any other", async () => {
