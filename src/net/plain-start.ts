@@ -43,6 +43,8 @@ export function plainStart(b: Buffer): PlainStart {
   let i = 0;
   // Leading empty lines and blanks, which servers skip before a request.
   while (i < b.length && SPACE[b[i]!]) i++;
+  // No method yet after this many: read as HTTP, and refused by the parser (a head too large), not buffered on.
+  if (i > MAX_LINE) return "http";
   const start = i;
   // The first word: a known method (or the start of one) is a request.
   while (i < b.length && !SPACE[b[i]!]) i++;

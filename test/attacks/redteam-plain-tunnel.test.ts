@@ -157,6 +157,21 @@ describe("red team: plain HTTP inside an opaque tunnel", () => {
     }
   });
 
+  it("a flood of blank lines or blanks before any method is cut at the head's size, not held and buffered until the deadline", async () => {
+    const g = await gateFor(up.port, 4000);
+    try {
+      for (const blank of ["\r\n", " ", "\x1c"]) {
+        const started = Date.now();
+        const got = await through(g, up.port, [blank.repeat(40_000), blank.repeat(40_000)], 100, 3000);
+        expect(Date.now() - started, JSON.stringify(blank)).toBeLessThan(2500);
+        expect(got, JSON.stringify(blank)).toMatch(/^HTTP\/1\.1 4\d\d/);
+      }
+      expect(g.events.some((e) => e.code === "head-timeout")).toBe(false);
+    } finally {
+      await g.close();
+    }
+  });
+
   it("plainStart: a lenient server's whitespace is whitespace", () => {
     const b = (s: string) => Buffer.from(s, "latin1");
     for (const c of ["\x1c", "\x1f", "\v", "\f", "\x85", "\xa0"]) {
@@ -181,6 +196,7 @@ describe("red team: plain HTTP inside an opaque tunnel", () => {
     expect(plainStart(b("CONNECT\r\naccept-version:1.2\r\n\r\n\0"))).toBe("other");
     expect(plainStart(b("GET\r/ HTTP/1.1\r\n"))).toBe("http");
     expect(plainStart(b("GET\r"))).toBe("partial");
+    expect(plainStart(b("\r\n".repeat(5000)))).toBe("http");
   });
 
   it("a client silent past the head deadline, then a request naming api.test: not spliced, decided as any other", async () => {
