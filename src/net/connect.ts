@@ -1,7 +1,7 @@
 import type { Socket } from "node:net";
 import { type Host, hostText, parseAuthority } from "../policy/address.js";
 import { isRelay } from "./endpoint.js";
-import type { RequestHead } from "./http1.js";
+import { headEnd, type RequestHead } from "./http1.js";
 import { LimitError, outcomeOf, RecordError, tunnelOutcome, UpstreamError } from "./outcome.js";
 import { forHost } from "./placeholders.js";
 import type { Checked, Connection } from "./proxy-context.js";
@@ -152,6 +152,13 @@ export async function connect(conn: Connection, head: RequestHead): Promise<void
   }
 }
 
+/** Whether a request head is whole in b, read as the gate's reader reads one (empty lines before it skipped). */
+function headWhole(b: Buffer): boolean {
+  let start = 0;
+  while (b[start] === 13 && b[start + 1] === 10) start += 2;
+  return headEnd(b.subarray(start)) >= 0;
+}
+
 const ESTABLISHED = Buffer.from("HTTP/1.1 200 Connection Established\r\n\r\n");
 
 /** A fatal TLS alert, unrecognized_name: what a client that asked for another name is told. */
@@ -164,15 +171,19 @@ const UNRECOGNIZED_NAME = Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x70]
  * is narrower (read:, paths, a secret's host), or one not granted. The whole ClientHello is read (within the head
  * deadline); one the gate cannot read, a name that is not the target, a hello not complete in time, is refused
  * (a TLS alert, unrecognized_name) and nothing is spliced. Plain HTTP picks its name by the Host header, so a
- * client whose first line is an HTTP request (plain-start.ts) is not spliced at all: plain is set, and the caller
- * serves its requests. Other bytes (SSH, a server that speaks first) go on as they came. Nothing is taken from
- * either socket that does not go into the splice (or, for plain HTTP, back into the client's reader).
+ * client whose first line is an HTTP request (plain-start.ts) is not spliced at all: once its first head is
+ * whole (within the head deadline, as any head), plain is set, and the caller serves its requests. Other bytes
+ * (SSH, a server that speaks first) go on as they came. The head deadline runs from the client's first byte:
+ * until either side sends, the tunnel waits (its idle limit ends it), as a client silent past the deadline
+ * and then sending a request or a ClientHello must be read all the same. Nothing is taken from either socket
+ * that does not go into the splice (or, for plain HTTP, back into the client's reader).
  */
 async function firstBytes(conn: Connection, upstream: Socket, target: Host): Promise<{ up: Buffer; down: Buffer; plain?: true }> {
   const client = conn.socket;
   const upReader = new SocketReader(upstream, (n) => conn.ctx.take(n), "upstream");
   const ms = conn.ctx.limits.headerMs;
-  const deadline = Date.now() + ms;
+  /** Set at the client's first byte. */
+  let deadline: number | undefined;
   let up = Buffer.alloc(0);
   let down = Buffer.alloc(0);
   // What ends the wait from outside is said as the engine would say it of a spliced tunnel.
@@ -196,6 +207,7 @@ async function firstBytes(conn: Connection, upstream: Socket, target: Host): Pro
       up = Buffer.concat([up, conn.reader.takeBuffered()]);
       down = Buffer.concat([down, upReader.takeBuffered()]);
       const over = client.destroyed || client.readableEnded || upstream.destroyed || upstream.readableEnded;
+      if (up.length && deadline === undefined) deadline = Date.now() + ms;
       if (up.length && looksLikeTls(up)) {
         const h = readHello(up);
         if (h.kind === "malformed") throw refuse(`the client's TLS handshake cannot be read (${h.why})`);
@@ -208,16 +220,16 @@ async function firstBytes(conn: Connection, upstream: Socket, target: Host): Pro
         if (over) break;
       } else if (up.length) {
         const start = plainStart(up);
-        if (start === "http") return { up, down, plain: true };
+        // A request: served by the caller once its head is whole (its deadline is this one), or cannot become so.
+        if (start === "http" && (headWhole(up) || up.length > conn.ctx.limits.headerBytes || client.destroyed || client.readableEnded)) return { up, down, plain: true };
         // A first line that may yet be a request is awaited whole, whatever the server sends meanwhile; one the
         // client ended before its line did is no request (no server acts on a request line cut short).
         if (start === "other" || client.destroyed || client.readableEnded) break;
       } else if (down.length || over) break; // a server that speaks first: nothing to check
-      const left = deadline - Date.now();
-      if (left <= 0) {
-        if (up.length && looksLikeTls(up)) throw refuse(`the client's TLS handshake was not complete within ${ms} ms`);
-        if (up.length) throw new TerminateError("head-timeout", `the client's first line, which may be an HTTP request, was not complete within ${ms} ms; plain HTTP inside a tunnel is decided request by request`);
-        break;
+      const left = deadline === undefined ? undefined : deadline - Date.now();
+      if (left !== undefined && left <= 0) {
+        if (looksLikeTls(up)) throw refuse(`the client's TLS handshake was not complete within ${ms} ms`);
+        throw new TerminateError("head-timeout", `the client's first request head (or a line that may start one) was not complete within ${ms} ms; plain HTTP inside a tunnel is decided request by request`);
       }
       await new Promise<void>((resolve) => {
         const done = () => {
@@ -225,7 +237,7 @@ async function firstBytes(conn: Connection, upstream: Socket, target: Host): Pro
           for (const x of [client, upstream]) for (const ev of ["readable", "end", "close"]) x.off(ev, done);
           resolve();
         };
-        const timer = setTimeout(done, left);
+        const timer = left === undefined ? undefined : setTimeout(done, left);
         for (const x of [client, upstream]) for (const ev of ["readable", "end", "close"]) x.on(ev, done);
       });
     }

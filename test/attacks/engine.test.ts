@@ -199,6 +199,7 @@ describe("clients from relays: hostile messages, floods, limits", () => {
     let timer: NodeJS.Timeout | undefined;
     try {
       const holder = await openTunnel(t.gate.socketPath, t.token, port); // the worker's one connection
+      holder.s.write("hold"); // spliced once its client speaks (a silent tunnel is held by the gate until one side does)
       // Each refused client sends a byte every 100 ms.
       timer = setInterval(() => {
         for (const s of refused) if (s.writable) s.write(".");
