@@ -61,8 +61,12 @@ interface Found {
 }
 
 class Budget {
-  private readonly deadline = Date.now() + MAX_MS;
+  private deadline = Date.now() + MAX_MS;
   entries = 0;
+  /** The time given to others between slices (scanHeldSliced) is not the walk's: its deadline moves by it. */
+  paused(ms: number): void {
+    this.deadline += ms;
+  }
   spend(n: number, where: string): void {
     this.entries += n;
     if (this.entries > MAX_ENTRIES || Date.now() > this.deadline)
@@ -268,7 +272,7 @@ export interface HeldFacts {
  * writable root can reach matter; the caller keeps those.
  */
 export function scanHeld(workspace: string, writable: readonly string[], host: HeldFacts): HeldScan {
-  const steps = scan(workspace, writable, host);
+  const steps = scan(workspace, writable, host, new Budget());
   for (;;) {
     const r = steps.next();
     if (r.done) return r.value;
@@ -282,18 +286,22 @@ export const HELD_SLICE_MS = 10;
  * scanHeld for a process that serves others while it walks (`vak serve`'s sessions, a workload's components, the
  * resident host's runs, MCP servers' plans): the same walk and budget, in slices of HELD_SLICE_MS with a turn of
  * the event loop between them. A writable tree of tens of thousands of directories then costs the others a share
- * of the CPU, never a stall of seconds. The budget's MAX_MS is of the clock, turns included.
+ * of the CPU, never a stall of seconds. MAX_MS counts the walk's own slices, not the turns between them: a host
+ * busy serving others does not make a run's walk run out of time (40,000 directories did, at 33,501 entries).
  */
 export async function scanHeldSliced(workspace: string, writable: readonly string[], host: HeldFacts, sliceMs = HELD_SLICE_MS): Promise<HeldScan> {
-  const steps = scan(workspace, writable, host);
+  const budget = new Budget();
+  const steps = scan(workspace, writable, host, budget);
   let slice = Date.now();
   for (;;) {
     const r = steps.next();
     if (r.done) return r.value;
     // The clock at every directory: one may cost a millisecond (a large listing), and a thousand of them a second.
     if (Date.now() - slice < sliceMs) continue;
+    const turn = Date.now();
     await new Promise<void>((resolve) => setImmediate(resolve));
     slice = Date.now();
+    budget.paused(slice - turn);
   }
 }
 
@@ -303,9 +311,8 @@ export interface HeldScan {
 }
 
 /** scanHeld's work, yielding after each directory walked (scanHeld runs it in one piece, scanHeldSliced in slices). */
-function* scan(workspace: string, writable: readonly string[], host: HeldFacts): Generator<void, HeldScan, void> {
+function* scan(workspace: string, writable: readonly string[], host: HeldFacts, budget: Budget): Generator<void, HeldScan, void> {
   if (writable.length === 0) return { held: [], entries: 0 };
-  const budget = new Budget();
   const found: Found = { links: [], multiLinked: [], git: [], unreadable: [], runners: [], entries: 0 };
   const roots = outermost([workspace, ...writable]);
   for (const r of roots) yield* walk(r, found, budget, host.stateDirs, host.walkCache);
