@@ -156,7 +156,9 @@ describe("a writable tree of 40,000 directories: a process hosting other session
       const ms = Date.now() - t0;
       const bigRan = await big;
       expect(bigRan.code, bigRan.stderr).toBe(0);
-      expect(slowest, `the slowest of ${asked} runs in another workspace during a ${ms} ms run over ${MANY} directories (${usual} ms without it)`).toBeLessThan(usual + MAX_GAP_MS);
+      // A run's own time varies by as much again on a busy machine; in one piece, the walk held one for all of itself.
+      expect(slowest, `the slowest of ${asked} runs in another workspace during a ${ms} ms run over ${MANY} directories (${usual} ms without it)`).toBeLessThan(2 * usual + MAX_GAP_MS);
+      expect(asked, "runs served in another workspace meanwhile").toBeGreaterThan(2);
       expect(ms, "the walk is long enough to matter").toBeGreaterThan(WALK_MS);
     });
   });
