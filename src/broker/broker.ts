@@ -9,7 +9,7 @@ import { DEFAULT_COMMAND_LIMITS, type Limits } from "../policy/limits.js";
 import { stateRefusal } from "../policy/state-entries.js";
 import { VakError } from "../policy/errors.js";
 import { MAX_EDIT_FILE_BYTES } from "../protocol/edit-op.js";
-import { decide, type HostFacts, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
+import { decide, type HeldAhead, heldAhead, type HostFacts, type LaunchPlan, type PlanInput, type SandboxKind } from "../policy/plan.js";
 import { installation } from "../policy/install.js";
 import { canonicalGrant, isWithin } from "../policy/paths.js";
 import { hostFacts } from "../sandbox/host.js";
@@ -116,6 +116,10 @@ export class Broker {
   /** Journal writes that follow an op (a worker's exit), awaited by close(). */
   private readonly pending = new Set<Promise<unknown>>();
   private readonly plans = new Map<PlanKey, LaunchPlan>();
+  /** The write plan's held-path walk for the current mode and grants, done in slices (heldAhead): every plan takes it. */
+  private ahead: HeldAhead | undefined;
+  /** That walk, under way or done; a new generation starts its own (heldWalked waits for the newest). */
+  private walking: Promise<void>;
   private grants: GrantView;
   private mode: Exclude<Mode, "full-access">;
   private grantInput: Partial<Grants>;
@@ -169,19 +173,27 @@ export class Broker {
       mkdirSync(join(root, "home"), { mode: 0o700 });
       this.scratch = { tmp: join(root, "tmp"), home: join(root, "home") };
     }
-    const write = this.plan("write");
-    this.grants = { ...write.grants, stateDirs: this.host.stateDirs, held: write.held };
+    // The plan's grants and environment, without its held paths: those are walked below, in slices (a process
+    // hosting many components serves the others meanwhile), and the path rules take them before any op runs.
+    const write = decide({ ...this.input("write"), held: [] }, this.host);
+    this.grants = { ...write.grants, stateDirs: this.host.stateDirs, held: [] };
     // A component whose commands would get a provider key in their environment does not start.
-    const leak = withheldIn(this.plan("write", ["/bin/true"]).env, this.opts.secrets ?? [], this.opts.withheld ?? [], this.actor.component);
+    const leak = withheldIn(decide({ ...this.input("write", ["/bin/true"]), held: [] }, this.host).env, this.opts.secrets ?? [], this.opts.withheld ?? [], this.actor.component);
     if (leak) throw new VakError("bad-input", leak);
+    this.walking = this.walkHeld();
     // A host tool's state that already holds what its tool would follow: the component does not start (state-entries.ts).
-    const checked = stateRefusal(write.grants.noLinks, write.grants.write).catch((e: Error) => `a host tool's state (state_dirs, state_files) could not be checked: ${e.message}`);
+    let refused: Error | undefined;
+    const checked = this.walking.then(
+      () => stateRefusal(write.grants.noLinks, write.grants.write).catch((e: Error) => `a host tool's state (state_dirs, state_files) could not be checked: ${e.message}`),
+      // Writable trees larger than the held-path walk's budget: refused as a plan made in one piece refuses them.
+      (e: Error) => ((refused = e), e.message),
+    );
     this.stateChecked = checked.then(async (unsafe) => {
       if (unsafe) (this.unsafe = unsafe), await this.close();
       return unsafe;
     });
     this.ready = this.stateChecked.then((unsafe) => {
-      if (unsafe) throw new VakError("unsafe-state", unsafe);
+      if (unsafe) throw refused ?? new VakError("unsafe-state", unsafe);
     });
     // Awaited by whoever starts the component; until then a refusal must not count as unhandled and kill the host.
     this.ready.catch(() => {});
@@ -196,17 +208,16 @@ export class Broker {
    */
   async assertMode(mode: Exclude<Mode, "full-access">): Promise<void> {
     if (mode === "read-only" || mode === this.mode) return;
-    const [mode0, plans0] = [this.mode, [...this.plans]];
-    let write: LaunchPlan;
+    const mode0 = this.mode;
+    let input: PlanInput;
     try {
       this.mode = mode;
-      this.plans.clear();
-      write = this.plan("write");
+      input = this.input("write");
     } finally {
       this.mode = mode0;
-      this.plans.clear();
-      for (const [k, v] of plans0) this.plans.set(k, v);
     }
+    // Its grants only: the switch (setGeneration) walks the held paths of the mode it switches to.
+    const write = decide({ ...input, held: [] }, this.host);
     const unsafe = await stateRefusal(write.grants.noLinks, write.grants.write);
     if (unsafe) throw new VakError("unsafe-state", `the mode stays ${mode0}: ${unsafe}`);
     if (this.closed) throw new Error("the broker closed while its state was checked");
@@ -232,35 +243,57 @@ export class Broker {
   private plan(key: PlanKey, command?: string[], extra: readonly string[] = []): LaunchPlan {
     const cached = !command && this.plans.get(key);
     if (cached) return cached;
+    const plan = decide(this.input(key, command, extra), this.host);
+    if (!command) this.plans.set(key, plan);
+    return plan;
+  }
+
+  /**
+   * Walks the held paths of the write plan for the current mode and grants, in slices; then makes that plan, and
+   * the path rules from it. A newer generation's walk supersedes it.
+   */
+  private async walkHeld(): Promise<void> {
+    const generation = this.generationNow;
+    const ahead = await heldAhead(this.input("write"), this.host);
+    if (generation !== this.generationNow) return;
+    this.ahead = ahead;
+    this.plans.delete("write");
+    const write = this.plan("write");
+    this.grants = { ...write.grants, stateDirs: this.host.stateDirs, held: write.held };
+  }
+
+  /** Until the newest held-path walk is done (an op asked during a policy change plans with its result); its refusal is the plans'. */
+  private async heldWalked(): Promise<void> {
+    for (let w; w !== this.walking; ) await (w = this.walking).catch(() => {});
+  }
+
+  /** What decide() takes for a worker of this kind (or for an exec command). */
+  private input(key: PlanKey, command?: string[], extra: readonly string[] = []): PlanInput {
     const g = this.grantInput;
     // Reads run read-only whatever the mode; in read-only mode nothing is written, explicit write grants included.
     const readOnly = key === "read" || this.mode === "read-only";
-    const plan = decide(
-      {
-        mode: readOnly ? "read-only" : this.mode,
-        sandbox: this.opts.sandbox ?? "namespaces",
-        workspace: this.opts.workspace,
-        // Commands start where relative paths point, when the grants let them see it.
-        cwd: this.opts.base && [...(g.read ?? []), ...(g.write ?? [])].some((p) => isWithin(this.opts.base!, p)) ? this.opts.base : undefined,
-        grants: {
-          read: [...(g.read ?? []), ...(readOnly ? (g.write ?? []) : [])],
-          write: readOnly ? [] : [...(g.write ?? [])],
-          denyRead: g.denyRead ?? [], denyWrite: g.denyWrite ?? [], noLinks: g.noLinks ?? [], env: g.env ?? [], confined: [...(g.confined ?? []), ...this.pins],
-        },
-        // A model-written command gets a file-size ceiling even when its component sets none (a sparse file cannot fill a disk's worth of offsets);
-        // a worker can write at most what an edit may make.
-        limits: command ? { ...DEFAULT_COMMAND_LIMITS, ...definedOnly(this.opts.limits ?? {}) } : { timeoutMs: this.opts.opTimeoutMs ?? 120_000, maxFileBytes: WORKER_MAX_FILE_BYTES },
-        command: command ?? [process.execPath, join(this.runtime, "worker-boot.cjs")],
-        runtime: command ? [...extra] : [this.runtime],
-        scratch: this.scratch,
-        net: command ? this.opts.net : undefined,
-        // A command runs with the write plan's grants: what that plan found on disk holds for it too.
-        held: command && !readOnly ? this.plans.get("write")?.held : undefined,
+    return {
+      mode: readOnly ? "read-only" : this.mode,
+      sandbox: this.opts.sandbox ?? "namespaces",
+      workspace: this.opts.workspace,
+      // Commands start where relative paths point, when the grants let them see it.
+      cwd: this.opts.base && [...(g.read ?? []), ...(g.write ?? [])].some((p) => isWithin(this.opts.base!, p)) ? this.opts.base : undefined,
+      grants: {
+        read: [...(g.read ?? []), ...(readOnly ? (g.write ?? []) : [])],
+        write: readOnly ? [] : [...(g.write ?? [])],
+        denyRead: g.denyRead ?? [], denyWrite: g.denyWrite ?? [], noLinks: g.noLinks ?? [], env: g.env ?? [], confined: [...(g.confined ?? []), ...this.pins],
       },
-      this.host,
-    );
-    if (!command) this.plans.set(key, plan);
-    return plan;
+      // A model-written command gets a file-size ceiling even when its component sets none (a sparse file cannot fill a disk's worth of offsets);
+      // a worker can write at most what an edit may make.
+      limits: command ? { ...DEFAULT_COMMAND_LIMITS, ...definedOnly(this.opts.limits ?? {}) } : { timeoutMs: this.opts.opTimeoutMs ?? 120_000, maxFileBytes: WORKER_MAX_FILE_BYTES },
+      command: command ?? [process.execPath, join(this.runtime, "worker-boot.cjs")],
+      runtime: command ? [...extra] : [this.runtime],
+      scratch: this.scratch,
+      net: command ? this.opts.net : undefined,
+      // A command runs with the write plan's grants: what that plan found on disk holds for it too.
+      held: command && !readOnly ? this.plans.get("write")?.held : undefined,
+      heldAhead: readOnly ? undefined : this.ahead,
+    };
   }
 
   /** Starts workers ahead of time, so that the next ops need not wait for one (once the component's state passed). */
@@ -311,6 +344,7 @@ export class Broker {
     const generation = this.generationNow;
     // Nothing runs before the walk of the component's state passed (an op asked meanwhile waits; after a refusal, admit refuses).
     if (await this.stateChecked) return outcome({ ok: false, code: "unsafe-state", message: `refused: ${this.unsafe}` });
+    await this.heldWalked();
     const records: Promise<unknown>[] = [this.record("op.requested", { op: op.kind, args: summarize(op) })];
     /** Refuses an op the path rules allowed: its result is the refusal, on the record. */
     const refuse = async (r: Refusal, target: string | undefined): Promise<OpOutcome> => {
@@ -563,6 +597,7 @@ export class Broker {
     let plan: LaunchPlan;
     try {
       if (await this.stateChecked) throw new VakError("unsafe-state", this.unsafe!);
+      await this.heldWalked();
       const records: Promise<unknown>[] = [];
       plan = this.plan("write", argv);
       const { headers, envUses } = injectSecrets(plan.env, this.opts.secrets ?? [], this.actor.component);
@@ -625,8 +660,9 @@ export class Broker {
     for (const w of this.inflight) if (w.generation < generation) (w.cancel(), stopping.push(w.done));
     for (const i of this.interactives) if (i.generation < generation) stopping.push(i.stop());
     await this.egress.setGeneration(generation);
-    const write = this.plan("write");
-    this.grants = { ...write.grants, stateDirs: this.host.stateDirs, held: write.held };
+    this.ahead = undefined;
+    this.walking = this.walkHeld();
+    await this.walking;
     await Promise.allSettled(stopping);
     await Promise.allSettled([...this.pending]);
     // A caller that changes more than this broker (a session) records the change itself, once all of it is done.

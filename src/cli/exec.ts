@@ -9,7 +9,7 @@ import { userConfigPath } from "../policy/config-paths.js";
 import { exists } from "../policy/paths.js";
 import { providerKeyProblem, providerKeys } from "../model/provider-keys.js";
 import type { Mode } from "../policy/grants.js";
-import { decide, type LaunchPlan, type SandboxKind } from "../policy/plan.js";
+import { decide, decideSliced, type LaunchPlan, type PlanInput, type SandboxKind } from "../policy/plan.js";
 import { hostFacts } from "../sandbox/host.js";
 import { vakDirs } from "../policy/state.js";
 import { containerPreflight } from "../sandbox/container.js";
@@ -274,16 +274,17 @@ export async function execCommand(command: string[], opts: ExecOptions, ctx: Exe
     scratch = { tmp: join(root, "tmp"), home: join(root, "home") };
   }
   try {
-    const plan = decide(
-      {
-        mode, sandbox, workspace: r.workspace, cwd: opts.workspace ? undefined : ctx.cwd, limits: r.limits, command,
-        // A dry run creates nothing: what a profile would create is listed, not granted.
-        grants: dryRun ? { ...r.grants, write: r.grants.write.filter((p) => !r.composition.create.some((x) => x.path === p)) } : r.grants,
-        scratch: scratch ?? (sandbox === "reduced" ? { tmp: "/nonexistent/tmp", home: "/nonexistent/home" } : undefined), net,
-        files: r.files, named: r.named, setEnv: r.setEnv, runtime: netx?.runtime,
-      },
-      { ...hostFacts(ctx.env), walkCache: ctx.walkCache },
-    );
+    const input: PlanInput = {
+      mode, sandbox, workspace: r.workspace, cwd: opts.workspace ? undefined : ctx.cwd, limits: r.limits, command,
+      // A dry run creates nothing: what a profile would create is listed, not granted.
+      grants: dryRun ? { ...r.grants, write: r.grants.write.filter((p) => !r.composition.create.some((x) => x.path === p)) } : r.grants,
+      scratch: scratch ?? (sandbox === "reduced" ? { tmp: "/nonexistent/tmp", home: "/nonexistent/home" } : undefined), net,
+      files: r.files, named: r.named, setEnv: r.setEnv, runtime: netx?.runtime,
+    };
+    const host = { ...hostFacts(ctx.env), walkCache: ctx.walkCache };
+    // The resident host serves every terminal of the user in one process: its held-path walk goes in slices there.
+    // In-process, nothing else waits on this process: one piece, the cheaper.
+    const plan = ctx.servedBy ? await decideSliced(input, host) : decide(input, host);
     if (dryRun) {
       const { planView, printPlan } = await import("./exec-plan.js");
       const view = planView(plan, r);

@@ -6,7 +6,7 @@ import { BrokerEgress } from "../broker/egress.js";
 import type { Journal } from "../journal/journal.js";
 import { parseNetGrants, RuleError } from "../policy/net-grants.js";
 import { VakError } from "../policy/errors.js";
-import { decide, type HostFacts, type LaunchPlan } from "../policy/plan.js";
+import { decideSliced, type HostFacts, type LaunchPlan } from "../policy/plan.js";
 import { checkEnvRecipient } from "../secrets/grant.js";
 import { LineReader } from "./framing.js";
 import { PinStore } from "./pins.js";
@@ -74,7 +74,7 @@ export class HostMcpServer {
   ) {}
 
   static async start(o: HostServerOptions): Promise<HostMcpServer> {
-    const plan = serverPlan(o.name, o.def, o.workspace, o.host);
+    const plan = await serverPlan(o.name, o.def, o.workspace, o.host);
     for (const s of o.secrets) {
       plan.env[s.env] = s.value;
       o.journal.redactor.add(s.value);
@@ -149,8 +149,11 @@ export class HostMcpServer {
   }
 }
 
-/** The launch plan for one server: the definition's grants over the workspace, through the same decide() as vak exec. */
-export function serverPlan(name: string, def: McpServerDef, workspace: string, host: HostFacts): LaunchPlan {
+/**
+ * The launch plan for one server: the definition's grants over the workspace, through the same decide() as vak exec,
+ * its held-path walk in slices (decideSliced: the servers start in a process that serves others, `vak serve`).
+ */
+export async function serverPlan(name: string, def: McpServerDef, workspace: string, host: HostFacts): Promise<LaunchPlan> {
   let net;
   if (def.net.length || def.deny_net.length) {
     try {
@@ -167,7 +170,7 @@ export function serverPlan(name: string, def: McpServerDef, workspace: string, h
       throw new VakError("bad-input", `mcp server ${name}: ${k} is a variable Vak sets itself; it cannot be set`);
     }
   }
-  const plan = decide(
+  const plan = await decideSliced(
     {
       mode: def.mode, sandbox: "namespaces", workspace, command: def.command, net,
       grants: { read: def.read, write: def.write, denyRead: def.deny_read, denyWrite: def.deny_write, noLinks: [], env: def.env },

@@ -61,8 +61,12 @@ interface Found {
 }
 
 class Budget {
-  private readonly deadline = Date.now() + MAX_MS;
+  private deadline = Date.now() + MAX_MS;
   entries = 0;
+  /** The time given to others between slices (scanHeldSliced) is not the walk's: its deadline moves by it. */
+  paused(ms: number): void {
+    this.deadline += ms;
+  }
   spend(n: number, where: string): void {
     this.entries += n;
     if (this.entries > MAX_ENTRIES || Date.now() > this.deadline)
@@ -110,7 +114,8 @@ function readShare(dir: string, inProtected: string | undefined, rootDepth: numb
   return share;
 }
 
-function walk(root: string, found: Found, budget: Budget, skip: readonly string[], cache: WalkCache | undefined): void {
+/** Walks root; yields after each directory, so that a caller can give the event loop a turn (scanHeldSliced). */
+function* walk(root: string, found: Found, budget: Budget, skip: readonly string[], cache: WalkCache | undefined): Generator<void, void, void> {
   const rootDepth = root.split("/").filter(Boolean).length;
   // Only a skipped directory below this root, or one holding it, can skip anything in it (usually none does).
   const skipHere = skip.filter((x) => isWithin(x, root) || isWithin(root, x));
@@ -149,11 +154,12 @@ function walk(root: string, found: Found, budget: Budget, skip: readonly string[
       if (skipHere.length > 0 && skipHere.some((x) => isWithin(path, x))) continue;
       stack.push({ dir: path, inProtected: tree ?? undefined });
     }
+    yield;
   }
 }
 
 /** The other names of multi-linked protected files inside the roots: a second walk, with a stat per file. */
-function otherNames(roots: readonly string[], wanted: Found["multiLinked"], budget: Budget): HeldPath[] {
+function* otherNames(roots: readonly string[], wanted: Found["multiLinked"], budget: Budget): Generator<void, HeldPath[], void> {
   const key = (dev: number, ino: number) => `${dev}:${ino}`;
   const want = new Map(wanted.map((w) => [key(w.dev, w.ino), w]));
   const held: HeldPath[] = [];
@@ -182,6 +188,7 @@ function otherNames(roots: readonly string[], wanted: Found["multiLinked"], budg
           if (w && path !== w.path) held.push({ path, why: `a hard link to the protected file ${w.path}` });
         }
       }
+      yield;
     }
   }
   return held;
@@ -264,12 +271,51 @@ export interface HeldFacts {
  * configuration, the home directory's startup files, PATH. Only those a
  * writable root can reach matter; the caller keeps those.
  */
-export function scanHeld(workspace: string, writable: readonly string[], host: HeldFacts): { held: HeldPath[]; entries: number } {
-  if (writable.length === 0) return { held: [], entries: 0 };
+export function scanHeld(workspace: string, writable: readonly string[], host: HeldFacts): HeldScan {
+  const steps = scan(workspace, writable, host, new Budget());
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return r.value;
+  }
+}
+
+/** The event loop gets a turn at least this often during scanHeldSliced. */
+export const HELD_SLICE_MS = 10;
+
+/**
+ * scanHeld for a process that serves others while it walks (`vak serve`'s sessions, a workload's components, the
+ * resident host's runs, MCP servers' plans): the same walk and budget, in slices of HELD_SLICE_MS with a turn of
+ * the event loop between them. A writable tree of tens of thousands of directories then costs the others a share
+ * of the CPU, never a stall of seconds. MAX_MS counts the walk's own slices, not the turns between them: a host
+ * busy serving others does not make a run's walk run out of time (40,000 directories did, at 33,501 entries).
+ */
+export async function scanHeldSliced(workspace: string, writable: readonly string[], host: HeldFacts, sliceMs = HELD_SLICE_MS): Promise<HeldScan> {
   const budget = new Budget();
+  const steps = scan(workspace, writable, host, budget);
+  let slice = Date.now();
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return r.value;
+    // The clock at every directory: one may cost a millisecond (a large listing), and a thousand of them a second.
+    if (Date.now() - slice < sliceMs) continue;
+    const turn = Date.now();
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    slice = Date.now();
+    budget.paused(slice - turn);
+  }
+}
+
+export interface HeldScan {
+  held: HeldPath[];
+  entries: number;
+}
+
+/** scanHeld's work, yielding after each directory walked (scanHeld runs it in one piece, scanHeldSliced in slices). */
+function* scan(workspace: string, writable: readonly string[], host: HeldFacts, budget: Budget): Generator<void, HeldScan, void> {
+  if (writable.length === 0) return { held: [], entries: 0 };
   const found: Found = { links: [], multiLinked: [], git: [], unreadable: [], runners: [], entries: 0 };
   const roots = outermost([workspace, ...writable]);
-  for (const r of roots) walk(r, found, budget, host.stateDirs, host.walkCache);
+  for (const r of roots) yield* walk(r, found, budget, host.stateDirs, host.walkCache);
   const held: HeldPath[] = [];
   for (const l of found.links) held.push(...holdChain(l.path, `where the protected name ${l.path} (${l.pattern}) leads`));
   for (const u of found.unreadable) held.push({ path: u, why: "a directory Vak could not read to check it for protected links" });
@@ -374,7 +420,7 @@ export function scanHeld(workspace: string, writable: readonly string[], host: H
         }
       }
   }
-  if (found.multiLinked.length > 0) held.push(...otherNames(outermost(writable), found.multiLinked, budget));
+  if (found.multiLinked.length > 0) held.push(...(yield* otherNames(outermost(writable), found.multiLinked, budget)));
   return { held: dedupe(held.flatMap((h) => (h.path.includes("\0") ? [] : [h]))), entries: budget.entries };
 }
 

@@ -9,7 +9,7 @@ import type { HeldPath } from "./chain.js";
 import { deniedLinks } from "./deny-read.js";
 import { credentialPaths, hiddenStores, type StorePath } from "./host-credentials.js";
 import { refuseCommittedDenied } from "./deny-read-git.js";
-import { scanHeld } from "./held.js";
+import { scanHeld, scanHeldSliced } from "./held.js";
 import { dedupe, type InstallFacts, installHeld, OWN_INSTALL } from "./install-held.js";
 import { PROTECTED_PATHS, protectedMatch } from "./protected.js";
 import type { WalkCache } from "./walk-cache.js";
@@ -84,12 +84,21 @@ export interface PlanInput {
   scratch?: { tmp: string; home: string } | undefined;
   /** Held paths already found for the same workspace and grants (a broker's exec reuses its write plan's). */
   held?: readonly HeldPath[] | undefined;
+  /** The held-path walk done ahead, in slices (heldAhead): taken where it walked this plan's roots. */
+  heldAhead?: HeldAhead | undefined;
   /** Files written into the view (never on the host): a profile's `files`, credential-stripped copies. */
   files?: readonly { path: string; content: string; why: string }[] | undefined;
   /** Variables set inside (a profile's set_env); Vak's own (PATH, HOME, the proxy) cannot be among them. */
   setEnv?: Readonly<Record<string, string>> | undefined;
   /** Files a profile named to be read and shown as they are (an allow_read_redacted file with nothing to strip): a credential store named so is shown. */
   named?: readonly string[] | undefined;
+}
+
+/** What scanHeld found (or how it refused) for a workspace and its writable roots, walked ahead of decide(). */
+export interface HeldAhead {
+  workspace: string;
+  writable: readonly string[];
+  found: readonly HeldPath[] | Error;
 }
 
 export interface LaunchPlan {
@@ -137,52 +146,14 @@ const depth = (p: string): number => (p === "/" ? 0 : p.split("/").length - 1);
  * state held back. Reads the file system only to canonicalise and classify.
  */
 export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
-  if (input.command.length === 0 || !input.command[0]) throw new VakError("bad-input", "no command given; usage: vak exec [options] -- CMD [ARGS...]");
-  const workspace = canonicalDir(input.workspace, "--workspace");
-  const cwd = input.cwd ? canonicalDir(input.cwd, "--cwd") : workspace;
-  const g = input.grants;
-  // A repository config's relative path must still resolve inside its repository: it was checked when the config was
-  // read, but this plan may come later (each command of an agent session), after a sandbox made the path a link.
-  const grant = (p: string, flag: string): string => {
-    const real = canonicalGrant(p, workspace, flag);
-    for (const c of g.confined ?? []) {
-      if (c.path !== p || isWithin(real, c.root)) continue;
-      if (c.what === undefined)
-        throw new VakError("path-escapes", `${flag} ${p}: a path of the repository config, which now leads out of the repository (to ${real}); it grants nothing outside ${c.root}`);
-      throw new VakError("path-escapes", `${flag} ${p}: ${c.what} ${c.root}, now leads to ${real} (a link was made on its way); it grants nothing there`);
-    }
-    return real;
-  };
-  const read = g.read.map((p) => grant(p, "--allow-read"));
-  const write = g.write.map((p) => grant(p, "--allow-write"));
-  const denyRead = g.denyRead.map((p) => canonicalMaybe(p, workspace, "--deny-read"));
-  const denyWrite = g.denyWrite.map((p) => canonicalMaybe(p, workspace, "--deny-write"));
-  const noLinks = g.noLinks.map((p) => canonicalMaybe(p, workspace, "state_dirs"));
-
-  if (input.mode === "full-access") {
+  const { workspace, cwd, g, read, write, denyRead, denyWrite, noLinks, access } = granted(input);
+  if (!access) {
     return {
       mode: input.mode, sandbox: "none", workspace, cwd, command: [...input.command], mounts: [], protect: [],
       env: { ...host.env } as Record<string, string>, limits: input.limits, defaultMaxProcs: 0,
       grants: { read, write, denyRead, denyWrite, noLinks, env: [...g.env] }, network: { kind: "none" }, held: [], hidden: [], pathDropped: [],
     };
   }
-  if (input.sandbox === "none") throw new VakError("internal", "a restricted mode needs a sandbox");
-  if (workspace === "/") throw new VakError("path-too-broad", "--workspace /: would grant the whole file system; choose a project directory");
-
-  // The workspace itself, by mode; then explicit grants. Write wins over read for the same path.
-  const access = new Map<string, "ro" | "rw">();
-  access.set(workspace, input.mode === "workspace-write" ? "rw" : "ro");
-  for (const p of read) if (!access.has(p)) access.set(p, "ro");
-  for (const p of write) access.set(p, "rw");
-
-  // Deny beats allow: a grant inside a denied path is dropped or made read-only.
-  for (const [p, a] of [...access]) {
-    if (denyRead.some((d) => isWithin(p, d))) access.delete(p);
-    else if (a === "rw" && denyWrite.some((d) => isWithin(p, d))) access.set(p, "ro");
-  }
-  const deniedBy = denyRead.find((d) => isWithin(workspace, d));
-  if (deniedBy) throw new VakError("bad-input", `the workspace ${workspace} is covered by --deny-read ${deniedBy}; nothing could run`);
-  if (!isVisible(cwd, access)) throw new VakError("bad-input", `--cwd ${cwd}: not inside any granted path`);
 
   const reduced = input.sandbox === "reduced";
   const mounts: MountOp[] = [];
@@ -273,9 +244,12 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
   }
 
   // What the host will run or read that no name says: held wherever a writable grant reaches it.
-  const writable = [...access].filter(([, a]) => a === "rw").map(([p]) => p);
+  const writable = writableOf(access);
   const reach = (p: string) => writable.some((w) => isWithin(p, w) || isWithin(w, p));
-  const found = input.held ?? [...(host.install ? installHeld(host.install, writable) : []), ...scanHeld(workspace, writable, host).held];
+  const ahead = input.heldAhead;
+  const scanned = ahead && ahead.workspace === workspace && ahead.writable.join("\0") === writable.join("\0") ? ahead.found : undefined;
+  if (scanned instanceof Error) throw scanned;
+  const found = input.held ?? [...(host.install ? installHeld(host.install, writable) : []), ...(scanned ?? scanHeld(workspace, writable, host).held)];
   // A path a protected pattern already covers keeps the pattern's rule (and its clearer message).
   const byPattern = (p: string) => {
     const root = writable.filter((w) => isWithin(p, w)).sort((a, b) => b.length - a.length)[0];
@@ -354,6 +328,88 @@ export function decide(input: PlanInput, host: HostFacts): LaunchPlan {
     hidden,
     pathDropped: [...new Set(pathDropped)],
   };
+}
+
+/**
+ * decide()'s first step: the canonical workspace, cwd and grants, and where each path is granted (none for
+ * full access), with the same refusals. Also what heldAhead() walks.
+ */
+function granted(input: PlanInput) {
+  if (input.command.length === 0 || !input.command[0]) throw new VakError("bad-input", "no command given; usage: vak exec [options] -- CMD [ARGS...]");
+  const workspace = canonicalDir(input.workspace, "--workspace");
+  const cwd = input.cwd ? canonicalDir(input.cwd, "--cwd") : workspace;
+  const g = input.grants;
+  // A repository config's relative path must still resolve inside its repository: it was checked when the config was
+  // read, but this plan may come later (each command of an agent session), after a sandbox made the path a link.
+  const grant = (p: string, flag: string): string => {
+    const real = canonicalGrant(p, workspace, flag);
+    for (const c of g.confined ?? []) {
+      if (c.path !== p || isWithin(real, c.root)) continue;
+      if (c.what === undefined)
+        throw new VakError("path-escapes", `${flag} ${p}: a path of the repository config, which now leads out of the repository (to ${real}); it grants nothing outside ${c.root}`);
+      throw new VakError("path-escapes", `${flag} ${p}: ${c.what} ${c.root}, now leads to ${real} (a link was made on its way); it grants nothing there`);
+    }
+    return real;
+  };
+  const read = g.read.map((p) => grant(p, "--allow-read"));
+  const write = g.write.map((p) => grant(p, "--allow-write"));
+  const denyRead = g.denyRead.map((p) => canonicalMaybe(p, workspace, "--deny-read"));
+  const denyWrite = g.denyWrite.map((p) => canonicalMaybe(p, workspace, "--deny-write"));
+  const noLinks = g.noLinks.map((p) => canonicalMaybe(p, workspace, "state_dirs"));
+  const canonical = { workspace, cwd, g, read, write, denyRead, denyWrite, noLinks };
+  if (input.mode === "full-access") return { ...canonical, access: undefined };
+  if (input.sandbox === "none") throw new VakError("internal", "a restricted mode needs a sandbox");
+  if (workspace === "/") throw new VakError("path-too-broad", "--workspace /: would grant the whole file system; choose a project directory");
+
+  // The workspace itself, by mode; then explicit grants. Write wins over read for the same path.
+  const access = new Map<string, "ro" | "rw">();
+  access.set(workspace, input.mode === "workspace-write" ? "rw" : "ro");
+  for (const p of read) if (!access.has(p)) access.set(p, "ro");
+  for (const p of write) access.set(p, "rw");
+
+  // Deny beats allow: a grant inside a denied path is dropped or made read-only.
+  for (const [p, a] of [...access]) {
+    if (denyRead.some((d) => isWithin(p, d))) access.delete(p);
+    else if (a === "rw" && denyWrite.some((d) => isWithin(p, d))) access.set(p, "ro");
+  }
+  const deniedBy = denyRead.find((d) => isWithin(workspace, d));
+  if (deniedBy) throw new VakError("bad-input", `the workspace ${workspace} is covered by --deny-read ${deniedBy}; nothing could run`);
+  if (!isVisible(cwd, access)) throw new VakError("bad-input", `--cwd ${cwd}: not inside any granted path`);
+  return { ...canonical, access };
+}
+
+/** The writable roots of a plan: where the held-path walk looks. */
+const writableOf = (access: ReadonlyMap<string, "ro" | "rw">) => [...access].filter(([, a]) => a === "rw").map(([p]) => p);
+
+/**
+ * The held-path walk of a plan (scanHeld), done ahead of decide() in slices (scanHeldSliced), for a process that
+ * serves others meanwhile (a broker's sessions, the resident host, MCP servers): decide() takes it, through
+ * PlanInput.heldAhead, where its own workspace and writable roots are the same, and walks again otherwise (the
+ * file system changed in between). Undefined where decide() walks nothing or refuses the input first.
+ */
+export async function heldAhead(input: PlanInput, host: HostFacts): Promise<HeldAhead | undefined> {
+  if (input.held) return undefined;
+  let workspace: string;
+  let writable: string[];
+  try {
+    const g = granted(input);
+    if (!g.access) return undefined;
+    (workspace = g.workspace), (writable = writableOf(g.access));
+  } catch {
+    return undefined; // decide() refuses it, with the same error
+  }
+  try {
+    return { workspace, writable, found: (await scanHeldSliced(workspace, writable, host)).held };
+  } catch (e) {
+    // Refused by decide(), where scanHeld would have thrown it.
+    return { workspace, writable, found: e instanceof Error ? e : new Error(String(e)) };
+  }
+}
+
+/** decide(), its held-path walk done first in slices (heldAhead): the same plan, or the same refusal. */
+export async function decideSliced(input: PlanInput, host: HostFacts): Promise<LaunchPlan> {
+  const ahead = await heldAhead(input, host);
+  return decide(ahead ? { ...input, heldAhead: ahead } : input, host);
 }
 
 function realpathOr(p: string): string {

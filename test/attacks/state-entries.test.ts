@@ -208,7 +208,7 @@ describe("a broker's component (a workload's, an agent session's) whose state ho
 /**
  * A state that takes the walk seconds: n symbolic links that loop (each resolved through its whole chain, 40 links
  * deep, for the reason it is given), in dir/loops. Links, not a million files: the held-path walk of the writable
- * grants (held.ts, synchronous, known debt) reads a link as cheaply as any entry, but would take as long as this
+ * grants (held.ts, in slices too) reads a link as cheaply as any entry, but would take as long as this
  * walk over as many files, and the test would measure it instead.
  */
 function loops(dir: string, n: number): void {
