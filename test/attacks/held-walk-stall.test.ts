@@ -4,9 +4,8 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
 import { Broker } from "../../src/broker/broker.js";
-import { head, rawRequest } from "../support/raw-http.js";
 import { client, residentHosts } from "../support/resident.js";
-import { serve } from "../support/serve.js";
+import { apiRequest, createWhileListing, serve } from "../support/serve.js";
 
 /**
  * The held-path walk (src/policy/held.ts) reads every directory a plan can write, looking for protected names that
@@ -91,27 +90,8 @@ describe("a writable tree of 40,000 directories: a process hosting other session
     writeFileSync(model, JSON.stringify({ turns: [{ text: "ok" }] }));
     const srv = await serve({ workspace: s.ws });
     try {
-      const req = (method: string, path: string, body?: string) => {
-        const hs: [string, string][] = [["Host", `127.0.0.1:${srv.port}`], ["Authorization", `Bearer ${srv.token}`]];
-        if (body !== undefined) hs.push(["Content-Type", "application/json"], ["Content-Length", String(Buffer.byteLength(body))]);
-        return rawRequest(head(method, path, hs), { port: srv.port, body, timeoutMs: 30_000 });
-      };
-      /** Creates a session; meanwhile lists the sessions, one request after another: the slowest answer, and how many. */
-      const create = async () => {
-        const t0 = Date.now();
-        let done = false;
-        const creating = req("POST", "/api/sessions", JSON.stringify({ kind: "agent", mode: "workspace-write", model: `scripted:${model}` })).finally(() => (done = true));
-        let slowest = 0;
-        let asked = 0;
-        while (!done) {
-          const t = Date.now();
-          expect((await req("GET", "/api/sessions")).status).toBe(200);
-          slowest = Math.max(slowest, Date.now() - t);
-          asked += 1;
-          await new Promise((res) => setTimeout(res, 20));
-        }
-        return { answer: await creating, ms: Date.now() - t0, slowest, asked };
-      };
+      const req = apiRequest(srv);
+      const create = () => createWhileListing(req, model);
       const clean = await create();
       expect(clean.answer.status, clean.answer.body).toBe(201);
       directories(join(s.ws, "tree"), MANY);

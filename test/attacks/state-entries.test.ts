@@ -7,9 +7,8 @@ import { VAK_BIN } from "../support/paths.js";
 import { AgentSession } from "../../src/agent/agent-session.js";
 import { Broker, type InteractiveSandbox } from "../../src/broker/broker.js";
 import { ScriptedClient } from "../../src/model/scripted.js";
-import { head, rawRequest, type RawResponse } from "../support/raw-http.js";
 import { client, residentHosts } from "../support/resident.js";
-import { serve } from "../support/serve.js";
+import { apiRequest, createWhileListing, serve } from "../support/serve.js";
 import { baseEnv, runVak } from "../support/vak.js";
 
 /**
@@ -272,27 +271,8 @@ describe("a broker's walk of a host tool's state gives the process turns (vak se
     writeFileSync(model, JSON.stringify({ turns: [{ text: "ok" }] }));
     const srv = await serve({ workspace: s.ws, config: readFileSync(join(home, ".config", "vak", "config.toml"), "utf8"), args: ["--profile", "tool"], env: { HOME: home } });
     try {
-      const req = (method: string, path: string, body?: string) => {
-        const hs: [string, string][] = [["Host", `127.0.0.1:${srv.port}`], ["Authorization", `Bearer ${srv.token}`]];
-        if (body !== undefined) hs.push(["Content-Type", "application/json"], ["Content-Length", String(Buffer.byteLength(body))]);
-        return rawRequest(head(method, path, hs), { port: srv.port, body, timeoutMs: 30_000 });
-      };
-      /** Creates a session; meanwhile lists the sessions, one request after another: the slowest answer, and how many. */
-      const create = async () => {
-        const t0 = Date.now();
-        let done = false;
-        const creating = req("POST", "/api/sessions", JSON.stringify({ kind: "agent", mode: "workspace-write", model: `scripted:${model}` })).finally(() => (done = true));
-        let slowest = 0;
-        let asked = 0;
-        while (!done) {
-          const t = Date.now();
-          expect((await req("GET", "/api/sessions")).status).toBe(200);
-          slowest = Math.max(slowest, Date.now() - t);
-          asked += 1;
-          await new Promise((res) => setTimeout(res, 20));
-        }
-        return { answer: await creating, ms: Date.now() - t0, slowest, asked };
-      };
+      const req = apiRequest(srv);
+      const create = () => createWhileListing(req, model);
       const live = () => req("GET", "/api/sessions").then((x) => (JSON.parse(x.body) as { sessions: { live: boolean }[] }).sessions.filter((y) => y.live).length);
       const clean = await create();
       expect(clean.answer.status, clean.answer.body).toBe(201);

@@ -2,6 +2,8 @@ import { type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { expect } from "vitest";
+import { head, rawRequest, type RawResponse } from "./raw-http.js";
 import { baseEnv, spawnVak } from "./vak.js";
 
 /**
@@ -87,4 +89,30 @@ export function serveRefused(o: ServeOptions): Promise<{ code: number | null; st
       resolve({ code, stderr, stdout });
     });
   });
+}
+
+/** An authorised request to a running vak serve (raw HTTP/1.1 on loopback). */
+export function apiRequest(srv: { port: number; token: string }): (method: string, path: string, body?: string) => Promise<RawResponse> {
+  return (method, path, body) => {
+    const hs: [string, string][] = [["Host", `127.0.0.1:${srv.port}`], ["Authorization", `Bearer ${srv.token}`]];
+    if (body !== undefined) hs.push(["Content-Type", "application/json"], ["Content-Length", String(Buffer.byteLength(body))]);
+    return rawRequest(head(method, path, hs), { port: srv.port, body, timeoutMs: 30_000 });
+  };
+}
+
+/** Creates an agent session (a scripted model); meanwhile lists the sessions, one request after another: the slowest answer, and how many. */
+export async function createWhileListing(req: ReturnType<typeof apiRequest>, model: string): Promise<{ answer: RawResponse; ms: number; slowest: number; asked: number }> {
+  const t0 = Date.now();
+  let done = false;
+  const creating = req("POST", "/api/sessions", JSON.stringify({ kind: "agent", mode: "workspace-write", model: `scripted:${model}` })).finally(() => (done = true));
+  let slowest = 0;
+  let asked = 0;
+  while (!done) {
+    const t = Date.now();
+    expect((await req("GET", "/api/sessions")).status).toBe(200);
+    slowest = Math.max(slowest, Date.now() - t);
+    asked += 1;
+    await new Promise((res) => setTimeout(res, 20));
+  }
+  return { answer: await creating, ms: Date.now() - t0, slowest, asked };
 }
