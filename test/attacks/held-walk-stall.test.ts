@@ -3,6 +3,7 @@ import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
+import { servedWhile } from "../support/stall.js";
 import { Broker } from "../../src/broker/broker.js";
 import { client, residentHosts } from "../support/resident.js";
 import { apiRequest, createWhileListing, serve } from "../support/serve.js";
@@ -23,23 +24,6 @@ afterEach(() => s.cleanup(), 180_000);
 /** n empty directories under dir, 100 to a parent. */
 function directories(dir: string, n: number): void {
   execFileSync("python3", ["-c", `import os\nfor i in range(${n}):\n  os.makedirs(os.path.join(${JSON.stringify(dir)}, "d%d" % (i // 100), "e%d" % i), exist_ok=True)`]);
-}
-
-/** Runs start() with a timer of the same process ticking beside it: how long it took, and the longest the timer waited. */
-async function servedWhile<T>(start: () => Promise<T>): Promise<{ value: T; ms: number; maxGap: number }> {
-  const t0 = Date.now();
-  let last = t0;
-  let maxGap = 0;
-  const tick = setInterval(() => {
-    maxGap = Math.max(maxGap, Date.now() - last);
-    last = Date.now();
-  }, 5);
-  try {
-    const value = await start();
-    return { value, ms: Date.now() - t0, maxGap: Math.max(maxGap, Date.now() - last) };
-  } finally {
-    clearInterval(tick);
-  }
 }
 
 /** Directories enough that the walk takes a second or more here, in one piece (more on a busy machine). */

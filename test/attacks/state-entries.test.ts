@@ -3,6 +3,7 @@ import { existsSync, linkSync, mkdirSync, readFileSync, rmSync, symlinkSync, wri
 import { join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { scratch, type Scratch } from "../support/fs.js";
+import { servedWhile } from "../support/stall.js";
 import { VAK_BIN } from "../support/paths.js";
 import { AgentSession } from "../../src/agent/agent-session.js";
 import { Broker, type InteractiveSandbox } from "../../src/broker/broker.js";
@@ -213,23 +214,6 @@ describe("a broker's component (a workload's, an agent session's) whose state ho
 function loops(dir: string, n: number): void {
   mkdirSync(join(dir, "loops"));
   py(`import os\nfor i in range(${n}):\n  p = os.path.join(${JSON.stringify(join(dir, "loops"))}, "l%d" % i)\n  os.symlink(p, p)`);
-}
-
-/** Runs start() with a timer of the same process ticking beside it: how long it took, and the longest the timer waited. */
-async function servedWhile<T>(start: () => Promise<T>): Promise<{ value: T; ms: number; maxGap: number }> {
-  const t0 = Date.now();
-  let last = t0;
-  let maxGap = 0;
-  const tick = setInterval(() => {
-    maxGap = Math.max(maxGap, Date.now() - last);
-    last = Date.now();
-  }, 5);
-  try {
-    const value = await start();
-    return { value, ms: Date.now() - t0, maxGap: Math.max(maxGap, Date.now() - last) };
-  } finally {
-    clearInterval(tick);
-  }
 }
 
 /** Links enough that the walk takes a second or more here (about a millisecond each on a 2-core machine, more when busy). */
